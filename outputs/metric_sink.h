@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "hyperparams/config.h"
+#include "hyperparams/registry.h"
+
+namespace gcrun::outputs {
+
+// One measurement, as the reference's log_metric receives it.
+struct MetricEvent {
+  std::string name;   // e.g. "cross_entropy", "accuracy", "timer"
+  double value = 0;
+  std::string split;  // "train", "test", or "" when the metric has none
+  double epoch = 0;   // fractional epoch at which it was measured
+  int64_t step = 0;   // optimizer steps done
+  uint64_t bits = 0;  // cumulative bits sent by one worker
+};
+
+// Training progress, emitted after every optimizer step.
+struct Progress {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  int64_t epoch = 0;
+  int64_t total_epochs = 0;
+  double loss = 0;             // running mean of this epoch's training loss on rank 0
+  double samples_per_s = 0;    // over all workers
+  double elapsed_s = 0;
+};
+
+// Once per epoch, after evaluation, with metrics reduced over all workers.
+struct EpochSummary {
+  int64_t epoch = 0;  // 1-based: the epoch just finished
+  int64_t step = 0;
+  std::map<std::string, double> train;
+  std::map<std::string, double> test;
+  uint64_t bits = 0;       // cumulative, one worker
+  double elapsed_s = 0;
+  double learning_rate = 0;
+};
+
+// A MetricSink receives everything a run reports. Sinks run on rank 0 only and in the training
+// thread, so they should be quick; close() is called once at the end of the run (also when it fails).
+class MetricSink {
+ public:
+  virtual ~MetricSink() = default;
+  virtual void metric(const MetricEvent& event) = 0;
+  virtual void progress(const Progress& progress) {}
+  virtual void epochEnd(const EpochSummary& summary) {}
+  virtual void close() {}
+};
+
+struct SinkContext {
+  std::string run_dir;  // where file sinks write
+  const ExperimentConfig& config;
+};
+
+using SinkFactory = std::function<std::unique_ptr<MetricSink>(const SinkContext&)>;
+
+// The sinks `output.sinks` may name; built-ins (console, jsonl, csv) are registered on first use.
+// Registering a name again replaces it: that is how user code swaps a built-in for its own.
+Registry<SinkFactory>& sinkRegistry();
+
+}  // namespace gcrun::outputs

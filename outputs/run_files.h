@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace gcrun::outputs {
+
+// Creates the directory a run writes into and returns its path. `requested` empty: a new folder
+// outputs/<experiment>-<YYYYmmdd-HHMMSS>[-N] under the working directory. `requested` given: it
+// must not exist or be empty; an existing non-empty directory is a UserError (runs are never
+// overwritten silently).
+std::string createRunDirectory(const std::string& requested, const std::string& experiment);
+
+// Writes `contents` to `path` through a temporary file, fsync and rename, so readers never see a
+// half-written file.
+void writeFileAtomically(const std::string& path, const std::string& contents);
+
+// What run.json records about a run.
+struct RunInfo {
+  std::string experiment;
+  std::string gcrun_version;
+  std::string torch_version;
+  int world_size = 1;
+  std::string backend;
+  std::string device;
+  int64_t num_parameters = 0;
+  int64_t steps = 0;
+  double epochs_done = 0;
+  uint64_t bits_sent = 0;  // per worker
+  bool synthetic_data = false;
+  std::string status;      // "running", "completed", "failed"
+  std::string error;       // the failure, when status is "failed"
+  std::string start_time;  // ISO 8601, UTC
+  std::string end_time;
+  std::map<std::string, double> final_metrics;  // "test.accuracy" -> value, ...
+};
+std::string runInfoJson(const RunInfo& info);
+
+// Current time as ISO 8601 in UTC, e.g. 2026-11-30T01:02:03Z.
+std::string isoTimeNow();
+
+}  // namespace gcrun::outputs

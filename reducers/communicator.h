@@ -1,0 +1,45 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace gcrun::reducers {
+
+class PendingCollective;
+
+// The collectives a reducer may use, over one c10d process group (Gloo or NCCL). It hides the
+// c10d API differences between LibTorch 1.13 (ProcessGroup) and 2.x (Backend).
+//
+// Contract (as for any c10d group): every rank calls the same collectives, with tensors of the
+// same shape and dtype, in the same order. Blocking calls return when the result is in place;
+// a peer that fails or stalls makes them throw after the group's timeout.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  // In place: tensor becomes the elementwise sum over ranks.
+  virtual void allreduceSum(at::Tensor& tensor) = 0;
+  // Starts the same sum without waiting; wait() on the result before reading the tensor.
+  virtual std::unique_ptr<PendingCollective> allreduceSumAsync(at::Tensor& tensor) = 0;
+  // Every rank's `tensor`, in rank order (each of the same shape and dtype).
+  virtual std::vector<at::Tensor> allgather(const at::Tensor& tensor) = 0;
+  // In place: every rank gets root's tensor.
+  virtual void broadcast(at::Tensor& tensor, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
+}  // namespace gcrun::reducers

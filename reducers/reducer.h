@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "hyperparams/config.h"
+#include "hyperparams/registry.h"
+#include "reducers/communicator.h"
+
+namespace gcrun::reducers {
+
+// A Reducer turns every worker's gradients into one shared update: exact averaging, or a compressor
+// with its collectives. It follows the reference's reduce(grad_in, grad_out, memory_out) -> bits.
+//
+// Contract:
+//  - Every rank calls reduce() at the same steps with tensors of the same shapes, dtypes and order
+//    (the model's parameters in registration order); the list is the same at every call.
+//  - send[i] is what this worker contributes (gradient, plus error-feedback memory when that is
+//    on). The reducer may use it as scratch space.
+//  - out[i] receives the update every worker applies: identical on every rank.
+//  - memory[i] receives what this worker's contribution lost: send[i] minus what the reducer
+//    delivered for it (for exact averaging, zero). The trainer owns these buffers and adds them to
+//    the next step's gradient when error feedback is on; a reducer must write every element.
+//  - Returns the bits this worker sent in this call, counted from the messages it put on the wire.
+// Reducers are stateful (warm-start queries, random generators) and not thread-safe.
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+  virtual uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
+                          const std::vector<at::Tensor>& memory) = 0;
+};
+
+// What a factory gets. The seed is the same on every worker, so random choices (PowerSGD's initial
+// query, random-k indices) agree without communication.
+struct ReducerContext {
+  Communicator& comm;
+  const ReducerOptions& options;
+  uint64_t seed;
+};
+
+using ReducerFactory = std::function<std::unique_ptr<Reducer>(const ReducerContext&)>;
+
+// The reducers gcrun knows; the built-ins are registered on first use. User code adds its own with
+// reducerRegistry().add(...) before the experiment starts.
+Registry<ReducerFactory>& reducerRegistry();
+
+// 8 * numel * element size: what a tensor costs on the wire.
+inline uint64_t bitsOf(const at::Tensor& t) {
+  return 8ull * static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
+}
+
+}  // namespace gcrun::reducers
