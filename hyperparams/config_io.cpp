@@ -1,0 +1,230 @@
+#include "hyperparams/config_io.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+#include "hyperparams/config_keys.h"
+#include "hyperparams/errors.h"
+
+namespace gcrun::hyperparams {
+namespace {
+
+const char kAssignmentSource[] = "--set";
+
+const KeySpec* findKey(const std::string& name) {
+  const auto& table = keyTable();
+  auto it = std::find_if(table.begin(), table.end(), [&](const KeySpec& s) { return s.key == name; });
+  return it == table.end() ? nullptr : &*it;
+}
+
+const AliasSpec* findAlias(const std::string& name) {
+  const auto& table = aliasTable();
+  auto it = std::find_if(table.begin(), table.end(), [&](const AliasSpec& a) { return a.alias == name; });
+  return it == table.end() ? nullptr : &*it;
+}
+
+// True when `name` is the dotted prefix of some key, e.g. "training".
+bool isSection(const std::string& name) {
+  const auto& table = keyTable();
+  return std::any_of(table.begin(), table.end(),
+                     [&](const KeySpec& s) { return s.key.rfind(name + ".", 0) == 0; });
+}
+
+// A YAML value on one line, as messages show it: scalars verbatim, collections in flow style.
+std::string render(const YAML::Node& node) {
+  if (node.IsScalar()) {
+    std::string text;
+    for (char c : node.Scalar()) text += c == '\n' ? std::string("\\n") : std::string(1, c);
+    return text;
+  }
+  if (!node.IsSequence() && !node.IsMap()) return "null";
+  std::string text;
+  for (const auto& item : node) {
+    if (!text.empty()) text += ", ";
+    text += node.IsMap() ? render(item.first) + ": " + render(item.second) : render(item);
+  }
+  return node.IsMap() ? "{" + text + "}" : "[" + text + "]";
+}
+
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+// The known key or alias closest to `name`, if close enough to be a plausible typo. A name without
+// a dot is also compared with each key's last part, so `epochs` suggests `training.epochs`.
+std::string closestKey(const std::string& name) {
+  std::vector<std::string> candidates;
+  for (const auto& spec : keyTable()) candidates.push_back(spec.key);
+  for (const auto& alias : aliasTable()) candidates.push_back(alias.alias);
+  const bool dotless = name.find('.') == std::string::npos;
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
+  for (const auto& candidate : candidates) {
+    size_t distance = editDistance(name, candidate);
+    if (dotless)
+      distance = std::min(distance, editDistance(name, candidate.substr(candidate.rfind('.') + 1)));
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+UserError unknownKey(const std::string& name, const std::string& source) {
+  const std::string suggestion = closestKey(name);
+  return UserError("config: unknown key '" + name + "' in " + source +
+                   (suggestion.empty() ? " (`gcrun list keys` lists the known keys)"
+                                       : " (did you mean '" + suggestion + "'?)"));
+}
+
+// Sets one key or alias; an alias's value may first be translated from the reference's names.
+void applyValue(ExperimentConfig& config, const std::string& name, const YAML::Node& value,
+                const std::string& source) {
+  const AliasSpec* alias = findAlias(name);
+  const KeySpec& spec = *findKey(alias ? alias->key : name);
+  YAML::Node translated = value;
+  if (alias && value.IsScalar()) {
+    auto it = alias->values.find(value.Scalar());
+    if (it != alias->values.end()) translated = YAML::Node(it->second);
+  }
+  if (!spec.set(config, translated)) {
+    const std::string label = alias ? name + " (" + spec.key + ")" : name;
+    throw UserError("config: " + label + " = '" + render(value) + "' in " + source + ": expected " +
+                    spec.accepted);
+  }
+}
+
+// Walks a mapping whose keys may be nested sections, dotted keys or aliases, all relative to `prefix`.
+void applyMapping(ExperimentConfig& config, const YAML::Node& mapping, const std::string& prefix,
+                  const std::string& source) {
+  for (const auto& entry : mapping) {
+    const std::string name = prefix + render(entry.first);
+    const YAML::Node& value = entry.second;
+    // `task` is both a section and the reference's alias of task.name: a mapping means the section.
+    if (value.IsMap() && isSection(name)) {
+      applyMapping(config, value, name + ".", source);
+    } else if (findKey(name) || findAlias(name)) {
+      applyValue(config, name, value, source);
+    } else if (value.IsMap() && value.size() > 0) {
+      applyMapping(config, value, name + ".", source);  // reports the misspelt leaves in full
+    } else {
+      throw unknownKey(name, source);
+    }
+  }
+}
+
+std::string position(const YAML::Mark& mark) {
+  if (mark.is_null()) return "";
+  return " at line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
+}
+
+YAML::Node load(const std::string& text, const std::string& what) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw UserError("config: invalid YAML in " + what + position(e.mark) + ": " + e.msg);
+  }
+}
+
+std::string trim(const std::string& text) {
+  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  auto begin = std::find_if_not(text.begin(), text.end(), space);
+  auto end = std::find_if_not(text.rbegin(), text.rend(), space).base();
+  return begin < end ? std::string(begin, end) : std::string();
+}
+
+// Places `value` at the dotted `key` under `node`, creating the sections on the way.
+void insert(YAML::Node node, const std::string& key, const YAML::Node& value) {
+  const auto dot = key.find('.');
+  if (dot == std::string::npos) {
+    node[key] = value;
+    return;
+  }
+  insert(node[key.substr(0, dot)], key.substr(dot + 1), value);
+}
+
+}  // namespace
+
+void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std::string& source) {
+  const YAML::Node root = load(yaml_text, source);
+  if (root.IsNull()) return;
+  if (!root.IsMap()) {
+    throw UserError("config: " + source +
+                    " must be a YAML mapping of keys to values (e.g. 'training.epochs: 3'), got '" +
+                    render(root) + "'");
+  }
+  // Applied to a copy so that a bad key leaves the config as it was.
+  ExperimentConfig updated = config;
+  applyMapping(updated, root, "", source);
+  config = std::move(updated);
+}
+
+void applyAssignment(ExperimentConfig& config, const std::string& assignment) {
+  const auto equals = assignment.find('=');
+  const std::string key = trim(assignment.substr(0, equals));
+  if (equals == std::string::npos || key.empty()) {
+    throw UserError("config: " + std::string(kAssignmentSource) + " '" + assignment +
+                    "' is not of the form key=value (e.g. training.epochs=3)");
+  }
+  YAML::Node document(YAML::NodeType::Map);
+  document[key] = load(assignment.substr(equals + 1),
+                       "the value of " + std::string(kAssignmentSource) + " '" + assignment + "'");
+  ExperimentConfig updated = config;
+  applyMapping(updated, document, "", kAssignmentSource);
+  config = std::move(updated);
+}
+
+void validate(const ExperimentConfig& config) {
+  // A config built in code bypasses the setters, so every value is checked again here.
+  for (const auto& spec : keyTable()) {
+    ExperimentConfig scratch;
+    const YAML::Node value = spec.get(config);
+    if (!spec.set(scratch, value)) {
+      throw UserError("config: " + spec.key + " = '" + render(value) +
+                      "' in the resolved configuration: expected " + spec.accepted);
+    }
+  }
+  if (config.distributed.backend == "nccl" && config.device != "cuda") {
+    throw UserError("config: distributed.backend = 'nccl' needs device = 'cuda' (device is '" +
+                    config.device + "'); set device=cuda or distributed.backend=gloo");
+  }
+}
+
+std::string toYaml(const ExperimentConfig& config) {
+  YAML::Node root(YAML::NodeType::Map);
+  for (const auto& spec : keyTable()) insert(root, spec.key, spec.get(config));
+  YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);
+  out << root;
+  const std::string header = config.experiment.empty() ? "" : "# experiment: " + config.experiment + "\n";
+  return header + out.c_str() + "\n";
+}
+
+std::vector<KeyInfo> knownKeys() {
+  std::vector<KeyInfo> keys;
+  for (const auto& spec : keyTable()) {
+    KeyInfo info{spec.key, spec.accepted, spec.help, {}};
+    for (const auto& alias : aliasTable()) {
+      if (alias.key == spec.key) info.aliases.push_back(alias.alias);
+    }
+    keys.push_back(std::move(info));
+  }
+  return keys;
+}
+
+}  // namespace gcrun::hyperparams

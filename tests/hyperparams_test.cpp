@@ -1,0 +1,420 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hyperparams/config_io.h"
+#include "hyperparams/errors.h"
+
+namespace gcrun::hyperparams {
+namespace {
+
+// The message of the UserError `action` throws; fails the test when it throws nothing.
+std::string userErrorOf(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a UserError";
+  return "";
+}
+
+void expectMessageHas(const std::string& message, const std::vector<std::string>& parts) {
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  for (const auto& part : parts)
+    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+}
+
+std::string setError(const std::string& assignment) {
+  ExperimentConfig config;
+  return userErrorOf([&] { applyAssignment(config, assignment); });
+}
+
+std::string yamlError(const std::string& yaml, const std::string& source = "preset test") {
+  ExperimentConfig config;
+  return userErrorOf([&] { applyYaml(config, yaml, source); });
+}
+
+ExperimentConfig fromYaml(const std::string& yaml) {
+  ExperimentConfig config;
+  applyYaml(config, yaml, "preset test");
+  return config;
+}
+
+// Every field differs from its default; doubles include ones that need 17 digits.
+ExperimentConfig everyFieldChanged() {
+  ExperimentConfig c;
+  c.description = "Rank-2: PowerSGD # warm start";
+  c.seed = 7;
+  c.device = "cuda";
+  c.task = {"cifar10", "resnet18", "/data/null", true, 250};
+  c.training = {300, 1200, 64};
+  c.optimizer.learning_rate = 0.1 * 3;
+  c.optimizer.conv_learning_rate = 1e-5;
+  c.optimizer.momentum = 0.95;
+  c.optimizer.momentum_type = "exponential_moving_average";
+  c.optimizer.weight_decay = 5e-4;
+  c.optimizer.weight_decay_conv = 0.0;
+  c.optimizer.weight_decay_other = 2.5e-4;
+  c.optimizer.weight_decay_bn = 1e-6;
+  c.optimizer.memory = false;
+  c.optimizer.mom_before_reduce = true;
+  c.optimizer.wd_before_reduce = true;
+  c.optimizer.decay_at_epochs = {150, 250.5};
+  c.optimizer.decay_with_factor = 3.0;
+  c.optimizer.scale_lr_with_factor = 16;
+  c.optimizer.warmup_epochs = 0.25;
+  c.reducer = {"powersgd", 2, false};
+  c.distributed = {"nccl", 1.0 / 3.0};
+  c.output = {{"console", "tensorboard"}, 10};
+  return c;
+}
+
+void expectSameConfig(const ExperimentConfig& a, const ExperimentConfig& b) {
+  EXPECT_EQ(a.description, b.description);
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.task.name, b.task.name);
+  EXPECT_EQ(a.task.architecture, b.task.architecture);
+  EXPECT_EQ(a.task.data_dir, b.task.data_dir);
+  EXPECT_EQ(a.task.synthetic, b.task.synthetic);
+  EXPECT_EQ(a.task.test_batch_size, b.task.test_batch_size);
+  EXPECT_EQ(a.training.epochs, b.training.epochs);
+  EXPECT_EQ(a.training.max_steps, b.training.max_steps);
+  EXPECT_EQ(a.training.batch_size, b.training.batch_size);
+  const auto& x = a.optimizer;
+  const auto& y = b.optimizer;
+  EXPECT_EQ(x.learning_rate, y.learning_rate);
+  EXPECT_EQ(x.conv_learning_rate, y.conv_learning_rate);
+  EXPECT_EQ(x.momentum, y.momentum);
+  EXPECT_EQ(x.momentum_type, y.momentum_type);
+  EXPECT_EQ(x.weight_decay, y.weight_decay);
+  EXPECT_EQ(x.weight_decay_conv, y.weight_decay_conv);
+  EXPECT_EQ(x.weight_decay_other, y.weight_decay_other);
+  EXPECT_EQ(x.weight_decay_bn, y.weight_decay_bn);
+  EXPECT_EQ(x.memory, y.memory);
+  EXPECT_EQ(x.mom_before_reduce, y.mom_before_reduce);
+  EXPECT_EQ(x.wd_before_reduce, y.wd_before_reduce);
+  EXPECT_EQ(x.decay_at_epochs, y.decay_at_epochs);
+  EXPECT_EQ(x.decay_with_factor, y.decay_with_factor);
+  EXPECT_EQ(x.scale_lr_with_factor, y.scale_lr_with_factor);
+  EXPECT_EQ(x.warmup_epochs, y.warmup_epochs);
+  EXPECT_EQ(a.reducer.name, b.reducer.name);
+  EXPECT_EQ(a.reducer.rank, b.reducer.rank);
+  EXPECT_EQ(a.reducer.reuse_query, b.reducer.reuse_query);
+  EXPECT_EQ(a.distributed.backend, b.distributed.backend);
+  EXPECT_EQ(a.distributed.timeout_s, b.distributed.timeout_s);
+  EXPECT_EQ(a.output.sinks, b.output.sinks);
+  EXPECT_EQ(a.output.log_every_steps, b.output.log_every_steps);
+}
+
+TEST(ConfigApply, EmptyDocumentChangesNothing) {
+  const ExperimentConfig defaults;
+  ExperimentConfig config;
+  applyYaml(config, "", "preset empty");
+  applyYaml(config, "# only a comment\n", "preset empty");
+  expectSameConfig(config, defaults);
+}
+
+TEST(ConfigApply, LaterLayersOverrideOnlyWhatTheySet) {
+  ExperimentConfig config;
+  applyYaml(config, "training: {epochs: 3, batch_size: 32}\nseed: 5\n", "preset base");
+  applyYaml(config, "training.epochs: 4\noptimizer_learning_rate: 0.5\n", "file run.yaml");
+  applyAssignment(config, "training.epochs=6");
+
+  EXPECT_EQ(config.training.epochs, 6);            // all three layers set it: --set wins
+  EXPECT_EQ(config.optimizer.learning_rate, 0.5);  // second layer only
+  EXPECT_EQ(config.training.batch_size, 32);       // first layer only
+  EXPECT_EQ(config.seed, 5);
+  EXPECT_EQ(config.optimizer.momentum, 0.9);  // nobody: default
+  EXPECT_EQ(config.reducer.name, "exact");
+}
+
+TEST(ConfigApply, NestedDottedAndAliasFormsAgree) {
+  const auto nested = fromYaml(
+      "training: {epochs: 90, batch_size: 64}\n"
+      "optimizer: {learning_rate: 1.25, momentum: 0, decay_at_epochs: [60, 80], memory: false}\n"
+      "reducer: {name: powersgd, rank: 2}\n");
+  const auto dotted = fromYaml(
+      "training.epochs: 90\ntraining.batch_size: 64\noptimizer.learning_rate: 1.25\n"
+      "optimizer.momentum: 0\noptimizer.decay_at_epochs: [60, 80]\noptimizer.memory: false\n"
+      "reducer.name: powersgd\nreducer.rank: 2\n");
+  const auto aliases = fromYaml(
+      "num_epochs: 90\noptimizer_batch_size: 64\noptimizer_learning_rate: 1.25\noptimizer_momentum: 0\n"
+      "optimizer_decay_at_epochs: [60, 80]\noptimizer_memory: false\n"
+      "optimizer_reducer: RankKReducer\noptimizer_reducer_rank: 2\n");
+  const auto mixed = fromYaml(
+      "num_epochs: 90\ntraining: {batch_size: 64}\noptimizer.learning_rate: 1.25\n"
+      "optimizer: {momentum: 0, memory: false}\noptimizer_decay_at_epochs: [60, 80]\n"
+      "reducer: {name: powersgd}\nreducer.rank: 2\n");
+  EXPECT_EQ(nested.training.epochs, 90);
+  EXPECT_EQ(nested.optimizer.decay_at_epochs, (std::vector<double>{60, 80}));
+  EXPECT_EQ(nested.reducer.name, "powersgd");
+  expectSameConfig(dotted, nested);
+  expectSameConfig(aliases, nested);
+  expectSameConfig(mixed, nested);
+}
+
+TEST(ConfigApply, AliasesTranslateReferenceValueNames) {
+  EXPECT_EQ(fromYaml("optimizer_reducer: RankKReducer").reducer.name, "powersgd");
+  EXPECT_EQ(fromYaml("optimizer_reducer: SignSGDwithMajorityVoteReducer").reducer.name, "signum");
+  EXPECT_EQ(fromYaml("optimizer_reducer: UniformRandomSparseBlockReducer").reducer.name, "random-block");
+  EXPECT_EQ(fromYaml("optimizer_reducer: topk").reducer.name, "topk");  // gcrun names pass through
+  EXPECT_EQ(fromYaml("task: Cifar").task.name, "cifar10");
+  EXPECT_EQ(fromYaml("task: LanguageModeling").task.name, "wikitext2");
+  EXPECT_EQ(fromYaml("task: fashion-mnist").task.name, "fashion-mnist");
+  // The translation belongs to the alias: the key itself takes the value as given.
+  EXPECT_EQ(fromYaml("reducer.name: RankKReducer").reducer.name, "RankKReducer");
+  // `task` with a mapping is the section, not the alias.
+  const auto section = fromYaml("task: {name: cifar10, architecture: vgg16}");
+  EXPECT_EQ(section.task.name, "cifar10");
+  EXPECT_EQ(section.task.architecture, "vgg16");
+}
+
+TEST(ConfigApply, ReferenceScheduleKeys) {
+  const auto config = fromYaml(
+      "optimizer_scale_lr_with_factor: 16\noptimizer_scale_lr_with_warmup_epochs: 5\n"
+      "optimizer_weight_decay_conv: 0.0001\noptimizer_weight_decay_other: 0.0001\noptimizer_weight_decay_bn: "
+      "0.0\n"
+      "optimizer_mom_before_reduce: true\noptimizer_wd_before_reduce: false\noptimizer_momentum_type: "
+      "heavy-ball\n"
+      "optimizer_conv_learning_rate: 0.2\noptimizer_reducer_reuse_query: false\ntask_architecture: ResNet18\n"
+      "distributed_backend: gloo\nseed: 1\n");
+  EXPECT_EQ(config.optimizer.scale_lr_with_factor, 16.0);
+  EXPECT_EQ(config.optimizer.warmup_epochs, 5.0);
+  EXPECT_EQ(config.optimizer.weight_decay_conv, 1e-4);
+  EXPECT_EQ(config.optimizer.weight_decay_other, 1e-4);
+  EXPECT_TRUE(config.optimizer.mom_before_reduce);
+  EXPECT_EQ(config.optimizer.momentum_type, "heavy-ball");
+  EXPECT_EQ(config.optimizer.conv_learning_rate, 0.2);
+  EXPECT_FALSE(config.reducer.reuse_query);
+  EXPECT_EQ(config.task.architecture, "ResNet18");
+  EXPECT_EQ(config.distributed.backend, "gloo");
+  EXPECT_EQ(config.seed, 1);
+  // The reference's None for the factor means the number of workers, which gcrun spells 0.
+  EXPECT_EQ(fromYaml("optimizer_scale_lr_with_factor: 16\noptimizer_scale_lr_with_factor: null\n")
+                .optimizer.scale_lr_with_factor,
+            0.0);
+}
+
+TEST(ConfigApply, AssignmentValuesAreYaml) {
+  ExperimentConfig config;
+  applyAssignment(config, "optimizer.decay_at_epochs=[150, 250]");
+  applyAssignment(config, " task.synthetic = yes");
+  applyAssignment(config, "optimizer.conv_learning_rate=0.05");
+  applyAssignment(config, "output.sinks=jsonl");
+  applyAssignment(config, "description=lr=0.1 run");
+  EXPECT_EQ(config.optimizer.decay_at_epochs, (std::vector<double>{150, 250}));
+  EXPECT_TRUE(config.task.synthetic);
+  EXPECT_EQ(config.optimizer.conv_learning_rate, 0.05);
+  EXPECT_EQ(config.output.sinks, (std::vector<std::string>{"jsonl"}));
+  EXPECT_EQ(config.description, "lr=0.1 run");  // split at the first '=' only
+
+  applyAssignment(config, "optimizer.conv_learning_rate=null");
+  EXPECT_FALSE(config.optimizer.conv_learning_rate.has_value());
+  config.task.data_dir = "/somewhere";
+  applyAssignment(config, "task.data_dir=");
+  EXPECT_EQ(config.task.data_dir, "");
+  applyAssignment(config, "optimizer.decay_at_epochs=");
+  EXPECT_TRUE(config.optimizer.decay_at_epochs.empty());
+  applyAssignment(config, "task.synthetic=off");
+  EXPECT_FALSE(config.task.synthetic);
+}
+
+TEST(ConfigYaml, RoundTripReproducesEveryField) {
+  const ExperimentConfig changed = everyFieldChanged();
+  const std::string text = toYaml(changed);
+  ExperimentConfig reread;
+  applyYaml(reread, text, "toYaml output");
+  expectSameConfig(reread, changed);
+  EXPECT_EQ(toYaml(reread), text);
+
+  ExperimentConfig defaults_reread = changed;  // null optionals must overwrite set ones
+  applyYaml(defaults_reread, toYaml(ExperimentConfig{}), "toYaml output");
+  expectSameConfig(defaults_reread, ExperimentConfig{});
+}
+
+TEST(ConfigYaml, LayoutIsNestedShortAndStable) {
+  ExperimentConfig config;
+  config.experiment = "cifar-powersgd";
+  config.optimizer.decay_at_epochs = {150, 250};
+  const std::string text = toYaml(config);
+  EXPECT_EQ(text.rfind("# experiment: cifar-powersgd\n", 0), 0u) << text;
+  EXPECT_NE(text.find("\noptimizer:\n  learning_rate: 0.1\n  conv_learning_rate: null\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  weight_decay: 0.0001\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  decay_at_epochs: [150, 250]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  sinks: [console, jsonl, csv]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  decay_with_factor: 10\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  timeout_s: 300\n"), std::string::npos) << text;
+  EXPECT_LT(text.find("\ntask:"), text.find("\ntraining:"));
+  EXPECT_LT(text.find("\ntraining:"), text.find("\noptimizer:"));
+  EXPECT_LT(text.find("\nreducer:"), text.find("\ndistributed:"));
+  EXPECT_EQ(text.find("\nexperiment:"), std::string::npos) << "experiment is only a comment";
+  EXPECT_EQ(toYaml(config), text);
+}
+
+TEST(ConfigYaml, NumbersUseTheShortestExactSpelling) {
+  auto timeoutLine = [](double value) {
+    ExperimentConfig config;
+    config.distributed.timeout_s = value;
+    const std::string text = toYaml(config);
+    const auto begin = text.find("timeout_s: ");
+    return text.substr(begin, text.find('\n', begin) - begin);
+  };
+  EXPECT_EQ(timeoutLine(0.1 * 3), "timeout_s: 0.30000000000000004");
+  EXPECT_EQ(timeoutLine(1234.5), "timeout_s: 1234.5");
+  EXPECT_EQ(timeoutLine(3e5), "timeout_s: 300000");
+  EXPECT_EQ(timeoutLine(2.5e-7), "timeout_s: 2.5e-07");
+  EXPECT_EQ(timeoutLine(1e20), "timeout_s: 1e+20");
+}
+
+TEST(ConfigKeys, ListEveryKeyWithAcceptedTextHelpAndAliases) {
+  const auto keys = knownKeys();
+  std::set<std::string> names;
+  for (const auto& info : keys) {
+    names.insert(info.key);
+    EXPECT_FALSE(info.accepted.empty()) << info.key;
+    EXPECT_FALSE(info.help.empty()) << info.key;
+  }
+  EXPECT_EQ(names.size(), keys.size());
+  EXPECT_EQ(keys.size(), 33u);
+  for (const char* key :
+       {"seed", "device", "description", "task.test_batch_size", "optimizer.weight_decay_bn",
+        "reducer.reuse_query", "distributed.timeout_s", "output.log_every_steps"}) {
+    EXPECT_EQ(names.count(key), 1u) << key;
+  }
+  auto find = [&](const std::string& key) {
+    return *std::find_if(keys.begin(), keys.end(), [&](const KeyInfo& k) { return k.key == key; });
+  };
+  EXPECT_EQ(find("training.epochs").aliases, (std::vector<std::string>{"num_epochs"}));
+  EXPECT_EQ(find("optimizer.warmup_epochs").aliases,
+            (std::vector<std::string>{"optimizer_scale_lr_with_warmup_epochs"}));
+  EXPECT_EQ(find("training.epochs").accepted, "an integer >= 1");
+  EXPECT_EQ(find("optimizer.momentum_type").accepted,
+            "one of: nesterov, heavy-ball, exponential_moving_average");
+}
+
+TEST(ConfigErrors, UnknownKeySuggestsTheClosest) {
+  EXPECT_EQ(setError("training.epoch=3"),
+            "config: unknown key 'training.epoch' in --set (did you mean 'training.epochs'?)");
+  expectMessageHas(yamlError("trainin: {epochs: 3}"),
+                   {"unknown key 'trainin.epochs'", "preset test", "did you mean 'training.epochs'"});
+  expectMessageHas(setError("lerning_rate=0.1"),
+                   {"'lerning_rate'", "did you mean 'optimizer.learning_rate'"});
+  expectMessageHas(setError("num_epoch=3"), {"did you mean 'num_epochs'"});
+  const std::string far = setError("completely_unrelated=1");
+  expectMessageHas(far, {"unknown key 'completely_unrelated' in --set", "gcrun list keys"});
+  EXPECT_EQ(far.find("did you mean"), std::string::npos);
+  expectMessageHas(yamlError("experiment: x"), {"unknown key 'experiment'"});
+}
+
+TEST(ConfigErrors, BadValuesNameKeySourceAndAcceptedText) {
+  EXPECT_EQ(yamlError("training.epochs: abc", "preset fashion-sgd"),
+            "config: training.epochs = 'abc' in preset fashion-sgd: expected an integer >= 1");
+  expectMessageHas(setError("training.epochs=1.5"), {"training.epochs = '1.5' in --set", "an integer >= 1"});
+  expectMessageHas(setError("training.epochs=[1, 2]"), {"training.epochs = '[1, 2]'"});
+  expectMessageHas(setError("training.epochs=0"), {"training.epochs = '0'", "an integer >= 1"});
+  expectMessageHas(setError("training.max_steps=-1"), {"an integer >= 0 (0: no limit)"});
+  expectMessageHas(yamlError("training: {epochs: {a: 1}}"), {"training.epochs = '{a: 1}' in preset test"});
+  expectMessageHas(setError("task.synthetic=maybe"), {"task.synthetic = 'maybe'", "true or false"});
+  expectMessageHas(setError("optimizer.learning_rate=.nan"),
+                   {"optimizer.learning_rate = '.nan'", "a number > 0"});
+  expectMessageHas(setError("optimizer.learning_rate=.inf"), {"a number > 0"});
+  expectMessageHas(setError("optimizer.learning_rate=0"), {"a number > 0"});
+  expectMessageHas(setError("optimizer.momentum=1"), {"optimizer.momentum = '1'", "a number in [0, 1)"});
+  expectMessageHas(setError("optimizer.weight_decay_bn=-0.1"), {"a number >= 0"});
+  expectMessageHas(setError("distributed.timeout_s=0"), {"distributed.timeout_s", "a number > 0"});
+  expectMessageHas(setError("reducer.rank=0"), {"reducer.rank = '0'", "an integer >= 1"});
+  expectMessageHas(setError("reducer.name="), {"reducer.name = 'null'", "a non-empty name"});
+  expectMessageHas(setError("output.log_every_steps=0"), {"output.log_every_steps"});
+}
+
+TEST(ConfigErrors, EnumsListTheirChoices) {
+  expectMessageHas(setError("optimizer.momentum_type=adam"),
+                   {"optimizer.momentum_type = 'adam' in --set",
+                    "expected one of: nesterov, heavy-ball, exponential_moving_average"});
+  expectMessageHas(setError("device=gpu"), {"device = 'gpu'", "one of: cpu, cuda"});
+  expectMessageHas(setError("distributed.backend=mpi"), {"one of: auto, gloo, nccl"});
+  expectMessageHas(yamlError("distributed_backend: mpi"),
+                   {"distributed_backend (distributed.backend) = 'mpi'"});
+}
+
+TEST(ConfigErrors, NullOnlyWhereOptional) {
+  expectMessageHas(setError("training.epochs=null"), {"training.epochs = 'null'", "an integer >= 1"});
+  expectMessageHas(setError("optimizer.conv_learning_rate=0"), {"expected null or a number > 0"});
+  expectMessageHas(setError("optimizer.weight_decay_conv=-1"), {"expected null or a number >= 0"});
+  expectMessageHas(setError("optimizer.scale_lr_with_factor=-2"),
+                   {"a number >= 0 or null (0 or null: the number of workers)"});
+  const auto config = fromYaml("optimizer: {weight_decay_conv: 0.5}\noptimizer.weight_decay_conv: null\n");
+  EXPECT_FALSE(config.optimizer.weight_decay_conv.has_value());
+}
+
+TEST(ConfigErrors, ListsAreChecked) {
+  expectMessageHas(setError("optimizer.decay_at_epochs=[250, 150]"),
+                   {"optimizer.decay_at_epochs = '[250, 150]'", "non-decreasing"});
+  expectMessageHas(setError("optimizer.decay_at_epochs=[-1]"), {"numbers >= 0"});
+  expectMessageHas(setError("optimizer.decay_at_epochs=[a]"), {"optimizer.decay_at_epochs = '[a]'"});
+  expectMessageHas(setError("output.sinks=[]"), {"output.sinks = '[]'", "a non-empty list"});
+  expectMessageHas(setError("output.sinks=[console, '']"), {"output.sinks = '[console, ]'"});
+  expectMessageHas(setError("output.sinks=[[console]]"), {"output.sinks"});
+}
+
+TEST(ConfigErrors, InvalidYamlNamesSourceAndLine) {
+  expectMessageHas(yamlError("seed: 1\ntraining:\n  epochs: [1, 2\n  batch_size: 3\nx: {\n", "file run.yaml"),
+                   {"config: invalid YAML in file run.yaml at line ", "column"});
+  const std::string bad_indent =
+      yamlError("seed: 1\ntraining:\n  epochs: 3\n batch_size: 4\n", "file run.yaml");
+  expectMessageHas(bad_indent, {"invalid YAML in file run.yaml at line 4"});
+  expectMessageHas(setError("training.epochs=[1,"), {"invalid YAML", "--set 'training.epochs=[1,'"});
+}
+
+TEST(ConfigErrors, DocumentMustBeAMapping) {
+  expectMessageHas(yamlError("- a\n- b\n", "file list.yaml"),
+                   {"file list.yaml must be a YAML mapping", "'[a, b]'"});
+  expectMessageHas(yamlError("just text", "preset odd"), {"preset odd must be a YAML mapping"});
+}
+
+TEST(ConfigErrors, AssignmentNeedsKeyEqualsValue) {
+  expectMessageHas(setError("training.epochs"), {"--set 'training.epochs'", "key=value"});
+  expectMessageHas(setError("=3"), {"--set '=3'", "key=value"});
+}
+
+TEST(ConfigErrors, FailedApplyLeavesConfigUnchanged) {
+  ExperimentConfig config;
+  userErrorOf([&] { applyYaml(config, "training.epochs: 9\ntraining.batch_size: 0\n", "preset test"); });
+  EXPECT_EQ(config.training.epochs, 1);
+  userErrorOf([&] { applyAssignment(config, "task.synthetic=perhaps"); });
+  EXPECT_FALSE(config.task.synthetic);
+}
+
+TEST(ConfigValidate, NcclNeedsCuda) {
+  ExperimentConfig config;
+  config.distributed.backend = "nccl";
+  expectMessageHas(userErrorOf([&] { validate(config); }),
+                   {"distributed.backend = 'nccl'", "device", "set device=cuda or distributed.backend=gloo"});
+  config.device = "cuda";
+  EXPECT_NO_THROW(validate(config));
+  EXPECT_NO_THROW(validate(ExperimentConfig{}));
+  EXPECT_NO_THROW(validate(everyFieldChanged()));
+}
+
+TEST(ConfigValidate, ChecksValuesSetInCode) {
+  ExperimentConfig config;
+  config.training.epochs = 0;
+  expectMessageHas(userErrorOf([&] { validate(config); }), {"training.epochs = '0'", "an integer >= 1"});
+  config = ExperimentConfig{};
+  config.optimizer.learning_rate = std::numeric_limits<double>::quiet_NaN();
+  expectMessageHas(userErrorOf([&] { validate(config); }), {"optimizer.learning_rate", "a number > 0"});
+  config = ExperimentConfig{};
+  config.output.sinks.clear();
+  expectMessageHas(userErrorOf([&] { validate(config); }), {"output.sinks = '[]'"});
+}
+
+}  // namespace
+}  // namespace gcrun::hyperparams
