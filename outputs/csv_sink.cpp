@@ -1,0 +1,89 @@
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <vector>
+
+#include "outputs/builtin_sinks.h"
+#include "outputs/json.h"
+
+namespace gcrun::outputs {
+namespace {
+
+std::string csvNumber(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return jsonNumber(value);
+}
+
+// Metric names are identifiers in practice; quote anything that would break the row anyway.
+std::string csvField(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+class CsvSink : public MetricSink {
+ public:
+  explicit CsvSink(std::string path) : path_(std::move(path)), out_(path_) {
+    if (!out_) {
+      throw std::runtime_error("cannot open '" + path_ + "' for writing: " + std::strerror(errno));
+    }
+  }
+
+  void metric(const MetricEvent&) override {}
+
+  void epochEnd(const EpochSummary& summary) override {
+    if (!header_written_) writeHeader(summary);
+    out_ << summary.epoch << ',' << summary.step;
+    writeValues(summary.train, train_columns_);
+    writeValues(summary.test, test_columns_);
+    const double mb_sent = static_cast<double>(summary.bits) / 8.0 / (1024.0 * 1024.0);
+    out_ << ',' << csvNumber(mb_sent) << ',' << csvNumber(summary.elapsed_s) << ','
+         << csvNumber(summary.learning_rate) << '\n';
+    out_.flush();
+    if (!out_) throw std::runtime_error("cannot write '" + path_ + "': " + std::strerror(errno));
+  }
+
+  void close() override { out_.flush(); }
+
+ private:
+  // The columns are fixed by the first epoch: later epochs report the same metrics.
+  void writeHeader(const EpochSummary& summary) {
+    out_ << "epoch,step";
+    for (const auto& [name, value] : summary.train) {
+      train_columns_.push_back(name);
+      out_ << ',' << csvField("train_" + name);
+    }
+    for (const auto& [name, value] : summary.test) {
+      test_columns_.push_back(name);
+      out_ << ',' << csvField("test_" + name);
+    }
+    out_ << ",mb_sent,elapsed_s,learning_rate\n";
+    header_written_ = true;
+  }
+
+  void writeValues(const std::map<std::string, double>& values,
+                   const std::vector<std::string>& columns) {
+    for (const auto& column : columns) {
+      out_ << ',';
+      if (auto it = values.find(column); it != values.end()) out_ << csvNumber(it->second);
+    }
+  }
+
+  std::string path_;
+  std::ofstream out_;
+  bool header_written_ = false;
+  std::vector<std::string> train_columns_;
+  std::vector<std::string> test_columns_;
+};
+
+}  // namespace
+
+std::unique_ptr<MetricSink> makeCsvSink(const SinkContext& context) {
+  return std::make_unique<CsvSink>(context.run_dir + "/epochs.csv");
+}
+
+}  // namespace gcrun::outputs

@@ -1,0 +1,29 @@
+#include "outputs/rank_logger.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace gcrun::outputs {
+
+std::shared_ptr<spdlog::logger> installRankLogger(const std::string& run_dir, int rank) {
+  const std::string rank_text = std::to_string(rank);
+  auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(
+      run_dir + "/rank-" + rank_text + ".log", /*truncate=*/false);
+  file_sink->set_level(spdlog::level::debug);
+  auto console_sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  // Every rank logs the same progress; only rank 0's is worth reading on the console.
+  console_sink->set_level(rank == 0 ? spdlog::level::info : spdlog::level::warn);
+
+  auto logger = std::make_shared<spdlog::logger>(
+      "rank-" + rank_text, spdlog::sinks_init_list{file_sink, console_sink});
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] [rank " + rank_text + "] %v");
+  logger->set_level(spdlog::level::debug);
+  // The log file is what survives a crash; info lines are rare enough to flush each one.
+  logger->flush_on(spdlog::level::info);
+  // set_default_logger replaces any logger of the same name, so installing twice is fine.
+  spdlog::set_default_logger(logger);
+  return logger;
+}
+
+}  // namespace gcrun::outputs

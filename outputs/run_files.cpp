@@ -1,0 +1,169 @@
+#include "outputs/run_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+
+#include "hyperparams/errors.h"
+#include "outputs/json.h"
+
+namespace gcrun::outputs {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string localTimestamp() {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y%m%d-%H%M%S", &local);
+  return text;
+}
+
+// Preset names are plain, but a config file may name its experiment anything: keep the folder
+// name to characters that need no quoting in a shell.
+std::string folderSafe(const std::string& name) {
+  if (name.empty()) return "run";
+  std::string out = name;
+  for (char& c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return out;
+}
+
+[[noreturn]] void throwCannotCreate(const fs::path& path, const std::error_code& error) {
+  throw UserError("cannot create output directory '" + path.string() + "': " + error.message());
+}
+
+std::string createDefaultRunDirectory(const std::string& experiment) {
+  fs::path parent = "outputs";
+  std::error_code error;
+  fs::create_directories(parent, error);
+  if (error) throwCannotCreate(parent, error);
+  const std::string base = folderSafe(experiment) + "-" + localTimestamp();
+  // create_directory reports an existing folder instead of failing, so two runs started in the
+  // same second (even concurrently) each get a folder of their own.
+  for (int suffix = 1;; ++suffix) {
+    fs::path candidate = parent / (suffix == 1 ? base : base + "-" + std::to_string(suffix));
+    if (fs::create_directory(candidate, error)) return candidate.string();
+    if (error) throwCannotCreate(candidate, error);
+  }
+}
+
+std::string createRequestedRunDirectory(const std::string& requested) {
+  std::error_code error;
+  fs::path path = requested;
+  if (fs::exists(path, error)) {
+    if (!fs::is_directory(path, error)) {
+      throw UserError("output directory '" + requested +
+                      "' exists and is not a directory; choose another --output-dir");
+    }
+    if (!fs::is_empty(path, error)) {
+      throw UserError("output directory '" + requested +
+                      "' already holds files; choose another --output-dir or remove it");
+    }
+    return requested;
+  }
+  fs::create_directories(path, error);
+  if (error) throwCannotCreate(path, error);
+  return requested;
+}
+
+[[noreturn]] void throwWriteError(const std::string& path, const std::string& what, int error) {
+  throw std::runtime_error("cannot write '" + path + "' (" + what + "): " + std::strerror(error));
+}
+
+void writeAll(int fd, const std::string& contents, const std::string& path) {
+  const char* data = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    ssize_t written = ::write(fd, data, left);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      throwWriteError(path, "write", errno);
+    }
+    data += written;
+    left -= static_cast<size_t>(written);
+  }
+}
+
+}  // namespace
+
+std::string createRunDirectory(const std::string& requested, const std::string& experiment) {
+  return requested.empty() ? createDefaultRunDirectory(experiment)
+                           : createRequestedRunDirectory(requested);
+}
+
+void writeFileAtomically(const std::string& path, const std::string& contents) {
+  std::random_device device;
+  const std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(device());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throwWriteError(path, "open " + temp, errno);
+  try {
+    writeAll(fd, contents, path);
+    if (::fsync(fd) != 0) throwWriteError(path, "fsync", errno);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    int error = errno;
+    ::unlink(temp.c_str());
+    throwWriteError(path, "close", error);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    ::unlink(temp.c_str());
+    throwWriteError(path, "rename", error);
+  }
+}
+
+std::string runInfoJson(const RunInfo& info) {
+  std::string metrics = "{";
+  for (const auto& [name, value] : info.final_metrics) {
+    metrics += (metrics.size() > 1 ? ",\n    " : "\n    ") + jsonString(name) + ": " +
+               jsonNumber(value);
+  }
+  metrics += info.final_metrics.empty() ? "}" : "\n  }";
+
+  auto field = [](const std::string& key, const std::string& value) {
+    return "  " + jsonString(key) + ": " + value;
+  };
+  return "{\n" + field("experiment", jsonString(info.experiment)) + ",\n" +
+         field("gcrun_version", jsonString(info.gcrun_version)) + ",\n" +
+         field("torch_version", jsonString(info.torch_version)) + ",\n" +
+         field("world_size", std::to_string(info.world_size)) + ",\n" +
+         field("backend", jsonString(info.backend)) + ",\n" +
+         field("device", jsonString(info.device)) + ",\n" +
+         field("num_parameters", std::to_string(info.num_parameters)) + ",\n" +
+         field("steps", std::to_string(info.steps)) + ",\n" +
+         field("epochs_done", jsonNumber(info.epochs_done)) + ",\n" +
+         field("bits_sent", std::to_string(info.bits_sent)) + ",\n" +
+         field("synthetic_data", info.synthetic_data ? "true" : "false") + ",\n" +
+         field("status", jsonString(info.status)) + ",\n" +
+         field("error", jsonString(info.error)) + ",\n" +
+         field("start_time", jsonString(info.start_time)) + ",\n" +
+         field("end_time", jsonString(info.end_time)) + ",\n" +
+         field("final_metrics", metrics) + "\n}\n";
+}
+
+std::string isoTimeNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace gcrun::outputs
