@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <torch/nn/module.h>
+
+#include "hyperparams/registry.h"
+
+namespace gcrun::tasks::models {
+
+// What a task tells an architecture about its data.
+struct ModelSpec {
+  int64_t in_channels = 1;
+  int64_t image_size = 28;  // square images
+  int64_t num_classes = 10;
+};
+
+// An image classifier: [B, C, H, W] float images -> [B, num_classes] logits.
+class Classifier : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(at::Tensor images) = 0;
+};
+
+// Factories build the modules only; buildModel() initialises the weights.
+using ModelFactory = std::function<std::shared_ptr<Classifier>(const ModelSpec&)>;
+
+// The architectures, by `task.architecture`; built-ins are registered on first use.
+Registry<ModelFactory>& modelRegistry();
+
+// Looks the architecture up (unknown: the registry's UserError), builds it on the CPU and draws
+// every weight from a generator seeded with `seed` alone: identical on every worker and thread,
+// independent of torch's global RNG and of other threads.
+std::shared_ptr<Classifier> buildModel(const std::string& architecture, const ModelSpec& spec,
+                                       uint64_t seed);
+
+// The built-in architectures (see their files).
+std::shared_ptr<Classifier> makeCnn(const ModelSpec& spec);
+std::shared_ptr<Classifier> makeResNet18(const ModelSpec& spec);
+
+}  // namespace gcrun::tasks::models

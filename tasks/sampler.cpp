@@ -1,0 +1,54 @@
+#include "tasks/sampler.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace gcrun::tasks {
+namespace {
+
+void checkShard(const Shard& shard) {
+  if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size) {
+    throw std::invalid_argument("invalid shard: rank " + std::to_string(shard.rank) +
+                                " of world size " + std::to_string(shard.world_size));
+  }
+}
+
+}  // namespace
+
+DistributedSampler::DistributedSampler(int64_t num_samples, const Shard& shard)
+    : num_samples_(num_samples), shard_(shard) {
+  checkShard(shard);
+  if (num_samples < 0) throw std::invalid_argument("negative number of samples");
+  samples_per_rank_ = (num_samples + shard.world_size - 1) / shard.world_size;
+}
+
+int64_t DistributedSampler::batchCount(int64_t batch_size) const {
+  if (batch_size < 1) throw std::invalid_argument("batch size must be positive");
+  return samples_per_rank_ / batch_size;
+}
+
+at::Tensor DistributedSampler::epochIndices(int64_t epoch) const {
+  at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(epoch));
+  at::Tensor permutation = at::randperm(num_samples_, generator, at::TensorOptions().dtype(at::kLong));
+  const int64_t padding = samples_per_rank_ * shard_.world_size - num_samples_;
+  // Padding is smaller than W, so when N < padding (N < W) the repeats wrap around more than once.
+  at::Tensor padded = permutation;
+  while (padded.size(0) < num_samples_ + padding && num_samples_ > 0) {
+    int64_t missing = num_samples_ + padding - padded.size(0);
+    padded = at::cat({padded, permutation.narrow(0, 0, std::min(missing, num_samples_))});
+  }
+  return padded.slice(0, shard_.rank, padded.size(0), shard_.world_size).contiguous();
+}
+
+at::Tensor testShardIndices(int64_t num_samples, const Shard& shard) {
+  checkShard(shard);
+  const auto options = at::TensorOptions().dtype(at::kLong);
+  if (shard.rank >= num_samples) return at::empty({0}, options);
+  return at::arange(shard.rank, num_samples, shard.world_size, options);
+}
+
+}  // namespace gcrun::tasks
