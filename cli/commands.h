@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace gcrun::cli {
+
+// Each subcommand binds its flags on `app` and runs from a parse callback; errors propagate as
+// exceptions to main(), the one place that turns them into messages and exit codes.
+// `argv` is the command line as typed, which the launcher re-runs for each local worker.
+void addExperimentCommand(CLI::App& app, const std::vector<std::string>& argv, int& exit_code);
+void addListCommand(CLI::App& app);
+void addShowCommand(CLI::App& app);
+
+}  // namespace gcrun::cli

@@ -1,0 +1,61 @@
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "hyperparams/errors.h"
+
+namespace {
+
+// LibTorch's errors carry a C++ backtrace after their first line; users get the first line.
+std::string firstLine(const char* text) {
+  std::string message(text);
+  return message.substr(0, message.find('\n'));
+}
+
+// CLI11 reports a mistyped command as "a subcommand is required"; name it instead.
+void checkCommand(const CLI::App& app, const std::string& name) {
+  std::string known;
+  for (const auto* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (command->get_name() == name) return;
+    known += (known.empty() ? "" : ", ") + command->get_name();
+  }
+  throw gcrun::UserError("unknown command '" + name + "'; known: " + known);
+}
+
+}  // namespace
+
+// Exit codes: 0 success; 1 a runtime failure (a worker died, a collective failed); 2 bad input
+// (an unknown command, flag, experiment, key or value; a missing or corrupt file).
+int main(int argc, char** argv) {
+  CLI::App app{"gcrun: reproduce the PowerSGD experiments and compare gradient compressors"};
+  app.set_version_flag("--version", std::string("gcrun ") + GCRUN_VERSION);
+  app.require_subcommand(1);
+  app.failure_message(CLI::FailureMessage::simple);
+
+  int exit_code = 0;
+  const std::vector<std::string> args(argv, argv + argc);
+  gcrun::cli::addExperimentCommand(app, args, exit_code);
+  gcrun::cli::addListCommand(app);
+  gcrun::cli::addShowCommand(app);
+
+  try {
+    if (argc > 1 && argv[1][0] != '-') checkCommand(app, argv[1]);
+    app.parse(argc, argv);
+    return exit_code;
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "gcrun: %s (see gcrun --help)\n", firstLine(e.what()).c_str());
+    return 2;
+  } catch (const gcrun::UserError& e) {
+    std::fprintf(stderr, "gcrun: error: %s\n", firstLine(e.what()).c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gcrun: failed: %s\n", firstLine(e.what()).c_str());
+    return 1;
+  }
+}

@@ -1,0 +1,28 @@
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "experiments/presets.h"
+#include "hyperparams/config_io.h"
+
+namespace gcrun::cli {
+
+void addShowCommand(CLI::App& app) {
+  struct Flags {
+    std::string name;
+    std::vector<std::string> assignments;
+    std::string config_file;
+  };
+  auto flags = std::make_shared<Flags>();
+  auto* command = app.add_subcommand("show", "Print an experiment's resolved configuration as YAML");
+  command->add_option("name", flags->name, "Preset name")->required();
+  command->add_option("--set", flags->assignments, "Override a setting: key=value (repeatable)");
+  command->add_option("--config", flags->config_file, "YAML file of settings, applied before --set");
+  command->callback([flags] {
+    const auto config = experiments::resolveExperiment(flags->name, flags->config_file, flags->assignments);
+    std::fputs(hyperparams::toYaml(config).c_str(), stdout);
+  });
+}
+
+}  // namespace gcrun::cli

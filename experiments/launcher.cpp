@@ -1,0 +1,148 @@
+#include "experiments/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace gcrun::experiments {
+namespace {
+
+constexpr auto kStopGracePeriod = std::chrono::seconds(10);
+
+volatile sig_atomic_t forwarded_signal = 0;
+
+void rememberSignal(int signal) { forwarded_signal = signal; }
+
+// A port the kernel reports free on loopback; rank 0 binds it for the store right after.
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("launcher: socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ::close(fd);
+    throw std::runtime_error(std::string("launcher: cannot find a free port: ") + std::strerror(errno));
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+pid_t spawnWorker(int rank, int nproc, int port, const std::vector<std::string>& argv) {
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("launcher: fork: ") + std::strerror(errno));
+  if (pid > 0) return pid;
+  const std::string world = std::to_string(nproc);
+  ::setenv("RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("GROUP_RANK", "0", 1);
+  ::setenv("WORLD_SIZE", world.c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  ::execv("/proc/self/exe", args.data());
+  std::fprintf(stderr, "gcrun: cannot start a worker: %s\n", std::strerror(errno));
+  std::_Exit(1);
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+void signalAll(const std::vector<pid_t>& pids, int signal) {
+  for (pid_t pid : pids) {
+    if (pid > 0) ::kill(pid, signal);
+  }
+}
+
+// Reaps finished workers without blocking; returns the first failure's rank, or -1.
+int reap(std::vector<pid_t>& pids, int& exit_code) {
+  int failed_rank = -1;
+  for (size_t rank = 0; rank < pids.size(); ++rank) {
+    int status = 0;
+    if (pids[rank] <= 0 || ::waitpid(pids[rank], &status, WNOHANG) != pids[rank]) continue;
+    pids[rank] = 0;
+    const int code = exitCodeOf(status);
+    if (code != 0 && failed_rank < 0 && exit_code == 0) {
+      failed_rank = static_cast<int>(rank);
+      exit_code = code;
+    }
+  }
+  return failed_rank;
+}
+
+bool anyRunning(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    if (pid > 0) return true;
+  }
+  return false;
+}
+
+void stopAll(std::vector<pid_t>& pids) {
+  signalAll(pids, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + kStopGracePeriod;
+  int ignored = 0;
+  while (anyRunning(pids) && std::chrono::steady_clock::now() < deadline) {
+    reap(pids, ignored);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  signalAll(pids, SIGKILL);
+  for (pid_t& pid : pids) {
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
+    pid = 0;
+  }
+}
+
+}  // namespace
+
+int launchLocalWorkers(int nproc, const std::vector<std::string>& argv) {
+  const int port = freePort();
+  std::fflush(nullptr);  // the children must not repeat buffered output
+  struct sigaction action {};
+  action.sa_handler = rememberSignal;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < nproc; ++rank) pids.push_back(spawnWorker(rank, nproc, port, argv));
+
+  int exit_code = 0;
+  while (anyRunning(pids)) {
+    if (forwarded_signal != 0) {
+      std::fprintf(stderr, "gcrun: received signal %d; stopping the workers\n", static_cast<int>(forwarded_signal));
+      exit_code = 128 + forwarded_signal;
+      stopAll(pids);
+      break;
+    }
+    const int failed_rank = reap(pids, exit_code);
+    if (failed_rank >= 0) {
+      std::fprintf(stderr, "gcrun: worker rank %d exited with code %d; stopping the other workers\n",
+                   failed_rank, exit_code);
+      stopAll(pids);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return exit_code;
+}
+
+}  // namespace gcrun::experiments

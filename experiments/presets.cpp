@@ -1,0 +1,57 @@
+#include "experiments/presets.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "experiments/preset_data.h"
+#include "hyperparams/config_io.h"
+#include "hyperparams/errors.h"
+
+namespace gcrun::experiments {
+namespace {
+
+const EmbeddedPreset& findPreset(const std::string& name) {
+  std::string known;
+  for (const auto& preset : embeddedPresets()) {
+    if (preset.name == name) return preset;
+    known += (known.empty() ? "" : ", ") + std::string(preset.name);
+  }
+  throw UserError("unknown experiment '" + name + "'; known: " + known + " (see `gcrun list`)");
+}
+
+std::string readConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError("config file '" + path + "' cannot be read; --config takes a YAML file of settings");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::vector<PresetInfo> listPresets() {
+  std::vector<PresetInfo> presets;
+  for (const auto& preset : embeddedPresets()) {
+    ExperimentConfig config;
+    hyperparams::applyYaml(config, preset.yaml, std::string("preset ") + preset.name);
+    presets.push_back({preset.name, config.description});
+  }
+  return presets;
+}
+
+ExperimentConfig resolveExperiment(const std::string& name, const std::string& config_file,
+                                   const std::vector<std::string>& assignments) {
+  ExperimentConfig config;
+  hyperparams::applyYaml(config, findPreset(name).yaml, "preset " + name);
+  if (!config_file.empty()) {
+    hyperparams::applyYaml(config, readConfigFile(config_file), "file " + config_file);
+  }
+  for (const auto& assignment : assignments) hyperparams::applyAssignment(config, assignment);
+  hyperparams::validate(config);
+  config.experiment = name;
+  return config;
+}
+
+}  // namespace gcrun::experiments

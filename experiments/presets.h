@@ -1,0 +1,24 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hyperparams/config.h"
+
+namespace gcrun::experiments {
+
+struct PresetInfo {
+  std::string name;
+  std::string description;
+};
+
+// The presets compiled into gcrun (experiments/presets/*.yaml), sorted by name.
+std::vector<PresetInfo> listPresets();
+
+// The configuration of a run, layered: defaults < preset `name` < `config_file` (if not empty) <
+// each `key=value` of `assignments`, in order; then validated. Throws UserError naming the
+// preset, file or key at fault.
+ExperimentConfig resolveExperiment(const std::string& name, const std::string& config_file,
+                                   const std::vector<std::string>& assignments);
+
+}  // namespace gcrun::experiments
