@@ -1,5 +1,6 @@
 #include "experiments/runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -71,11 +72,26 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, reducers::Communicato
 RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
                            reducers::Communicator& comm);
 
+void checkReducer(const ExperimentConfig& config) {
+  const auto& entry = reducers::reducerRegistry().at(config.reducer.name);
+  if (config.optimizer.memory && !entry.factory.supports_memory) {
+    throw UserError("optimizer.memory: reducer '" + entry.name +
+                    "' is only meaningful without error feedback; set optimizer.memory=false");
+  }
+  const auto& allowed = entry.factory.granularities;
+  if (std::find(allowed.begin(), allowed.end(), config.reducer.granularity) == allowed.end()) {
+    std::string accepted;
+    for (const auto& g : allowed) accepted += (accepted.empty() ? "" : ", ") + g;
+    throw UserError("reducer.granularity: '" + config.reducer.granularity + "' is not supported by reducer '" +
+                    entry.name + "'; it accepts: " + accepted);
+  }
+}
+
 }  // namespace
 
 void checkConfig(const ExperimentConfig& config) {
   tasks::taskRegistry().at(config.task.name);
-  reducers::reducerRegistry().at(config.reducer.name);
+  checkReducer(config);
   for (const auto& sink : config.output.sinks) outputs::sinkRegistry().at(sink);
   if (config.device == "cuda" && !torch::cuda::is_available()) {
     throw UserError("device: 'cuda' requested but no CUDA device is available to this LibTorch; use device=cpu");
@@ -113,7 +129,7 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   auto task = tasks::taskRegistry().at(config.task.name).factory(
       tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed),
                          workerDevice(config, local_rank)});
-  auto reducer = reducers::reducerRegistry().at(config.reducer.name).factory(
+  auto reducer = reducers::reducerRegistry().at(config.reducer.name).factory.make(
       reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed)});
   std::vector<std::unique_ptr<outputs::MetricSink>> sinks;
   if (leader) {

@@ -58,8 +58,27 @@ struct OptimizerOptions {
 
 struct ReducerOptions {
   std::string name = "exact";
+  // Rank of the low-rank reducers (powersgd, unbiased-rank, svd, atomo).
   int64_t rank = 4;
+  // PowerSGD warm start: reuse the previous step's averaged Q.
   bool reuse_query = true;
+  // Extra PowerSGD power iterations per step (the paper's "best approximation" with 2); the
+  // reference's RankKReducer only runs 0.
+  int64_t n_power_iterations = 0;
+  // Added to column norms in Gram-Schmidt, so all-zero columns stay finite.
+  double orthogonalization_epsilon = 1e-8;
+  // Steps of plain all-reduce before compressing (PyTorch's start_powerSGD_iter; 0: from the start).
+  int64_t start_iter = 0;
+  // Compress a matrix only if n*m > rate * rank * (n + m) (PyTorch's rule; 0: every matrix).
+  double min_compression_rate = 0.0;
+  // Fraction of the elements that top-k, random-k and random-block send.
+  double compression = 0.01;
+  // QSGD's number of quantization levels s.
+  int64_t quantization_levels = 256;
+  // What one compression unit is: layer (each tensor), model (the whole flattened gradient) or
+  // bucket (DDP-style buckets of bucket_mb).
+  std::string granularity = "layer";
+  double bucket_mb = 25.0;
 };
 
 struct DistributedOptions {

@@ -120,6 +120,10 @@ Rule<double> fraction() {
   return {"a number in [0, 1)", [](double v) { return v >= 0.0 && v < 1.0; }, {}};
 }
 
+Rule<double> positiveFraction() {
+  return {"a number in (0, 1]", [](double v) { return v > 0.0 && v <= 1.0; }, {}};
+}
+
 Rule<std::optional<double>> nullOr(const Rule<double>& rule) {
   auto ok = rule.ok;
   return {"null or " + rule.accepted, [ok](const std::optional<double>& v) { return !v || ok(*v); }, {}};
@@ -258,6 +262,30 @@ std::vector<KeySpec> makeKeyTable() {
       field("reducer.reuse_query", boolean(),
             [](auto& c) -> auto& { return c.reducer.reuse_query; },
             "PowerSGD warm start: reuse the previous step's Q."),
+      field("reducer.n_power_iterations", integerAtLeast(0),
+            [](auto& c) -> auto& { return c.reducer.n_power_iterations; },
+            "Extra PowerSGD power iterations per step (2: the paper's best approximation)."),
+      field("reducer.orthogonalization_epsilon", numberAtLeast(0),
+            [](auto& c) -> auto& { return c.reducer.orthogonalization_epsilon; },
+            "Added to column norms in Gram-Schmidt so that all-zero columns stay finite."),
+      field("reducer.start_iter", integerAtLeast(0),
+            [](auto& c) -> auto& { return c.reducer.start_iter; },
+            "Steps of plain all-reduce before compression starts (PyTorch's start_powerSGD_iter)."),
+      field("reducer.min_compression_rate", numberAtLeast(0),
+            [](auto& c) -> auto& { return c.reducer.min_compression_rate; },
+            "Compress a matrix only if n*m > rate*rank*(n+m) (PyTorch's rule; 0: every matrix)."),
+      field("reducer.compression", positiveFraction(),
+            [](auto& c) -> auto& { return c.reducer.compression; },
+            "Fraction of the elements that top-k, random-k and random-block send."),
+      field("reducer.quantization_levels", integerAtLeast(1),
+            [](auto& c) -> auto& { return c.reducer.quantization_levels; },
+            "QSGD's number of quantization levels s."),
+      field("reducer.granularity", oneOf({"layer", "model", "bucket"}),
+            [](auto& c) -> auto& { return c.reducer.granularity; },
+            "Compression unit: each tensor, the whole flattened gradient, or DDP-style buckets."),
+      field("reducer.bucket_mb", numberAbove(0),
+            [](auto& c) -> auto& { return c.reducer.bucket_mb; },
+            "Bucket size in MiB when reducer.granularity is bucket."),
       field("distributed.backend", oneOf({"auto", "gloo", "nccl"}),
             [](auto& c) -> auto& { return c.distributed.backend; },
             "Collective backend between workers; auto picks one for the device."),
@@ -310,6 +338,8 @@ const std::vector<AliasSpec>& aliasTable() {
       {"optimizer_reducer", "reducer.name", kReducerClasses},
       {"optimizer_reducer_rank", "reducer.rank", {}},
       {"optimizer_reducer_reuse_query", "reducer.reuse_query", {}},
+      {"optimizer_reducer_n_power_iterations", "reducer.n_power_iterations", {}},
+      {"optimizer_reducer_compression", "reducer.compression", {}},
       {"optimizer_decay_at_epochs", "optimizer.decay_at_epochs", {}},
       {"optimizer_decay_with_factor", "optimizer.decay_with_factor", {}},
       {"optimizer_scale_lr_with_factor", "optimizer.scale_lr_with_factor", {}},

@@ -43,11 +43,23 @@ struct ReducerContext {
   uint64_t seed;
 };
 
-using ReducerFactory = std::function<std::unique_ptr<Reducer>(const ReducerContext&)>;
+// How a reducer is registered: its factory and what gcrun must know about it without building one.
+struct ReducerSpec {
+  std::function<std::unique_ptr<Reducer>(const ReducerContext&)> make;
+  // "all-reduce" (summable messages) or "all-gather" (each worker decompresses every message).
+  std::string collective = "all-reduce";
+  // The reducer.* keys it reads, for `gcrun list reducers` (which shows their defaults).
+  std::vector<std::string> parameters;
+  // False for reducers that are only meaningful without error feedback (the reference's signum
+  // and atomo): a config with optimizer.memory on is refused.
+  bool supports_memory = true;
+  // The reducer.granularity values it accepts; others are refused before training.
+  std::vector<std::string> granularities = {"layer"};
+};
 
 // The reducers gcrun knows; the built-ins are registered on first use. User code adds its own with
 // reducerRegistry().add(...) before the experiment starts.
-Registry<ReducerFactory>& reducerRegistry();
+Registry<ReducerSpec>& reducerRegistry();
 
 // 8 * numel * element size: what a tensor costs on the wire.
 inline uint64_t bitsOf(const at::Tensor& t) {

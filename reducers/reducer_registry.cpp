@@ -2,14 +2,14 @@
 
 namespace gcrun::reducers {
 
-Registry<ReducerFactory>& reducerRegistry() {
-  static Registry<ReducerFactory>* registry = [] {
-    auto* r = new Registry<ReducerFactory>("reducer");
+Registry<ReducerSpec>& reducerRegistry() {
+  static Registry<ReducerSpec>* registry = [] {
+    auto* r = new Registry<ReducerSpec>("reducer");
     r->add("exact", "all-reduce average of the full gradient (SGD; the reference's ExactReducer)",
-           makeExactReducer);
+           ReducerSpec{makeExactReducer, "all-reduce", {}, true, {"layer"}});
     r->add("powersgd",
-           "rank-r PowerSGD: one power iteration, warm-started query (the reference's RankKReducer)",
-           makePowerSgdReducer);
+           "rank-r PowerSGD: power iteration with a warm-started query (the reference's RankKReducer)",
+           ReducerSpec{makePowerSgdReducer, "all-reduce", {"reducer.rank", "reducer.reuse_query"}, true, {"layer"}});
     return r;
   }();
   return *registry;

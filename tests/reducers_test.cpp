@@ -40,7 +40,7 @@ Buffers makeInputs(const std::vector<std::vector<int64_t>>& shapes, int rank, in
 
 std::unique_ptr<Reducer> build(const std::string& name, Communicator& comm, ReducerOptions options = {}) {
   options.name = name;
-  return reducerRegistry().at(name).factory(ReducerContext{comm, options, /*seed=*/42});
+  return reducerRegistry().at(name).factory.make(ReducerContext{comm, options, /*seed=*/42});
 }
 
 std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
