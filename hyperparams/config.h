@@ -18,6 +18,8 @@ struct TaskOptions {
   std::string data_dir;
   // Random data of the real shapes, for smoke runs and benchmarks; marked in every output.
   bool synthetic = false;
+  // Training samples (or tokens) of the synthetic data; 0: the real data set's size. For tests.
+  int64_t synthetic_samples = 0;
   int64_t test_batch_size = 1000;
 };
 
@@ -75,6 +77,9 @@ struct ReducerOptions {
   double compression = 0.01;
   // QSGD's number of quantization levels s.
   int64_t quantization_levels = 256;
+  // random-k and random-block multiply what they deliver by numel/k, making them unbiased; the
+  // reference does not (biased, meant for error feedback).
+  bool rescale = false;
   // What one compression unit is: layer (each tensor), model (the whole flattened gradient) or
   // bucket (DDP-style buckets of bucket_mb).
   std::string granularity = "layer";
@@ -86,10 +91,27 @@ struct DistributedOptions {
   double timeout_s = 300.0;
 };
 
+// Checkpoints land in <run dir>/checkpoints; one is always written at the end of a run and when it
+// is interrupted. 0 turns the periodic ones off.
+struct CheckpointOptions {
+  int64_t every_steps = 0;
+  int64_t every_epochs = 0;
+};
+
 struct OutputOptions {
   std::vector<std::string> sinks = {"console", "jsonl", "csv"};
   // How often (in steps) the console progress line is refreshed when stdout is not a terminal.
   int64_t log_every_steps = 50;
+};
+
+// The published result a preset reproduces (the paper's 16-worker tables); run.json and the final
+// log line report the run's distance to it. An empty metric means none.
+struct PaperResult {
+  std::string metric;  // a final metric as run.json names it: "test.accuracy", "validation.perplexity"
+  double value = 0;
+  double data_per_epoch_mb = 0;  // MiB sent per worker per epoch
+  double time_per_batch_ms = 0;  // at 16 workers, on the paper's hardware
+  std::string source;            // where in the paper
 };
 
 struct ExperimentConfig {
@@ -103,7 +125,9 @@ struct ExperimentConfig {
   OptimizerOptions optimizer;
   ReducerOptions reducer;
   DistributedOptions distributed;
+  CheckpointOptions checkpoint;
   OutputOptions output;
+  PaperResult paper;
 };
 
 }  // namespace gcrun

@@ -1,26 +1,17 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
 #include "reducers/builtin_reducers.h"
+#include "reducers/low_rank.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
 namespace {
-
-constexpr double kOrthogonalizationEpsilon = 1e-8;
-
-// Gram-Schmidt on the columns of p, in place; eps in the denominator keeps all-zero columns finite.
-void orthogonalize(at::Tensor& p) {
-  const int64_t cols = p.size(1);
-  for (int64_t i = 0; i < cols; ++i) {
-    auto col = p.narrow(1, i, 1);
-    col.div_(col.pow(2).sum().sqrt().add_(kOrthogonalizationEpsilon));
-    if (i + 1 < cols) {
-      auto rest = p.narrow(1, i + 1, cols - i - 1);
-      rest.sub_((col * rest).sum(0, /*keepdim=*/true) * col);
-    }
-  }
-}
 
 // The reference's RankKReducer (powersgd.md 1.6), step by step:
 //  - tensors with ndim <= 1 (biases, norm scales) travel uncompressed, flat-packed, and keep zero
@@ -31,79 +22,190 @@ void orthogonalize(at::Tensor& p) {
 //  - every worker applies P Q^T and keeps memory = M - P Q^T (the averaged approximation);
 //  - warm start reuses last step's averaged Q as is; otherwise Q is drawn from N(0, 1) by a
 //    generator seeded identically on every worker, so no worker has to send it.
+// Options the reference lacks; their defaults reproduce it:
+//  - reducer.n_power_iterations: after the first round, n more rounds of P = M Q (all-reduce),
+//    orthogonalise, Q = M^T P (all-reduce, / W), each sending P and Q again. The reference asserts
+//    0, so the paper's "best approximation" (reuse off, 2 iterations) is only reproducible here.
+//  - reducer.orthogonalization_epsilon: Gram-Schmidt's eps (the reference hard-codes 1e-8).
+//  - reducer.start_iter: the first start_iter calls are an exact all-reduce of everything with
+//    zero memory (PyTorch's start_powerSGD_iter); queries are first drawn when compression starts.
+//  - reducer.min_compression_rate: a matrix is compressed only if n*m > rate * r * (n + m) with
+//    r = min(n, m, rank) (PyTorch's rule); the others travel uncompressed with the vectors and keep
+//    zero memory. 0 compresses every matrix, as the reference does.
+// Same-shape matrices are compressed together, one bmm and one batched Gram-Schmidt per shape
+// (PyTorch's batch_tensors_with_same_shape): each matrix gets what it would get alone, up to float
+// rounding. Queries are still drawn matrix by matrix in tensor order, as in the reference.
 class PowerSgdReducer : public Reducer {
  public:
-  PowerSgdReducer(Communicator& comm, const ReducerOptions& options, uint64_t seed)
-      : comm_(comm),
-        rank_(options.rank),
-        reuse_query_(options.reuse_query),
-        generator_(at::detail::createCPUGenerator(seed)) {}
+  explicit PowerSgdReducer(const ReducerContext& context)
+      : comm_(context.comm),
+        rank_(context.options.rank),
+        reuse_query_(context.options.reuse_query),
+        n_power_iterations_(context.options.n_power_iterations),
+        epsilon_(context.options.orthogonalization_epsilon),
+        start_iter_(context.options.start_iter),
+        min_compression_rate_(context.options.min_compression_rate),
+        generator_(at::detail::createCPUGenerator(context.seed)),
+        exact_(makeExactReducer(context)) {}
 
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
+    if (calls_++ < start_iter_) return exact_->reduce(send, out, memory);
     if (!initialized_) allocate(send);
+    if (restored_queries_.defined()) {
+      if (restored_queries_.numel() != q_flat_.numel()) {
+        throw std::invalid_argument("powersgd state: saved queries have " + std::to_string(restored_queries_.numel()) +
+                                    " elements, this model needs " + std::to_string(q_flat_.numel()));
+      }
+      int64_t offset = 0;
+      for (auto& q : qs_) {
+        q.copy_(restored_queries_.narrow(0, offset, q.numel()).view(q.sizes()));
+        offset += q.numel();
+      }
+      restored_queries_ = at::Tensor();
+    }
 
     vectors_.pack(pick(send, vector_ids_));
     if (!reuse_query_ || !queries_drawn_) drawQueries();
     queries_drawn_ = true;
 
-    for (size_t k = 0; k < matrix_ids_.size(); ++k) {
-      at::matmul_out(ps_[k], matrixView(send, k), qs_[k]);
-    }
-    allreduceUnlessEmpty(p_buffer_);
-    // The uncompressed tensors travel while this worker orthogonalises, as in the reference.
+    const auto matrices = stackedMatrices(send);
     std::unique_ptr<PendingCollective> vectors_pending;
-    if (vectors_.numel() > 0) vectors_pending = comm_.allreduceSumAsync(vectors_.flat());
+    for (int64_t round = 0; round <= n_power_iterations_; ++round) {
+      for (size_t g = 0; g < groups_.size(); ++g) at::bmm_out(groups_[g].p, matrices[g], groups_[g].q);
+      allreduceUnlessEmpty(p_flat_);
+      // The uncompressed tensors travel while this worker orthogonalises, as in the reference.
+      if (round == 0 && vectors_.numel() > 0) vectors_pending = comm_.allreduceSumAsync(vectors_.flat());
 
-    for (size_t k = 0; k < matrix_ids_.size(); ++k) {
-      orthogonalize(ps_[k]);
-      at::matmul_out(qs_[k], matrixView(send, k).t(), ps_[k]);
+      for (size_t g = 0; g < groups_.size(); ++g) {
+        orthogonalize(groups_[g].p, epsilon_);
+        at::bmm_out(groups_[g].q, matrices[g].transpose(1, 2), groups_[g].p);
+      }
+      allreduceUnlessEmpty(q_flat_);
+      q_flat_.div_(comm_.size());
     }
-    allreduceUnlessEmpty(q_buffer_);
-    q_buffer_.flat().div_(comm_.size());
 
-    for (size_t k = 0; k < matrix_ids_.size(); ++k) {
-      auto approximation = matrixView(out, k);
-      auto error = matrixView(memory, k);
-      at::matmul_out(approximation, ps_[k], qs_[k].t());
-      at::sub_out(error, matrixView(send, k), approximation);
-    }
+    for (size_t g = 0; g < groups_.size(); ++g) writeApproximations(groups_[g], matrices[g], out, memory);
 
     if (vectors_pending) vectors_pending->wait();
     vectors_.unpack(pick(out, vector_ids_), 1.0 / comm_.size());
     for (size_t i : vector_ids_) memory[i].zero_();
-    return bitsOf(p_buffer_.flat()) + bitsOf(q_buffer_.flat()) + bitsOf(vectors_.flat());
+    const uint64_t rounds = static_cast<uint64_t>(n_power_iterations_) + 1;
+    return rounds * (bitsOf(p_flat_) + bitsOf(q_flat_)) + bitsOf(vectors_.flat());
+  }
+
+  // The generator, the call count, and the warm-start queries once drawn.
+  void saveState(State& state) const override {
+    state["generator"] = generator_.get_state().clone();
+    state["calls"] = at::scalar_tensor(calls_, at::kLong);
+    state["queries_drawn"] = at::scalar_tensor(queries_drawn_ ? 1 : 0, at::kLong);
+    if (!queries_drawn_) return;
+    std::vector<at::Tensor> flat;
+    for (const auto& q : qs_) flat.push_back(q.reshape({-1}).cpu());
+    state["queries"] = flat.empty() ? at::empty({0}) : at::cat(flat);
+  }
+
+  void loadState(const State& state) override {
+    const auto entry = [&](const std::string& name) {
+      const auto found = state.find(name);
+      if (found == state.end()) throw std::invalid_argument("powersgd state: '" + name + "' is missing");
+      return found->second;
+    };
+    generator_.set_state(entry("generator"));
+    calls_ = entry("calls").item<int64_t>();
+    queries_drawn_ = entry("queries_drawn").item<int64_t>() != 0;
+    if (queries_drawn_) restored_queries_ = entry("queries");
   }
 
  private:
+  // Compressed matrices of one shape: their P and Q are contiguous blocks of the flat buffers.
+  struct ShapeGroup {
+    MatrixShape shape;
+    std::vector<size_t> members;  // indices into matrix_ids_
+    at::Tensor p, q;              // [members, n, r] and [members, m, r]
+  };
+
+  bool worthCompressing(const MatrixShape& s) const {
+    return static_cast<double>(s.rows) * static_cast<double>(s.cols) >
+           min_compression_rate_ * static_cast<double>(s.rank) * static_cast<double>(s.rows + s.cols);
+  }
+
   void allocate(const std::vector<at::Tensor>& like) {
-    std::vector<at::Tensor> p_like, q_like;
+    std::map<std::pair<int64_t, int64_t>, size_t> group_of_shape;
     for (size_t i = 0; i < like.size(); ++i) {
-      if (like[i].dim() <= 1) {
+      const MatrixShape shape = like[i].dim() <= 1 ? MatrixShape{} : matrixShape(like[i], rank_);
+      if (like[i].dim() <= 1 || !worthCompressing(shape)) {
         vector_ids_.push_back(i);
         continue;
       }
-      const int64_t n = like[i].size(0);
-      const int64_t m = like[i].numel() / n;
-      const int64_t r = std::min({n, m, rank_});
+      const auto key = std::make_pair(shape.rows, shape.cols);
+      if (group_of_shape.count(key) == 0) {
+        group_of_shape[key] = groups_.size();
+        groups_.push_back(ShapeGroup{shape, {}, {}, {}});
+      }
+      groups_[group_of_shape[key]].members.push_back(matrix_ids_.size());
       matrix_ids_.push_back(i);
-      shapes_.push_back({n, m});
-      p_like.push_back(at::empty({n, r}, like[i].options()));
-      q_like.push_back(at::empty({m, r}, like[i].options()));
+      shapes_.push_back({shape.rows, shape.cols});
     }
     vectors_ = TensorBuffer(pick(like, vector_ids_));
-    p_buffer_ = TensorBuffer(p_like);
-    q_buffer_ = TensorBuffer(q_like);
-    for (size_t k = 0; k < matrix_ids_.size(); ++k) {
-      ps_.push_back(p_buffer_.slice(k).view(p_like[k].sizes()));
-      qs_.push_back(q_buffer_.slice(k).view(q_like[k].sizes()));
+
+    int64_t p_total = 0, q_total = 0;
+    for (const auto& g : groups_) {
+      const auto count = static_cast<int64_t>(g.members.size());
+      p_total += count * g.shape.rows * g.shape.rank;
+      q_total += count * g.shape.cols * g.shape.rank;
+    }
+    const auto options = like.empty() ? at::TensorOptions() : like.front().options();
+    p_flat_ = at::empty({p_total}, options);
+    q_flat_ = at::empty({q_total}, options);
+    qs_.resize(matrix_ids_.size());
+    int64_t p_offset = 0, q_offset = 0;
+    for (auto& g : groups_) {
+      const auto count = static_cast<int64_t>(g.members.size());
+      const MatrixShape& s = g.shape;
+      g.p = p_flat_.narrow(0, p_offset, count * s.rows * s.rank).view({count, s.rows, s.rank});
+      g.q = q_flat_.narrow(0, q_offset, count * s.cols * s.rank).view({count, s.cols, s.rank});
+      p_offset += g.p.numel();
+      q_offset += g.q.numel();
+      for (int64_t j = 0; j < count; ++j) qs_[g.members[j]] = g.q[j];
     }
     initialized_ = true;
   }
 
+  // One [members, n, m] tensor per group: a view for a lone matrix, a stacked copy otherwise.
+  std::vector<at::Tensor> stackedMatrices(const std::vector<at::Tensor>& send) const {
+    std::vector<at::Tensor> stacked;
+    for (const auto& g : groups_) {
+      if (g.members.size() == 1) {
+        stacked.push_back(matrixView(send, g.members[0]).unsqueeze(0));
+        continue;
+      }
+      std::vector<at::Tensor> views;
+      for (size_t k : g.members) views.push_back(matrixView(send, k));
+      stacked.push_back(at::stack(views));
+    }
+    return stacked;
+  }
+
+  void writeApproximations(const ShapeGroup& g, const at::Tensor& matrices, const std::vector<at::Tensor>& out,
+                           const std::vector<at::Tensor>& memory) const {
+    const bool lone = g.members.size() == 1;
+    auto approximations = lone ? matrixView(out, g.members[0]).unsqueeze(0)
+                               : at::empty({static_cast<int64_t>(g.members.size()), g.shape.rows, g.shape.cols},
+                                           matrices.options());
+    at::bmm_out(approximations, g.p, g.q.transpose(1, 2));
+    for (size_t j = 0; j < g.members.size(); ++j) {
+      const size_t k = g.members[j];
+      auto approximation = matrixView(out, k);
+      if (!lone) approximation.copy_(approximations[static_cast<int64_t>(j)]);
+      auto error = matrixView(memory, k);
+      at::sub_out(error, matrices[static_cast<int64_t>(j)], approximation);
+    }
+  }
+
   // Gloo can hang on empty tensors, and a model without matrices has nothing to send here.
-  void allreduceUnlessEmpty(TensorBuffer& buffer) {
-    if (buffer.numel() > 0) comm_.allreduceSum(buffer.flat());
+  void allreduceUnlessEmpty(at::Tensor& flat) {
+    if (flat.numel() > 0) comm_.allreduceSum(flat);
   }
 
   void drawQueries() {
@@ -116,30 +218,31 @@ class PowerSgdReducer : public Reducer {
     return tensors[matrix_ids_[k]].view(shapes_[k]);
   }
 
-  static std::vector<at::Tensor> pick(const std::vector<at::Tensor>& tensors,
-                                      const std::vector<size_t>& ids) {
-    std::vector<at::Tensor> picked;
-    picked.reserve(ids.size());
-    for (size_t i : ids) picked.push_back(tensors[i]);
-    return picked;
-  }
-
   Communicator& comm_;
   const int64_t rank_;
   const bool reuse_query_;
+  const int64_t n_power_iterations_;
+  const double epsilon_;
+  const int64_t start_iter_;
+  const double min_compression_rate_;
   at::Generator generator_;
+  std::unique_ptr<Reducer> exact_;  // the first start_iter calls
+  int64_t calls_ = 0;
   bool initialized_ = false;
   bool queries_drawn_ = false;
   std::vector<size_t> vector_ids_, matrix_ids_;
   std::vector<std::vector<int64_t>> shapes_;
-  TensorBuffer vectors_, p_buffer_, q_buffer_;
-  std::vector<at::Tensor> ps_, qs_;  // views into p_buffer_ and q_buffer_
+  std::vector<ShapeGroup> groups_;
+  TensorBuffer vectors_;
+  at::Tensor p_flat_, q_flat_;        // what goes on the wire, group after group
+  std::vector<at::Tensor> qs_;        // per matrix, in tensor order: views into q_flat_
+  at::Tensor restored_queries_;       // from loadState(), copied in once the buffers exist
 };
 
 }  // namespace
 
 std::unique_ptr<Reducer> makePowerSgdReducer(const ReducerContext& context) {
-  return std::make_unique<PowerSgdReducer>(context.comm, context.options, context.seed);
+  return std::make_unique<PowerSgdReducer>(context);
 }
 
 }  // namespace gcrun::reducers

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ class Reducer {
   virtual ~Reducer() = default;
   virtual uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                           const std::vector<at::Tensor>& memory) = 0;
+
+  // Checkpoints: whatever reduce() reads besides its arguments (warm-start queries, random
+  // generators, step counters), as named tensors; each rank saves and restores its own. After
+  // loadState() the next reduce() must return what it would have returned in the saved run.
+  // Stateless reducers keep these defaults; loadState() throws std::invalid_argument naming a
+  // missing or mis-shaped entry.
+  using State = std::map<std::string, at::Tensor>;
+  virtual void saveState(State& /*state*/) const {}
+  virtual void loadState(const State& /*state*/) {}
 };
 
 // What a factory gets. The seed is the same on every worker, so random choices (PowerSGD's initial

@@ -1,0 +1,57 @@
+#include <ATen/ATen.h>
+
+#include "reducers/builtin_reducers.h"
+#include "reducers/tensor_buffer.h"
+
+namespace gcrun::reducers {
+namespace {
+
+// The reference's GlobalTopKReducer (powersgd.md 1.6): the k = max(1, floor(0.5 c N)) largest
+// magnitudes of the whole flattened gradient (N elements over all tensors), so large-gradient
+// layers take more of the budget than in per-tensor top-k. Two all-gathers, as the reference: the
+// float32 values and their int64 positions in the flat gradient. Every worker adds every worker's
+// values / W at their positions into a zero gradient, in rank order. Memory = g with the sent
+// entries zeroed. Bits = 32 k + 64 k.
+class GlobalTopKReducer : public Reducer {
+ public:
+  GlobalTopKReducer(Communicator& comm, double compression) : comm_(comm), compression_(compression) {}
+
+  uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
+                  const std::vector<at::Tensor>& memory) override {
+    if (!allocated_) {
+      flat_ = TensorBuffer(send);
+      const int64_t n = flat_.numel();
+      size_ = n == 0 ? 0 : std::min(n, std::max<int64_t>(1, static_cast<int64_t>(0.5 * compression_ * n)));
+      allocated_ = true;
+    }
+    flat_.pack(send);
+    auto& g = flat_.flat();
+    auto positions = std::get<1>(at::topk(g.abs(), size_, /*dim=*/0, /*largest=*/true, /*sorted=*/false));
+    auto values = g.index_select(0, positions);
+    g.index_fill_(0, positions, 0);
+    flat_.unpack(memory);
+
+    // Gloo can hang on empty tensors; only a model without elements sends nothing.
+    auto all_values = size_ > 0 ? comm_.allgather(values) : std::vector<at::Tensor>{};
+    auto all_positions = size_ > 0 ? comm_.allgather(positions) : std::vector<at::Tensor>{};
+    g.zero_();
+    for (size_t w = 0; w < all_values.size(); ++w) g.index_add_(0, all_positions[w], all_values[w] / comm_.size());
+    flat_.unpack(out);
+    return bitsOf(values) + bitsOf(positions);
+  }
+
+ private:
+  Communicator& comm_;
+  const double compression_;
+  bool allocated_ = false;
+  int64_t size_ = 0;
+  TensorBuffer flat_;
+};
+
+}  // namespace
+
+std::unique_ptr<Reducer> makeGlobalTopKReducer(const ReducerContext& context) {
+  return std::make_unique<GlobalTopKReducer>(context.comm, context.options.compression);
+}
+
+}  // namespace gcrun::reducers

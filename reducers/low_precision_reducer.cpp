@@ -1,0 +1,94 @@
+#include <ATen/ATen.h>
+
+#include "reducers/builtin_reducers.h"
+#include "reducers/tensor_buffer.h"
+
+namespace gcrun::reducers {
+namespace {
+
+// Horovod's FP16Compressor and DDP's fp16/bf16_compress_hook: every tensor cast to a 16-bit type
+// and flat-packed into one all-reduce, then cast back. Each worker divides by W *before* casting
+// (Horovod's gradient_predivide_factor, DDP's divide-first), so the sum on the wire is already the
+// average and cannot overflow where the average does not: fp16 tops out at 65504.
+// Memory = g - W * cast(g / W): the rounding this worker's contribution lost, so error feedback
+// can carry it. The rounding of the 16-bit sum itself is nobody's contribution and is not kept.
+// Bits = 16 N.
+// A backend that cannot sum the type (LibTorch 1.13's Gloo has no bfloat16 sum; later ones and
+// NCCL do) gets the same 16-bit payload by all-gather instead, as raw bytes, and every worker adds
+// the W payloads in float32 in rank order: the same bits sent, one rounding fewer.
+class LowPrecisionReducer : public Reducer {
+ public:
+  LowPrecisionReducer(Communicator& comm, at::ScalarType wire_type) : comm_(comm), wire_type_(wire_type) {}
+
+  uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
+                  const std::vector<at::Tensor>& memory) override {
+    if (!allocated_) allocate(send);
+    const int world = comm_.size();
+    for (size_t i = 0; i < send.size(); ++i) {
+      send[i].div_(world);  // send is the reducer's scratch space
+      auto cast = wire_.slice(i);
+      cast.copy_(send[i].reshape({-1}));
+      auto error = memory[i];
+      at::sub_out(error, send[i], cast.view(send[i].sizes()).to(send[i].scalar_type())).mul_(world);
+    }
+    // Gloo can hang on empty tensors; only a model without elements sends nothing.
+    if (wire_.numel() == 0) return 0;
+    if (backend_sums_) {
+      comm_.allreduceSum(wire_.flat());
+      wire_.unpack(out);
+    } else {
+      sum_.flat().zero_();
+      for (const auto& bytes : comm_.allgather(wire_.flat().view(at::kByte))) {
+        sum_.flat().add_(bytes.view(wire_type_));
+      }
+      sum_.unpack(out);
+    }
+    return bitsOf(wire_.flat());
+  }
+
+ private:
+  void allocate(const std::vector<at::Tensor>& like) {
+    std::vector<at::Tensor> wire, sum;
+    for (const auto& t : like) {
+      wire.push_back(at::empty({t.numel()}, t.options().dtype(wire_type_)));
+      sum.push_back(at::empty({t.numel()}, t.options().dtype(at::kFloat)));
+    }
+    wire_ = TensorBuffer(wire);
+    if (wire_.numel() > 0) {
+      backend_sums_ = backendSums(wire_.flat().device());
+      if (!backend_sums_) sum_ = TensorBuffer(sum);
+    }
+    allocated_ = true;
+  }
+
+  // Probed once with a one-element all-reduce, which a backend without the type refuses before
+  // sending anything, identically on every rank.
+  bool backendSums(at::Device device) {
+    auto probe = at::zeros({1}, at::TensorOptions().dtype(wire_type_).device(device));
+    try {
+      comm_.allreduceSum(probe);
+      return true;
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
+
+  Communicator& comm_;
+  const at::ScalarType wire_type_;
+  bool allocated_ = false;
+  bool backend_sums_ = true;
+  TensorBuffer wire_;
+  TensorBuffer sum_;  // float32 sum of the gathered payloads when the backend cannot sum
+};
+
+}  // namespace
+
+std::unique_ptr<Reducer> makeFp16Reducer(const ReducerContext& context) {
+  return std::make_unique<LowPrecisionReducer>(context.comm, at::kHalf);
+}
+
+std::unique_ptr<Reducer> makeBf16Reducer(const ReducerContext& context) {
+  return std::make_unique<LowPrecisionReducer>(context.comm, at::kBFloat16);
+}
+
+}  // namespace gcrun::reducers

@@ -1,0 +1,92 @@
+#include <limits>
+
+#include <ATen/ATen.h>
+
+#include "reducers/builtin_reducers.h"
+#include "reducers/generator_state.h"
+#include "reducers/quantized_reducer.h"
+
+namespace gcrun::reducers {
+namespace {
+
+// QSGD (Alistarh et al., 2017) with s = reducer.quantization_levels levels, one norm per tensor
+// (GRACE's torch flavour; its dist flavour uses 128-element buckets):
+//   level_i = floor(s * |g_i| / ||g||_2 + u_i), u_i ~ U[0, 1) from this worker's own generator,
+//   Q(g)_i  = ||g||_2 * sign(g_i) * level_i / s,
+// so E[level_i] = s * |g_i| / ||g||_2 and Q is unbiased. Levels need L = ceil(log2(s + 1)) bits
+// and each element b = L + 1 (GRACE sends one int8 per element instead).
+// Message (one uint8 tensor, all-gathered): the T per-tensor float32 norms (4T bytes, native
+// order), then every element of every tensor in order as a b-bit field packed by packBits, with
+// bit 0 the sign (1: negative) and bits 1..L the level: 4T + ceil(N * b / 8) bytes in all.
+// Memory = g - Q(g): zero-mean noise that error feedback (if on) adds back next step.
+class QsgdCodec : public GradientCodec {
+ public:
+  QsgdCodec(int64_t levels, at::Generator generator)
+      : levels_(levels), field_bits_(levelBits(levels) + 1), generator_(std::move(generator)) {}
+
+  at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
+    int64_t count = 0;
+    for (const auto& t : tensors) count += t.numel();
+    if (tensors.empty()) return at::empty({0}, at::kByte);
+    const auto options = tensors.front().options();
+    auto uniform = at::rand({count}, generator_, at::TensorOptions().dtype(at::kFloat)).to(options.device());
+    auto norms = at::empty({static_cast<int64_t>(tensors.size())}, options);
+    auto codes = at::empty({count}, options.dtype(at::kLong));
+    int64_t offset = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const auto& g = tensors[i];
+      const int64_t n = g.numel();
+      auto norm = norms[i];
+      norm.copy_(g.norm());
+      // An all-zero tensor has norm 0 and all levels 0; the clamp only avoids 0/0.
+      auto scaled = g.abs().div_(norm.clamp_min(std::numeric_limits<float>::min())).mul_(levels_);
+      auto level = scaled.add_(uniform.narrow(0, offset, n)).floor_().clamp_max_(levels_).to(at::kLong);
+      codes.narrow(0, offset, n).copy_(level.mul_(2).add_(g.lt(0).to(at::kLong)));
+      offset += n;
+    }
+    return at::cat({floatsAsBytes(norms), packBits(codes, field_bits_)});
+  }
+
+  void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
+    const int64_t header = 4 * static_cast<int64_t>(tensors.size());
+    int64_t count = 0;
+    for (const auto& t : tensors) count += t.numel();
+    const auto norms = bytesAsFloats(message.narrow(0, 0, header));
+    const auto codes = unpackBits(message.narrow(0, header, message.numel() - header), count, field_bits_);
+    // sign * level: (code >> 1) * (1 - 2 * (code & 1))
+    const auto signed_levels =
+        codes.bitwise_right_shift(1).mul(codes.bitwise_and(1).mul(-2).add_(1)).to(at::kFloat);
+    int64_t offset = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const int64_t n = tensors[i].numel();
+      auto target = tensors[i];
+      at::mul_out(target, signed_levels.narrow(0, offset, n), norms[i] / static_cast<double>(levels_));
+      offset += n;
+    }
+  }
+
+  void saveState(Reducer::State& state) const override { saveGenerator(state, "generator", generator_); }
+  void loadState(const Reducer::State& state) override { loadGenerator(state, "qsgd", "generator", generator_); }
+
+ private:
+  // The smallest L with 2^L >= s + 1: levels 0..s.
+  static int64_t levelBits(int64_t levels) {
+    int64_t bits = 0;
+    while ((int64_t{1} << bits) < levels + 1) ++bits;
+    return bits;
+  }
+
+  const int64_t levels_;
+  const int64_t field_bits_;
+  at::Generator generator_;
+};
+
+}  // namespace
+
+std::unique_ptr<Reducer> makeQsgdReducer(const ReducerContext& context) {
+  return makeAllGatherReducer(
+      context.comm, std::make_unique<QsgdCodec>(context.options.quantization_levels,
+                                                workerGenerator(context.seed, context.comm.rank())));
+}
+
+}  // namespace gcrun::reducers

@@ -1,0 +1,86 @@
+#include "reducers/random_sparse_reducer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "reducers/generator_state.h"
+#include "reducers/tensor_buffer.h"
+
+namespace gcrun::reducers {
+namespace {
+
+class RandomSparseReducer : public Reducer {
+ public:
+  RandomSparseReducer(const ReducerContext& context, IndexSampler sampler)
+      : comm_(context.comm),
+        compression_(context.options.compression),
+        rescale_(context.options.rescale),
+        sampler_(std::move(sampler)),
+        generator_(at::detail::createCPUGenerator(context.seed)) {}
+
+  uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
+                  const std::vector<at::Tensor>& memory) override {
+    if (!allocated_) allocate(send);
+    flat_.pack(send);
+    std::vector<at::Tensor> indices;
+    int64_t offset = 0;
+    for (size_t i = 0; i < send.size(); ++i) {
+      const int64_t numel = send[i].numel();
+      if (sizes_[i] > 0) indices.push_back(sampler_(numel, sizes_[i], generator_) + offset);
+      offset += numel;
+    }
+    const auto device = flat_.flat().device();
+    const auto index = indices.empty() ? at::empty({0}, at::kLong).to(device) : at::cat(indices).to(device);
+    auto& g = flat_.flat();
+    values_.copy_(g.index_select(0, index));
+    g.index_copy_(0, index, values_ * (1 - scales_));
+    flat_.unpack(memory);
+
+    // Gloo can hang on empty tensors; only a model without elements sends nothing.
+    if (values_.numel() > 0) comm_.allreduceSum(values_);
+    g.zero_();
+    g.index_copy_(0, index, values_ * (scales_ / comm_.size()));
+    flat_.unpack(out);
+    return bitsOf(values_);
+  }
+
+  // Only the shared generator: the index draws are all that carries over between calls.
+  void saveState(State& state) const override { saveGenerator(state, "generator", generator_); }
+  void loadState(const State& state) override { loadGenerator(state, "random-sparse", "generator", generator_); }
+
+ private:
+  void allocate(const std::vector<at::Tensor>& like) {
+    flat_ = TensorBuffer(like);
+    const auto options = flat_.flat().options();
+    std::vector<at::Tensor> scales;
+    for (const auto& t : like) {
+      const int64_t numel = t.numel();
+      const int64_t k =
+          numel == 0 ? 0 : std::min(numel, std::max<int64_t>(1, static_cast<int64_t>(compression_ * numel)));
+      sizes_.push_back(k);
+      const double scale = rescale_ && k > 0 ? static_cast<double>(numel) / k : 1.0;
+      scales.push_back(at::full({k}, scale, options));
+    }
+    scales_ = scales.empty() ? at::empty({0}, options) : at::cat(scales);
+    values_ = at::empty_like(scales_);
+    allocated_ = true;
+  }
+
+  Communicator& comm_;
+  const double compression_;
+  const bool rescale_;
+  IndexSampler sampler_;
+  at::Generator generator_;
+  bool allocated_ = false;
+  std::vector<int64_t> sizes_;
+  at::Tensor scales_;  // per sent value: numel / k of its tensor with reducer.rescale, else 1
+  at::Tensor values_;
+  TensorBuffer flat_;
+};
+
+}  // namespace
+
+std::unique_ptr<Reducer> makeRandomSparseReducer(const ReducerContext& context, IndexSampler sampler) {
+  return std::make_unique<RandomSparseReducer>(context, std::move(sampler));
+}
+
+}  // namespace gcrun::reducers

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include <ATen/ATen.h>
+
+#include "reducers/reducer.h"
+
+namespace gcrun::reducers {
+
+// Which elements of a tensor of `numel` travel: `count` distinct int64 indices (CPU), drawn from
+// the shared generator, so every worker picks the same ones without communicating.
+using IndexSampler = std::function<at::Tensor(int64_t numel, int64_t count, at::Generator& shared)>;
+
+// The reference's UniformRandomSparse(Block)Reducer around a sampler: per tensor k = max(1,
+// floor(c numel)) sampled elements (c = reducer.compression), all tensors' values in one
+// all-reduce, divided by W and written at their indices into a zero gradient. The generator is
+// seeded with the shared seed and advances at every call. Bits = 32 K (K = sum of the k's):
+// indices are never sent.
+// reducer.rescale (gcrun's, off in the reference) multiplies what is delivered by numel / k: every
+// element is sampled with probability k / numel, so the update becomes unbiased. Memory = g minus
+// what was delivered for it: g with the sampled entries zeroed, or (1 - numel / k) g there when
+// rescaling.
+std::unique_ptr<Reducer> makeRandomSparseReducer(const ReducerContext& context, IndexSampler sampler);
+
+}  // namespace gcrun::reducers
