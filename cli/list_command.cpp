@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/plugins.h"
 #include "experiments/presets.h"
 #include "hyperparams/config_io.h"
+#include "hyperparams/config_keys.h"
 #include "outputs/metric_sink.h"
 #include "reducers/reducer.h"
 #include "tasks/task.h"
@@ -35,10 +37,43 @@ void printKeys() {
   }
 }
 
+// A key's default value as it would appear in a config file (flow style for lists).
+std::string defaultValue(const std::string& key) {
+  static const ExperimentConfig defaults{};
+  for (const auto& spec : hyperparams::keyTable()) {
+    if (spec.key != key) continue;
+    YAML::Emitter out;
+    out << YAML::Flow << spec.get(defaults);
+    return out.c_str();
+  }
+  return "(not a config key)";
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// Each reducer with what `gcrun experiment` needs to know to use it: its collective, whether it
+// takes error feedback, its granularities, and the keys it reads with their defaults.
+void printReducers() {
+  for (const auto* entry : reducers::reducerRegistry().entries()) {
+    const auto& spec = entry->factory;
+    std::printf("  %-28s %s\n", entry->name.c_str(), entry->description.c_str());
+    std::printf("  %-28s   %s; error feedback: %s; granularity: %s\n", "", spec.collective.c_str(),
+                spec.supports_memory ? "yes" : "no (needs optimizer.memory=false)",
+                joined(spec.granularities).c_str());
+    for (const auto& key : spec.parameters) {
+      std::printf("  %-28s   %s = %s\n", "", key.c_str(), defaultValue(key).c_str());
+    }
+  }
+}
+
 const std::map<std::string, std::function<void()>>& listings() {
   static const std::map<std::string, std::function<void()>> table = {
       {"experiments", printPresets},
-      {"reducers", [] { printRegistry(reducers::reducerRegistry()); }},
+      {"reducers", printReducers},
       {"tasks", [] { printRegistry(tasks::taskRegistry()); }},
       {"sinks", [] { printRegistry(outputs::sinkRegistry()); }},
       {"keys", printKeys},
@@ -50,12 +85,17 @@ const std::map<std::string, std::function<void()>>& listings() {
 
 void addListCommand(CLI::App& app) {
   auto what = std::make_shared<std::string>("experiments");
+  auto plugins = std::make_shared<std::vector<std::string>>();
   std::vector<std::string> choices;
   for (const auto& kv : listings()) choices.push_back(kv.first);
   auto* command = app.add_subcommand("list", "List experiments, reducers, tasks, metric sinks or config keys");
   command->add_option("what", *what, "experiments (default), reducers, tasks, sinks or keys")
       ->check(CLI::IsMember(choices));
-  command->callback([what] { listings().at(*what)(); });
+  addPluginOption(*command, *plugins);
+  command->callback([what, plugins] {
+    loadPlugins(*plugins);
+    listings().at(*what)();
+  });
 }
 
 }  // namespace gcrun::cli

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/plugins.h"
 #include "experiments/presets.h"
 #include "hyperparams/config_io.h"
 
@@ -13,13 +14,16 @@ void addShowCommand(CLI::App& app) {
     std::string name;
     std::vector<std::string> assignments;
     std::string config_file;
+    std::vector<std::string> plugins;
   };
   auto flags = std::make_shared<Flags>();
   auto* command = app.add_subcommand("show", "Print an experiment's resolved configuration as YAML");
   command->add_option("name", flags->name, "Preset name")->required();
   command->add_option("--set", flags->assignments, "Override a setting: key=value (repeatable)");
   command->add_option("--config", flags->config_file, "YAML file of settings, applied before --set");
+  addPluginOption(*command, flags->plugins);
   command->callback([flags] {
+    loadPlugins(flags->plugins);
     const auto config = experiments::resolveExperiment(flags->name, flags->config_file, flags->assignments);
     std::fputs(hyperparams::toYaml(config).c_str(), stdout);
   });

@@ -1,0 +1,47 @@
+#include "cli/plugins.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+
+#include "hyperparams/errors.h"
+
+namespace gcrun::cli {
+namespace {
+
+std::string loaderError() {
+  const char* message = ::dlerror();
+  return message ? message : "unknown error";
+}
+
+void loadPlugin(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw UserError("--plugin " + path + ": no such file");
+  }
+  // An absolute path, so that dlopen does not search the library path for a bare file name.
+  const auto absolute = std::filesystem::absolute(path).string();
+  void* library = ::dlopen(absolute.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!library) throw UserError("--plugin " + path + ": cannot load: " + loaderError());
+  ::dlerror();
+  void* symbol = ::dlsym(library, "gcrun_register");
+  if (!symbol) {
+    throw UserError("--plugin " + path + ": no gcrun_register function: " + loaderError());
+  }
+  reinterpret_cast<void (*)()>(symbol)();
+}
+
+}  // namespace
+
+void addPluginOption(CLI::App& command, std::vector<std::string>& paths) {
+  command.add_option("--plugin", paths,
+                     "Shared library whose gcrun_register() adds reducers, tasks or sinks (repeatable)");
+}
+
+void loadPlugins(const std::vector<std::string>& paths) {
+  for (const auto& path : paths) loadPlugin(path);
+}
+
+}  // namespace gcrun::cli
