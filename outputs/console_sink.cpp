@@ -147,6 +147,7 @@ std::string formatEpochLine(const EpochSummary& summary, int64_t total_epochs, b
   std::string out = synthetic ? "[synthetic data] " : "";
   out += fmt::format("epoch {}/{}", summary.epoch, total_epochs);
   if (!summary.train.empty()) out += "  train" + formatMetrics(summary.train);
+  if (!summary.validation.empty()) out += "  validation" + formatMetrics(summary.validation);
   if (!summary.test.empty()) out += "  test" + formatMetrics(summary.test);
   out += "  sent " + formatMegabytes(summary.bits);
   out += "  " + formatDuration(summary.elapsed_s);

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -27,7 +28,10 @@ std::string csvField(const std::string& text) {
 
 class CsvSink : public MetricSink {
  public:
-  explicit CsvSink(std::string path) : path_(std::move(path)), out_(path_) {
+  CsvSink(std::string path, bool append)
+      : path_(std::move(path)),
+        header_on_file_(append && std::ifstream(path_).peek() != std::ifstream::traits_type::eof()),
+        out_(path_, append ? std::ios::app : std::ios::trunc) {
     if (!out_) {
       throw std::runtime_error("cannot open '" + path_ + "' for writing: " + std::strerror(errno));
     }
@@ -39,6 +43,7 @@ class CsvSink : public MetricSink {
     if (!header_written_) writeHeader(summary);
     out_ << summary.epoch << ',' << summary.step;
     writeValues(summary.train, train_columns_);
+    writeValues(summary.validation, validation_columns_);
     writeValues(summary.test, test_columns_);
     const double mb_sent = static_cast<double>(summary.bits) / 8.0 / (1024.0 * 1024.0);
     out_ << ',' << csvNumber(mb_sent) << ',' << csvNumber(summary.elapsed_s) << ','
@@ -52,16 +57,22 @@ class CsvSink : public MetricSink {
  private:
   // The columns are fixed by the first epoch: later epochs report the same metrics.
   void writeHeader(const EpochSummary& summary) {
-    out_ << "epoch,step";
+    std::ostringstream header;
+    header << "epoch,step";
     for (const auto& [name, value] : summary.train) {
       train_columns_.push_back(name);
-      out_ << ',' << csvField("train_" + name);
+      header << ',' << csvField("train_" + name);
+    }
+    for (const auto& [name, value] : summary.validation) {
+      validation_columns_.push_back(name);
+      header << ',' << csvField("validation_" + name);
     }
     for (const auto& [name, value] : summary.test) {
       test_columns_.push_back(name);
-      out_ << ',' << csvField("test_" + name);
+      header << ',' << csvField("test_" + name);
     }
-    out_ << ",mb_sent,elapsed_s,learning_rate\n";
+    header << ",mb_sent,elapsed_s,learning_rate\n";
+    if (!header_on_file_) out_ << header.str();
     header_written_ = true;
   }
 
@@ -74,16 +85,18 @@ class CsvSink : public MetricSink {
   }
 
   std::string path_;
+  bool header_on_file_;  // a resumed run's file already starts with the header
   std::ofstream out_;
   bool header_written_ = false;
   std::vector<std::string> train_columns_;
+  std::vector<std::string> validation_columns_;
   std::vector<std::string> test_columns_;
 };
 
 }  // namespace
 
 std::unique_ptr<MetricSink> makeCsvSink(const SinkContext& context) {
-  return std::make_unique<CsvSink>(context.run_dir + "/epochs.csv");
+  return std::make_unique<CsvSink>(context.run_dir + "/epochs.csv", context.resume);
 }
 
 }  // namespace gcrun::outputs

@@ -11,7 +11,8 @@ namespace {
 
 class JsonlSink : public MetricSink {
  public:
-  explicit JsonlSink(std::string path) : path_(std::move(path)), out_(path_) {
+  JsonlSink(std::string path, bool append)
+      : path_(std::move(path)), out_(path_, append ? std::ios::app : std::ios::trunc) {
     if (!out_) {
       throw std::runtime_error("cannot open '" + path_ + "' for writing: " + std::strerror(errno));
     }
@@ -40,7 +41,7 @@ class JsonlSink : public MetricSink {
 }  // namespace
 
 std::unique_ptr<MetricSink> makeJsonlSink(const SinkContext& context) {
-  return std::make_unique<JsonlSink>(context.run_dir + "/metrics.jsonl");
+  return std::make_unique<JsonlSink>(context.run_dir + "/metrics.jsonl", context.resume);
 }
 
 }  // namespace gcrun::outputs

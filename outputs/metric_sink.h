@@ -38,6 +38,7 @@ struct EpochSummary {
   int64_t step = 0;
   std::map<std::string, double> train;
   std::map<std::string, double> test;
+  std::map<std::string, double> validation;  // empty unless the task has a validation split
   uint64_t bits = 0;       // cumulative, one worker
   double elapsed_s = 0;
   double learning_rate = 0;
@@ -57,6 +58,7 @@ class MetricSink {
 struct SinkContext {
   std::string run_dir;  // where file sinks write
   const ExperimentConfig& config;
+  bool resume = false;  // a resumed run: file sinks append to what the run wrote before
 };
 
 using SinkFactory = std::function<std::unique_ptr<MetricSink>(const SinkContext&)>;

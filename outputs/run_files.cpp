@@ -135,6 +135,15 @@ std::string runInfoJson(const RunInfo& info) {
                jsonNumber(value);
   }
   metrics += info.final_metrics.empty() ? "}" : "\n  }";
+  std::string paper;
+  if (!info.paper.metric.empty()) {
+    paper = ",\n  \"paper\": {\n    \"metric\": " + jsonString(info.paper.metric) +
+            ",\n    \"source\": " + jsonString(info.paper.source);
+    for (const auto& [name, value] : info.paper.numbers) {
+      paper += ",\n    " + jsonString(name) + ": " + jsonNumber(value);
+    }
+    paper += "\n  }";
+  }
 
   auto field = [](const std::string& key, const std::string& value) {
     return "  " + jsonString(key) + ": " + value;
@@ -154,7 +163,7 @@ std::string runInfoJson(const RunInfo& info) {
          field("error", jsonString(info.error)) + ",\n" +
          field("start_time", jsonString(info.start_time)) + ",\n" +
          field("end_time", jsonString(info.end_time)) + ",\n" +
-         field("final_metrics", metrics) + "\n}\n";
+         field("final_metrics", metrics) + paper + "\n}\n";
 }
 
 std::string isoTimeNow() {

@@ -16,6 +16,15 @@ std::string createRunDirectory(const std::string& requested, const std::string& 
 // half-written file.
 void writeFileAtomically(const std::string& path, const std::string& contents);
 
+// A preset's published result next to this run's (run.json's "paper" object).
+struct PaperComparison {
+  std::string metric;  // empty: the preset reproduces no published number, no "paper" object
+  std::string source;
+  // "value", "run_value", "difference" (run - paper), "data_per_epoch_mb", "run_data_per_epoch_mb",
+  // "time_per_batch_ms", "run_time_per_batch_ms"; entries the run did not measure are left out.
+  std::map<std::string, double> numbers;
+};
+
 // What run.json records about a run.
 struct RunInfo {
   std::string experiment;
@@ -34,6 +43,7 @@ struct RunInfo {
   std::string start_time;  // ISO 8601, UTC
   std::string end_time;
   std::map<std::string, double> final_metrics;  // "test.accuracy" -> value, ...
+  PaperComparison paper;
 };
 std::string runInfoJson(const RunInfo& info);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -147,7 +148,7 @@ class FashionMnistTask : public Task {
     return loss;
   }
 
-  MetricSums evaluate(const Shard& shard) override;
+  MetricSums evaluate(const Shard& shard, const std::string& split) override;
 
   bool synthetic() const override { return options_.synthetic; }
 
@@ -159,8 +160,9 @@ class FashionMnistTask : public Task {
   std::shared_ptr<const FashionData> data_;
 };
 
-MetricSums FashionMnistTask::evaluate(const Shard& shard) {
+MetricSums FashionMnistTask::evaluate(const Shard& shard, const std::string& split) {
   namespace F = torch::nn::functional;
+  if (split != "test") throw std::invalid_argument("fashion-mnist has no split '" + split + "'");
   torch::NoGradGuard no_grad;
   model_->eval();
   const at::Tensor indices = testShardIndices(data_->test.labels.size(0), shard);

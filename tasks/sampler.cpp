@@ -44,6 +44,17 @@ at::Tensor DistributedSampler::epochIndices(int64_t epoch) const {
   return padded.slice(0, shard_.rank, padded.size(0), shard_.world_size).contiguous();
 }
 
+uint64_t streamSeed(uint64_t seed, int rank, int64_t epoch) {
+  // splitmix64's finalizer, applied to each input in turn.
+  auto mix = [](uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  return mix(mix(mix(seed) ^ static_cast<uint64_t>(rank)) ^ static_cast<uint64_t>(epoch));
+}
+
 at::Tensor testShardIndices(int64_t num_samples, const Shard& shard) {
   checkShard(shard);
   const auto options = at::TensorOptions().dtype(at::kLong);

@@ -32,6 +32,10 @@ class DistributedSampler {
   int64_t samples_per_rank_;
 };
 
+// Seed of one worker's random stream in one epoch (augmentation, dropout): a hash of the three,
+// so streams differ between workers and epochs and repeat exactly between runs.
+uint64_t streamSeed(uint64_t seed, int rank, int64_t epoch);
+
 // The test split: rank r takes r, r + W, r + 2W, ... of [0, N), unshuffled and unpadded, so the
 // ranks together see every test sample exactly once.
 at::Tensor testShardIndices(int64_t num_samples, const Shard& shard);

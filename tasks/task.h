@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -57,8 +58,12 @@ class BatchStream {
 //    reference's sampler), each rank gets batchesPerEpoch(shard) batches of batch_size.
 //  - trainLoss() runs the forward pass in training mode and adds the batch's metrics to `metrics`;
 //    the trainer calls backward() on the returned scalar.
-//  - evaluate() runs this rank's part of the test split in eval mode without gradients and returns
-//    its sums; the trainer adds them up over ranks and calls finalize() on the means.
+//  - evaluate(shard, split) runs this rank's part of one evaluation split in eval mode without
+//    gradients and returns its sums; the trainer adds them up over ranks and calls finalize() on
+//    the means. evaluationSplits() names the splits, each "validation" or "test", in the order the
+//    trainer evaluates them.
+//  - localGradientClipNorm() > 0 makes the trainer clip this worker's gradient to that L2 norm
+//    right after backward, before error feedback and compression (the reference's LSTM: 0.4).
 class Task {
  public:
   virtual ~Task() = default;
@@ -67,7 +72,20 @@ class Task {
   virtual int64_t batchesPerEpoch(const Shard& shard) const = 0;
   virtual std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) = 0;
   virtual at::Tensor trainLoss(const Batch& batch, MetricSums& metrics) = 0;
-  virtual MetricSums evaluate(const Shard& shard) = 0;
+  virtual MetricSums evaluate(const Shard& shard, const std::string& split) = 0;
+  virtual std::vector<std::string> evaluationSplits() const { return {"test"}; }
+  virtual double localGradientClipNorm() const { return 0; }
+
+  // Checkpoints: what trainLoss() carries from batch to batch within an epoch besides the
+  // parameters (dropout generators, an LSTM's hidden state), as named tensors. The trainer saves
+  // it with every checkpoint; resuming mid-epoch it calls loadState() after trainBatches() of the
+  // saved epoch (which reseeds that state) and after skipping the batches already trained, so the
+  // next trainLoss() is the saved run's. Resuming at an epoch start it does not call it. Data-side
+  // randomness (augmentation) lives in the BatchStream, which the skipped next() calls replay.
+  // loadState() throws std::invalid_argument naming a missing or mis-shaped entry.
+  using State = std::map<std::string, at::Tensor>;
+  virtual void saveState(State& /*state*/) const {}
+  virtual void loadState(const State& /*state*/) {}
 
   // Derived metrics from the reduced means (perplexity from cross entropy, say). Default: as is.
   virtual std::map<std::string, double> finalize(std::map<std::string, double> means) const {

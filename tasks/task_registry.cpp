@@ -1,5 +1,7 @@
+#include "tasks/cifar10.h"
 #include "tasks/fashion_mnist.h"
 #include "tasks/task.h"
+#include "tasks/wikitext.h"
 
 namespace gcrun::tasks {
 
@@ -10,6 +12,14 @@ Registry<TaskFactory>& taskRegistry() {
                  "Fashion-MNIST (28x28 grayscale, 10 classes) from the Debian package "
                  "dataset-fashion-mnist; architectures cnn, resnet18",
                  makeFashionMnistTask);
+    builtins.add("cifar10",
+                 "CIFAR-10 (32x32 RGB, 10 classes) from its binary version, with the reference's "
+                 "crop-and-flip augmentation; architectures resnet18, vgg16",
+                 makeCifar10Task);
+    builtins.add("wikitext2",
+                 "word-level language modelling on WikiText-2 (or any folder of wiki.*.tokens files, "
+                 "e.g. the Brown corpus from `gcrun data brown`); architecture lstm",
+                 makeWikiText2Task);
     return builtins;
   }();
   return registry;

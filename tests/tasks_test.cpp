@@ -327,9 +327,9 @@ TEST(FashionMnist, SyntheticTaskTrainsAndEvaluates) {
   while (stream->next()) ++batches;
   EXPECT_EQ(batches, 468);
 
-  MetricSums total = task->evaluate({0, 2});
+  MetricSums total = task->evaluate({0, 2}, "test");
   EXPECT_EQ(total.weight, 5000);
-  total.merge(task->evaluate({1, 2}));
+  total.merge(task->evaluate({1, 2}, "test"));
   EXPECT_EQ(total.weight, 10000);
   auto means = total.means();
   EXPECT_GT(means["cross_entropy"], 0);
@@ -395,7 +395,7 @@ TEST(FashionMnist, EvaluateSumsCrossEntropyOverTheShard) {
   options.data_dir = dir.path().string();
   options.test_batch_size = 2;
   auto task = makeTask(options, 2);
-  MetricSums shard = task->evaluate({0, 2});  // samples 0, 2, 4
+  MetricSums shard = task->evaluate({0, 2}, "test");  // samples 0, 2, 4
   EXPECT_EQ(shard.weight, 3);
   torch::NoGradGuard no_grad;
   task->model().eval();

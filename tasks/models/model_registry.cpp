@@ -28,7 +28,7 @@ void initLayer(at::Tensor& weight, at::Tensor& bias, at::Generator& generator) {
 
 // The modules' constructors drew their weights from torch's global RNG, which other threads share;
 // redraw them all, in construction order, from a private generator. BatchNorm starts at (1, 0).
-void initParameters(torch::nn::Module& model, uint64_t seed) {
+void initParameters(Classifier& model, uint64_t seed) {
   torch::NoGradGuard no_grad;
   at::Generator generator = at::detail::createCPUGenerator(seed);
   for (const auto& module : model.modules()) {
@@ -42,6 +42,7 @@ void initParameters(torch::nn::Module& model, uint64_t seed) {
       throw std::logic_error("no seeded initialisation for module " + module->name());
     }
   }
+  model.reinitialize(generator);
 }
 
 }  // namespace
@@ -53,6 +54,8 @@ Registry<ModelFactory>& modelRegistry() {
                  "params for 1 channel and 10 classes)", makeCnn);
     builtins.add("resnet18", "the reference's CIFAR ResNet18 (kuangliu): 11,173,962 params for 3 "
                  "channels and 10 classes", makeResNet18);
+    builtins.add("vgg16", "the reference's CIFAR VGG16: configuration D without batch norm, "
+                 "dropout classifier (15,245,130 params for 32x32 RGB and 10 classes)", makeVgg16);
     return builtins;
   }();
   return registry;

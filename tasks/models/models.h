@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 
 #include "hyperparams/registry.h"
@@ -22,6 +23,15 @@ struct ModelSpec {
 class Classifier : public torch::nn::Module {
  public:
   virtual at::Tensor forward(at::Tensor images) = 0;
+  // Models with dropout draw their masks from a private generator that this reseeds; tasks call it
+  // with a (seed, rank, epoch) stream seed, so masks are deterministic and threads never share one.
+  virtual void seedRandomness(uint64_t seed) {}
+  // That generator's state, for checkpoints taken mid-epoch; undefined for models without one.
+  virtual at::Tensor randomState() const { return {}; }
+  virtual void setRandomState(const at::Tensor& state) {}
+  // buildModel() calls this after PyTorch's default initialisation, with the same seeded generator,
+  // for architectures whose reference re-initialises some layers (VGG's convs).
+  virtual void reinitialize(at::Generator& generator) {}
 };
 
 // Factories build the modules only; buildModel() initialises the weights.
@@ -39,5 +49,6 @@ std::shared_ptr<Classifier> buildModel(const std::string& architecture, const Mo
 // The built-in architectures (see their files).
 std::shared_ptr<Classifier> makeCnn(const ModelSpec& spec);
 std::shared_ptr<Classifier> makeResNet18(const ModelSpec& spec);
+std::shared_ptr<Classifier> makeVgg16(const ModelSpec& spec);
 
 }  // namespace gcrun::tasks::models

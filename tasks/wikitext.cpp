@@ -1,0 +1,291 @@
+#include "tasks/wikitext.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+#include "hyperparams/errors.h"
+#include "tasks/data_location.h"
+#include "tasks/models/rnn_model.h"
+#include "tasks/sampler.h"
+
+namespace gcrun::tasks {
+namespace {
+
+// The reference's vocabulary size (spaCy tokens of WikiText-2) and WikiText-2's token counts
+// (whitespace tokens plus one <eos> per line): the shapes of the synthetic data.
+constexpr int64_t kSyntheticVocabulary = 28869;
+constexpr int64_t kSyntheticTrain = 2088628;
+constexpr int64_t kSyntheticValid = 217646;
+constexpr int64_t kSyntheticTest = 245569;
+constexpr double kClipNorm = 0.4;
+const char* const kSplitFiles[][2] = {{"validation", "wiki.valid.tokens"}, {"test", "wiki.test.tokens"}};
+
+struct LanguageData {
+  int64_t vocabulary = 0;
+  at::Tensor train;                          // int64 [N]
+  std::map<std::string, at::Tensor> splits;  // "validation", "test"
+};
+
+std::shared_ptr<const LanguageData> readData(const std::string& dir) {
+  const std::vector<std::string> train_tokens = readTokenFile(dir + "/wiki.train.tokens");
+  const Vocabulary vocabulary(train_tokens);
+  auto data = std::make_shared<LanguageData>();
+  data->vocabulary = vocabulary.size();
+  data->train = vocabulary.encode(train_tokens);
+  for (const auto& [split, file] : kSplitFiles) data->splits[split] = vocabulary.encode(readTokenFile(dir + "/" + file));
+  return data;
+}
+
+std::shared_ptr<const LanguageData> randomData(const TaskOptions& options, uint64_t seed) {
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  const auto longs = at::TensorOptions().dtype(at::kLong);
+  const int64_t train = options.synthetic_samples > 0 ? options.synthetic_samples : kSyntheticTrain;
+  const int64_t held_out = std::max<int64_t>(2, train / 10);
+  auto data = std::make_shared<LanguageData>();
+  data->vocabulary = kSyntheticVocabulary;
+  data->train = at::randint(0, kSyntheticVocabulary, {train}, generator, longs);
+  data->splits["validation"] = at::randint(
+      0, kSyntheticVocabulary, {options.synthetic_samples > 0 ? held_out : kSyntheticValid}, generator, longs);
+  data->splits["test"] = at::randint(
+      0, kSyntheticVocabulary, {options.synthetic_samples > 0 ? held_out : kSyntheticTest}, generator, longs);
+  return data;
+}
+
+// Ranks run as threads of one process share one read-only copy of the data.
+std::shared_ptr<const LanguageData> loadData(const TaskOptions& options, uint64_t seed) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const LanguageData>> cache;
+  const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
+  const std::string key = options.synthetic ? "synthetic " + std::to_string(seed) + " " +
+                                                  std::to_string(options.synthetic_samples)
+                                            : dir;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto cached = cache[key].lock()) return cached;
+  auto data = options.synthetic ? randomData(options, seed) : readData(dir);
+  cache[key] = data;
+  return data;
+}
+
+class BpttStream : public BatchStream {
+ public:
+  BpttStream(at::Tensor stream, Shard shard, int64_t width, int64_t batches, c10::Device device)
+      : stream_(std::move(stream)), shard_(shard), width_(width), batches_(batches), device_(device) {}
+
+  std::optional<Batch> next() override {
+    if (next_ == batches_) return std::nullopt;
+    Batch batch = bpttBatch(stream_, next_++, kBpttLength, shard_, width_);
+    return Batch{batch.inputs.to(device_), batch.targets.to(device_)};
+  }
+
+ private:
+  at::Tensor stream_;
+  Shard shard_;
+  int64_t width_;
+  int64_t batches_;
+  c10::Device device_;
+  int64_t next_ = 0;
+};
+
+class WikiText2Task : public Task {
+ public:
+  explicit WikiText2Task(const TaskContext& context)
+      : options_(context.options), batch_size_(context.batch_size), seed_(context.seed), device_(context.device) {
+    if (batch_size_ < 1) {
+      throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size_));
+    }
+    if (options_.architecture != "lstm") {
+      throw UserError("task.architecture: '" + options_.architecture +
+                      "' is not a wikitext2 model; it accepts: lstm (the reference's RNNModel)");
+    }
+    data_ = loadData(options_, seed_);
+    model_ = std::make_shared<models::RnnModel>(data_->vocabulary, seed_);
+    model_->to(device_);
+  }
+
+  torch::nn::Module& model() override { return *model_; }
+
+  int64_t batchesPerEpoch(const Shard& shard) const override {
+    return bpttBatchCount(data_->train.size(0), batch_size_ * shard.world_size, kBpttLength);
+  }
+
+  std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) override {
+    model_->seedRandomness(streamSeed(seed_, shard.rank, epoch));
+    hidden_ = model_->initHidden(batch_size_);
+    const int64_t columns = batch_size_ * shard.world_size;
+    return std::make_unique<BpttStream>(batchify(data_->train, columns), shard, batch_size_,
+                                        bpttBatchCount(data_->train.size(0), columns, kBpttLength), device_);
+  }
+
+  at::Tensor trainLoss(const Batch& batch, MetricSums& metrics) override {
+    model_->train();
+    auto [logits, hidden] = model_->forward(batch.inputs, hidden_);
+    hidden_ = {hidden.first.detach(), hidden.second.detach()};
+    at::Tensor loss = torch::nn::functional::cross_entropy(logits.flatten(0, 1), batch.targets.flatten());
+    const double tokens = static_cast<double>(batch.targets.numel());
+    metrics.add("cross_entropy", loss.item<double>() * tokens);
+    metrics.weight += tokens;
+    return loss;
+  }
+
+  MetricSums evaluate(const Shard& shard, const std::string& split) override;
+
+  std::vector<std::string> evaluationSplits() const override { return {"validation", "test"}; }
+
+  std::map<std::string, double> finalize(std::map<std::string, double> means) const override {
+    if (auto it = means.find("cross_entropy"); it != means.end()) means["perplexity"] = std::exp(it->second);
+    return means;
+  }
+
+  double localGradientClipNorm() const override { return kClipNorm; }
+
+  // The dropout generator and the hidden state carried from batch to batch; nothing before the
+  // first epoch has started.
+  void saveState(State& state) const override {
+    if (!hidden_.first.defined()) return;
+    state["dropout_generator"] = model_->randomState().clone();
+    state["hidden/h"] = hidden_.first.cpu();
+    state["hidden/c"] = hidden_.second.cpu();
+  }
+  void loadState(const State& state) override {
+    const auto entry = [&](const std::string& name, const at::Tensor& like) {
+      const auto found = state.find(name);
+      if (found == state.end()) throw std::invalid_argument("wikitext2 state: '" + name + "' is missing");
+      if (like.defined() && !found->second.sizes().equals(like.sizes())) {
+        throw std::invalid_argument("wikitext2 state: '" + name + "' has another shape than this run's hidden state");
+      }
+      return found->second;
+    };
+    model_->setRandomState(entry("dropout_generator", at::Tensor()));
+    hidden_ = {entry("hidden/h", hidden_.first).to(device_), entry("hidden/c", hidden_.second).to(device_)};
+  }
+
+  bool synthetic() const override { return options_.synthetic; }
+
+ private:
+  TaskOptions options_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  c10::Device device_;
+  std::shared_ptr<models::RnnModel> model_;
+  std::shared_ptr<const LanguageData> data_;
+  models::RnnModel::Hidden hidden_;
+};
+
+// The reference's test(): the same column layout as training, a fresh hidden state carried across
+// the batches, eval mode. It weights batches equally; gcrun weights tokens.
+MetricSums WikiText2Task::evaluate(const Shard& shard, const std::string& split) {
+  namespace F = torch::nn::functional;
+  const auto it = data_->splits.find(split);
+  if (it == data_->splits.end()) throw std::invalid_argument("wikitext2 has no split '" + split + "'");
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  const int64_t columns = batch_size_ * shard.world_size;
+  const at::Tensor stream = batchify(it->second, columns);
+  models::RnnModel::Hidden hidden = model_->initHidden(batch_size_);
+  MetricSums metrics;
+  const int64_t batches = bpttBatchCount(it->second.size(0), columns, kBpttLength);
+  for (int64_t index = 0; index < batches; ++index) {
+    const Batch batch = bpttBatch(stream, index, kBpttLength, shard, batch_size_);
+    auto [logits, next] = model_->forward(batch.inputs.to(device_), hidden);
+    hidden = next;
+    const at::Tensor loss_sum = F::cross_entropy(logits.flatten(0, 1), batch.targets.to(device_).flatten(),
+                                                 F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    metrics.add("cross_entropy", loss_sum.item<double>());
+    metrics.weight += static_cast<double>(batch.targets.numel());
+  }
+  model_->train();
+  return metrics;
+}
+
+}  // namespace
+
+std::vector<std::string> readTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw UserError(path + ": cannot be read; the language-model task reads wiki.train.tokens, "
+                    "wiki.valid.tokens and wiki.test.tokens from task.data_dir (WikiText-2, or "
+                    "`gcrun data brown --output DIR` for the Brown corpus)");
+  }
+  std::vector<std::string> tokens;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t position = 0;
+    while (position < line.size()) {
+      while (position < line.size() && std::isspace(static_cast<unsigned char>(line[position]))) ++position;
+      size_t end = position;
+      while (end < line.size() && !std::isspace(static_cast<unsigned char>(line[end]))) ++end;
+      if (end > position) {
+        std::string token = line.substr(position, end - position);
+        for (auto& c : token) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        tokens.push_back(std::move(token));
+      }
+      position = end;
+    }
+    tokens.emplace_back("<eos>");
+  }
+  return tokens;
+}
+
+Vocabulary::Vocabulary(const std::vector<std::string>& train_tokens) {
+  std::unordered_map<std::string, int64_t> counts;
+  for (const auto& token : train_tokens) ++counts[token];
+  tokens_ = {"<unk>", "<pad>"};
+  std::vector<std::pair<std::string, int64_t>> sorted;
+  for (const auto& [token, count] : counts) {
+    if (token != "<unk>" && token != "<pad>") sorted.emplace_back(token, count);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  for (const auto& entry : sorted) tokens_.push_back(entry.first);
+  for (size_t i = 0; i < tokens_.size(); ++i) indices_[tokens_[i]] = static_cast<int64_t>(i);
+}
+
+int64_t Vocabulary::index(const std::string& token) const {
+  const auto it = indices_.find(token);
+  return it == indices_.end() ? kUnknown : it->second;
+}
+
+at::Tensor Vocabulary::encode(const std::vector<std::string>& tokens) const {
+  at::Tensor ids = at::empty({static_cast<int64_t>(tokens.size())}, at::kLong);
+  auto* out = ids.data_ptr<int64_t>();
+  for (size_t i = 0; i < tokens.size(); ++i) out[i] = index(tokens[i]);
+  return ids;
+}
+
+at::Tensor batchify(const at::Tensor& ids, int64_t columns) {
+  if (columns < 1) throw std::invalid_argument("batchify needs at least one column");
+  const int64_t rows = (ids.size(0) + columns - 1) / columns;
+  at::Tensor padded = at::full({rows * columns}, Vocabulary::kPadding, ids.options());
+  padded.narrow(0, 0, ids.size(0)).copy_(ids);
+  return padded.view({columns, rows}).t().contiguous();
+}
+
+int64_t bpttBatchCount(int64_t tokens, int64_t columns, int64_t bptt) {
+  const double rows = static_cast<double>(tokens) / static_cast<double>(columns);
+  return std::max<int64_t>(0, static_cast<int64_t>(std::ceil((rows - 1) / static_cast<double>(bptt))));
+}
+
+Batch bpttBatch(const at::Tensor& stream, int64_t index, int64_t bptt, const Shard& shard, int64_t width) {
+  const int64_t start = index * bptt;
+  const int64_t length = std::min(bptt, stream.size(0) - start - 1);
+  if (length < 1) throw std::out_of_range("BPTT batch " + std::to_string(index) + " is past the data");
+  const at::Tensor mine = stream.narrow(1, shard.rank * width, width);
+  return {mine.narrow(0, start, length), mine.narrow(0, start + 1, length)};
+}
+
+std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context) {
+  return std::make_unique<WikiText2Task>(context);
+}
+
+}  // namespace gcrun::tasks
