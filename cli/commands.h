@@ -15,5 +15,7 @@ namespace gcrun::cli {
 void addExperimentCommand(CLI::App& app, const std::vector<std::string>& argv, int& exit_code);
 void addListCommand(CLI::App& app);
 void addShowCommand(CLI::App& app);
+void addBenchCommand(CLI::App& app);
+void addDataCommand(CLI::App& app);
 
 }  // namespace gcrun::cli

@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
   gcrun::cli::addExperimentCommand(app, args, exit_code);
   gcrun::cli::addListCommand(app);
   gcrun::cli::addShowCommand(app);
+  gcrun::cli::addBenchCommand(app);
+  gcrun::cli::addDataCommand(app);
 
   try {
     if (argc > 1 && argv[1][0] != '-') checkCommand(app, argv[1]);

@@ -15,10 +15,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "experiments/runner.h"
+#include "outputs/run_files.h"
+
 namespace gcrun::experiments {
 namespace {
 
-constexpr auto kStopGracePeriod = std::chrono::seconds(10);
+constexpr auto kStopGracePeriod = std::chrono::seconds(30);
 
 volatile sig_atomic_t forwarded_signal = 0;
 
@@ -42,18 +45,21 @@ int freePort() {
   return ntohs(address.sin_port);
 }
 
-pid_t spawnWorker(int rank, int nproc, int port, const std::vector<std::string>& argv) {
+pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::string& master_addr,
+                  int master_port, const std::vector<std::string>& argv) {
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("launcher: fork: ") + std::strerror(errno));
   if (pid > 0) return pid;
-  const std::string world = std::to_string(nproc);
-  ::setenv("RANK", std::to_string(rank).c_str(), 1);
-  ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-  ::setenv("GROUP_RANK", "0", 1);
-  ::setenv("WORLD_SIZE", world.c_str(), 1);
-  ::setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
-  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  const auto set = [](const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); };
+  set("RANK", std::to_string(options.node_rank * options.nproc_per_node + local_rank));
+  set("LOCAL_RANK", std::to_string(local_rank));
+  set("GROUP_RANK", std::to_string(options.node_rank));
+  set("WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node));
+  set("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node));
+  set("MASTER_ADDR", master_addr);
+  set("MASTER_PORT", std::to_string(master_port));
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");  // rank 0 hosts the store, not an agent
+  if (!options.run_dir.empty()) set(kLauncherRunDirVariable, options.run_dir);
   std::vector<char*> args;
   for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
@@ -112,10 +118,23 @@ void stopAll(std::vector<pid_t>& pids) {
   }
 }
 
+// Lets tests and operators find a worker's process.
+void writeWorkerPids(const LaunchOptions& options, const std::vector<pid_t>& pids) {
+  if (options.run_dir.empty()) return;
+  std::string json = "{\"node_rank\": " + std::to_string(options.node_rank) + ", \"workers\": [";
+  for (size_t local = 0; local < pids.size(); ++local) {
+    json += std::string(local ? ", " : "") + "{\"rank\": " +
+            std::to_string(options.node_rank * options.nproc_per_node + static_cast<int>(local)) +
+            ", \"local_rank\": " + std::to_string(local) + ", \"pid\": " + std::to_string(pids[local]) + "}";
+  }
+  outputs::writeFileAtomically(options.run_dir + "/workers.json", json + "]}\n");
+}
+
 }  // namespace
 
-int launchLocalWorkers(int nproc, const std::vector<std::string>& argv) {
-  const int port = freePort();
+int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::string>& argv) {
+  const std::string master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
+  const int port = options.master_port > 0 ? options.master_port : freePort();
   std::fflush(nullptr);  // the children must not repeat buffered output
   struct sigaction action {};
   action.sa_handler = rememberSignal;
@@ -123,7 +142,10 @@ int launchLocalWorkers(int nproc, const std::vector<std::string>& argv) {
   ::sigaction(SIGTERM, &action, nullptr);
 
   std::vector<pid_t> pids;
-  for (int rank = 0; rank < nproc; ++rank) pids.push_back(spawnWorker(rank, nproc, port, argv));
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    pids.push_back(spawnWorker(local, options, master_addr, port, argv));
+  }
+  writeWorkerPids(options, pids);
 
   int exit_code = 0;
   while (anyRunning(pids)) {
@@ -136,7 +158,7 @@ int launchLocalWorkers(int nproc, const std::vector<std::string>& argv) {
     const int failed_rank = reap(pids, exit_code);
     if (failed_rank >= 0) {
       std::fprintf(stderr, "gcrun: worker rank %d exited with code %d; stopping the other workers\n",
-                   failed_rank, exit_code);
+                   options.node_rank * options.nproc_per_node + failed_rank, exit_code);
       stopAll(pids);
       break;
     }

@@ -5,11 +5,25 @@
 
 namespace gcrun::experiments {
 
-// Starts `nproc` workers on this machine, as torchrun's local agent does: each is this executable
-// run again with `argv`, and RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR (loopback)
-// and MASTER_PORT (a free port) in its environment. Waits for all of them. When one fails, the
-// others are stopped (SIGTERM, then SIGKILL after a grace period) and its exit code is returned;
-// SIGINT and SIGTERM sent to the launcher are passed on to the workers. Returns 0 when all succeed.
-int launchLocalWorkers(int nproc, const std::vector<std::string>& argv);
+// This node's part of a launch, with torchrun's meaning.
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  // Rank 0's store. Empty address and port 0 (one node only): loopback and a free port.
+  std::string master_addr;
+  int master_port = 0;
+  // Where to write workers.json (rank, local rank and pid of this node's workers); empty: nowhere.
+  std::string run_dir;
+};
+
+// Starts this node's workers, as torchrun's local agent does: each is this executable run again
+// with `argv`, and RANK (node_rank * nproc_per_node + local rank), LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT in its environment. Waits for all of
+// them. When one fails, the others are stopped (SIGTERM, then SIGKILL after a grace period that
+// leaves them time to report and checkpoint) and its exit code is returned; SIGINT and SIGTERM
+// sent to the launcher are passed on to the workers as SIGTERM and it returns 128 + the signal.
+// Returns 0 when all succeed.
+int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::string>& argv);
 
 }  // namespace gcrun::experiments

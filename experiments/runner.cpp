@@ -1,17 +1,26 @@
 #include "experiments/runner.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#ifdef GCRUN_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 #include "hyperparams/config_io.h"
 #include "hyperparams/errors.h"
 #include "outputs/rank_logger.h"
 #include "outputs/run_files.h"
+#include "reducers/granularity.h"
 #include "reducers/process_group.h"
 
 namespace gcrun::experiments {
@@ -22,8 +31,16 @@ std::string resolveBackend(const ExperimentConfig& config) {
   return config.device == "cuda" && reducers::ncclAvailable() ? "nccl" : "gloo";
 }
 
+c10::Device trainerDevice(reducers::Communicator& comm) {
+  return comm.backend() == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU);
+}
+
 c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
-  if (config.device == "cuda") return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  // More workers than GPUs share them round-robin (Gloo allows it; NCCL needs one GPU per rank).
+  if (config.device == "cuda") {
+    const int gpus = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+  }
   return c10::Device(c10::kCPU);
 }
 
@@ -31,14 +48,54 @@ c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
 std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& options,
                               reducers::Communicator& comm) {
   std::string path;
-  if (comm.rank() == 0) path = outputs::createRunDirectory(options.output_dir, config.experiment);
+  if (comm.rank() == 0) {
+    // gcrun's launcher has made the directory already (and put workers.json in it).
+    const char* launched = std::getenv(kLauncherRunDirVariable);
+    const bool made = options.resume || (launched != nullptr && options.output_dir == launched);
+    path = made ? options.output_dir : outputs::createRunDirectory(options.output_dir, config.experiment);
+  }
   auto length = torch::tensor({static_cast<int64_t>(path.size())}, torch::kInt64);
   comm.broadcast(length, 0);
   auto bytes = torch::zeros({length.item<int64_t>()}, torch::kUInt8);
   if (comm.rank() == 0) std::memcpy(bytes.data_ptr(), path.data(), path.size());
   if (bytes.numel() > 0) comm.broadcast(bytes, 0);
-  return std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel());
+  path.assign(static_cast<const char*>(bytes.data_ptr()), bytes.numel());
+  std::filesystem::create_directories(path);  // a no-op unless this rank is on another machine
+  return path;
 }
+
+// Set by SIGINT and SIGTERM while a worker trains; the trainer polls it between steps.
+volatile std::sig_atomic_t stop_signal = 0;
+
+void requestStop(int signal) { stop_signal = signal; }
+
+// Turns the signals into a stop request for as long as it lives.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    struct sigaction action {};
+    action.sa_handler = requestStop;
+    ::sigaction(SIGINT, &action, &previous_int_);
+    ::sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~StopOnSignals() {
+    ::sigaction(SIGINT, &previous_int_, nullptr);
+    ::sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+};
+
+// What runWorker(config, options) adds to a worker over its own group.
+struct WorkerHooks {
+  bool stop_on_signals = false;
+};
+
+std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 // Workers on one machine share its cores rather than each taking all of them.
 void limitThreads() {
@@ -70,7 +127,40 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, reducers::Communicato
 }
 
 RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
-                           reducers::Communicator& comm);
+                           reducers::Communicator& comm, const WorkerHooks& hooks);
+
+// The preset's published numbers next to this run's: its final value of the paper's metric, MiB
+// sent per worker per full epoch, and mean time per batch (at this run's world size).
+outputs::PaperComparison comparePaper(const PaperResult& paper, const outputs::RunInfo& info,
+                                      const outputs::Timer& timer) {
+  outputs::PaperComparison comparison{paper.metric, paper.source, {}};
+  if (paper.metric.empty()) return comparison;
+  auto& numbers = comparison.numbers;
+  numbers["value"] = paper.value;
+  if (auto it = info.final_metrics.find(paper.metric); it != info.final_metrics.end()) {
+    numbers["run_value"] = it->second;
+    numbers["difference"] = it->second - paper.value;
+  }
+  if (paper.data_per_epoch_mb > 0) numbers["data_per_epoch_mb"] = paper.data_per_epoch_mb;
+  if (info.epochs_done > 0) {
+    numbers["run_data_per_epoch_mb"] = static_cast<double>(info.bits_sent) / 8.0 / (1 << 20) / info.epochs_done;
+  }
+  if (paper.time_per_batch_ms > 0) numbers["time_per_batch_ms"] = paper.time_per_batch_ms;
+  const auto batch = timer.stats().find("batch");
+  if (batch != timer.stats().end() && batch->second.events > 0) {
+    numbers["run_time_per_batch_ms"] = 1000.0 * batch->second.total_s / batch->second.events;
+  }
+  return comparison;
+}
+
+void logPaperComparison(const outputs::PaperComparison& paper) {
+  if (paper.metric.empty()) return;
+  const auto& n = paper.numbers;
+  const auto run = n.find("run_value");
+  spdlog::info("paper ({}): {} {:.4g}, this run {}", paper.source, paper.metric, n.at("value"),
+               run == n.end() ? std::string("did not measure it")
+                              : fmt::format("{:.4g} (difference {:+.4g})", run->second, n.at("difference")));
+}
 
 void checkReducer(const ExperimentConfig& config) {
   const auto& entry = reducers::reducerRegistry().at(config.reducer.name);
@@ -105,21 +195,40 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options) {
   checkConfig(config);  // before waiting for the other workers
   limitThreads();
   const auto world = reducers::worldFromEnvironment();
+#ifdef GCRUN_WITH_CUDA
+  // NCCL and the trainer's small collectives use the current device: make it this worker's GPU.
+  if (config.device == "cuda") c10::cuda::set_device(workerDevice(config, world.local_rank).index());
+#endif
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.distributed.timeout_s * 1000));
   auto comm = reducers::connect(world, resolveBackend(config), timeout);
-  return runCheckedWorker(config, options, *comm);
+  auto monitor = reducers::monitorPeers(world, timeout);
+  // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
+  // peer died must not cut short the report of which peer it was.
+  stop_signal = 0;
+  StopOnSignals stop_on_signals;
+  try {
+    return runCheckedWorker(config, options, *comm, WorkerHooks{true});
+  } catch (const UserError&) {
+    throw;
+  } catch (const TrainingDiverged&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Most likely a collective that failed because a peer died: name the peer.
+    if (!monitor) throw;
+    throw std::runtime_error(monitor->diagnose() + "; this worker stops (" + firstLine(e.what()) + ")");
+  }
 }
 
 RunResult runWorker(const ExperimentConfig& config, const RunOptions& options,
                     reducers::Communicator& comm) {
   checkConfig(config);
-  return runCheckedWorker(config, options, comm);
+  return runCheckedWorker(config, options, comm, WorkerHooks{});
 }
 
 namespace {
 
 RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
-                           reducers::Communicator& comm) {
+                           reducers::Communicator& comm, const WorkerHooks& hooks) {
   RunResult result;
   result.run_dir = shareRunDirectory(config, options, comm);
   const bool leader = comm.rank() == 0;
@@ -129,12 +238,30 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   auto task = tasks::taskRegistry().at(config.task.name).factory(
       tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed),
                          workerDevice(config, local_rank)});
-  auto reducer = reducers::reducerRegistry().at(config.reducer.name).factory.make(
-      reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed)});
+  auto reducer = reducers::withGranularity(
+      reducers::reducerRegistry().at(config.reducer.name).factory.make(
+          reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed)}),
+      config.reducer);
   std::vector<std::unique_ptr<outputs::MetricSink>> sinks;
+  outputs::Timer timer;
+#ifdef GCRUN_WITH_CUDA
+  // Kernels run asynchronously: without this the timer would charge them to whichever scope waits.
+  if (config.device == "cuda") timer.setSynchronize([] { torch::cuda::synchronize(); });
+#endif
+  Trainer trainer(config, *task, comm, *reducer, timer, sinks);
+  CheckpointStore checkpoints(result.run_dir, comm, trainerDevice(comm));
+  trainer.setCheckpoints(&checkpoints);
+  if (options.resume) {
+    const auto state = checkpoints.loadLatest();
+    if (!state) {
+      throw UserError("--resume " + result.run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
+    }
+    trainer.resumeFrom(*state, result.run_dir + "/checkpoints");
+    spdlog::info("resuming {} from the checkpoint of step {}", result.run_dir, checkpoints.lastStep());
+  }
   if (leader) {
     for (const auto& name : config.output.sinks) {
-      sinks.push_back(outputs::sinkRegistry().at(name).factory({result.run_dir, config}));
+      sinks.push_back(outputs::sinkRegistry().at(name).factory({result.run_dir, config, options.resume}));
     }
   }
 
@@ -147,12 +274,12 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   spdlog::info("{}: {} workers on {}, {} parameters, reducer {}, run directory {}", config.experiment,
                comm.size(), comm.backend(), info.num_parameters, config.reducer.name, result.run_dir);
 
-  outputs::Timer timer;
-  Trainer trainer(config, *task, comm, *reducer, timer, sinks);
   std::exception_ptr failure;
   try {
+    if (hooks.stop_on_signals) trainer.setStopRequest([] { return stop_signal != 0; });
     result.training = trainer.run();
-    info.status = "completed";
+    result.stop_signal = result.training.stopped ? static_cast<int>(stop_signal) : 0;
+    info.status = result.training.stopped ? "interrupted" : "completed";
   } catch (const std::exception& e) {
     failure = std::current_exception();
     info.status = "failed";
@@ -163,13 +290,23 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   info.epochs_done = result.training.epochs;
   info.bits_sent = result.training.bits;
   for (const auto& kv : result.training.last_train) info.final_metrics["train." + kv.first] = kv.second;
+  for (const auto& kv : result.training.last_validation) {
+    info.final_metrics["validation." + kv.first] = kv.second;
+  }
   for (const auto& kv : result.training.last_test) info.final_metrics["test." + kv.first] = kv.second;
+  info.paper = comparePaper(config.paper, info, timer);
   for (auto& sink : sinks) sink->close();
   if (leader) {
     outputs::writeFileAtomically(path("timer_summary.json"), timer.summaryJson());
     outputs::writeFileAtomically(path("run.json"), outputs::runInfoJson(info));
   }
   if (failure) std::rethrow_exception(failure);
+  if (result.stop_signal != 0) {
+    spdlog::warn("stopped by signal {} after step {}; checkpoint written, continue with --resume {}",
+                 result.stop_signal, info.steps, result.run_dir);
+    return result;
+  }
+  logPaperComparison(info.paper);
   spdlog::info("done: {} steps, {:.1f} MB sent per worker, results in {}", info.steps,
                info.bits_sent / 8.0 / (1 << 20), result.run_dir);
   return result;

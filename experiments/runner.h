@@ -8,27 +8,38 @@
 
 namespace gcrun::experiments {
 
+// gcrun's launcher names the run directory it made for its workers in this variable.
+constexpr const char* kLauncherRunDirVariable = "GCRUN_LAUNCHER_RUN_DIR";
+
 struct RunOptions {
   // Empty: a new folder under ./outputs/ (see outputs::createRunDirectory).
   std::string output_dir;
+  // Continue the run in output_dir from its latest complete checkpoint (see CheckpointStore).
+  bool resume = false;
 };
 
 struct RunResult {
   std::string run_dir;
   TrainingResult training;
+  // SIGINT or SIGTERM when one stopped the run (after a final checkpoint); 0 otherwise.
+  int stop_signal = 0;
 };
 
 // Checks every name the config gives against the registries (task, architecture, reducer, sinks)
 // and the device and backend against this build, so bad input fails before any worker starts.
 void checkConfig(const ExperimentConfig& config);
 
-// Runs this process's worker of the experiment: joins the group that the torchrun variables
-// describe (or runs alone), then as runWorker below.
+// Runs this process's worker of the experiment: joins the group that the launcher's variables
+// describe (or runs alone), then as runWorker below. Beyond it: SIGINT and SIGTERM stop every
+// worker after the same step with a checkpoint, and when a collective fails the error names the
+// peer that failed (reducers::PeerMonitor).
 RunResult runWorker(const ExperimentConfig& config, const RunOptions& options);
 
-// Runs one worker over an existing group: rank 0 creates the run directory and tells the others;
+// Runs one worker over an existing group: rank 0 creates the run directory and tells the others
+// (a rank on another machine creates the same path there for its log and checkpoint files);
 // every rank logs to its own file; rank 0 writes config.yaml, run.json, timer_summary.json and the
-// sinks' files. run.json records "failed" and the error when training throws.
+// sinks' files. run.json records "failed" and the error when training throws. With
+// options.resume, the checkpoint is read and checked before anything in the directory is written.
 RunResult runWorker(const ExperimentConfig& config, const RunOptions& options,
                     reducers::Communicator& comm);
 

@@ -1,6 +1,9 @@
 #include "experiments/trainer.h"
 
 #include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <cmath>
 #include <regex>
 
 #include <torch/torch.h>
@@ -61,6 +64,13 @@ struct Trainer::State {
   std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;
 
   std::vector<at::Tensor> params, grads, sends, memories, momenta;
+  // This step's local norms before the reduce, when the step is sampled (emitCompressionSample).
+  struct CompressionSample {
+    double grad_norm;
+    double send_norm;
+  };
+  std::optional<CompressionSample> sample;
+  std::vector<std::string> names;
   std::vector<ParameterGroup> groups;
   tasks::Shard shard;
   int64_t batches_per_epoch = 0;
@@ -68,11 +78,24 @@ struct Trainer::State {
   int64_t step = 0;
   uint64_t bits = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  // Where the loop is, as a checkpoint records it: the next batch is `batch_index` of `epoch`.
+  int64_t epoch = 0;
+  int64_t batch_index = 0;
+  // A mid-epoch checkpoint's task state, loaded once its epoch's batches are set up again.
+  std::optional<tasks::Task::State> resumed_task_state;
+  tasks::MetricSums train_sums;  // this epoch's, so far
+  double loss_sum = 0;
+  CheckpointStore* checkpoints = nullptr;
+  bool set_up = false;
+  std::function<bool()> stop_requested;
 
   void setUp() {
+    if (set_up) return;
+    set_up = true;
     const auto& options = config.optimizer;
     for (const auto& item : task.model().named_parameters()) {
       params.push_back(item.value());
+      names.push_back(item.key());
       groups.push_back(groupOf(item.key(), options));
       auto zeros = torch::zeros_like(item.value());
       item.value().mutable_grad() = zeros.clone();
@@ -90,6 +113,19 @@ struct Trainer::State {
     }
     total_steps = config.training.epochs * batches_per_epoch;
     if (config.training.max_steps > 0) total_steps = std::min(total_steps, config.training.max_steps);
+  }
+
+  // torch.nn.utils.clip_grad_norm_ on this worker's gradient, before error feedback and the reduce.
+  void clipLocalGradient() {
+    const double max_norm = task.localGradientClipNorm();
+    if (max_norm <= 0) return;
+    torch::NoGradGuard no_grad;
+    at::Tensor squares = torch::zeros({}, grads.front().options().dtype(torch::kFloat64));
+    for (const auto& g : grads) squares.add_(g.pow(2).sum().to(torch::kFloat64));
+    const double coefficient = max_norm / (std::sqrt(squares.item<double>()) + 1e-6);
+    if (coefficient < 1) {
+      for (auto& g : grads) g.mul_(coefficient);
+    }
   }
 
   void addWeightDecay() {
@@ -128,7 +164,35 @@ struct Trainer::State {
         sends[i].copy_(grads[i]);
       }
     }
+    // The reducer may use sends as scratch and overwrites grads: their norms are taken now.
+    if (sampling()) sample = {globalNorm(grads), globalNorm(sends)};
     bits += reducer.reduce(sends, grads, memories);
+  }
+
+  // The reference's sampled compression metrics (powersgd.md 1.4), every output.log_every_steps
+  // steps instead of at random, on rank 0 with its own local tensors, over all parameters at once.
+  bool sampling() const {
+    return !sinks.empty() && config.output.log_every_steps > 0 && (step + 1) % config.output.log_every_steps == 0;
+  }
+
+  // After the step, outside the `batch` timer: the memory norm and the events, split "train".
+  void emitCompressionSample(double epoch_position) {
+    if (!sample) return;
+    const double memory_norm = globalNorm(memories);
+    auto emit = [&](const std::string& name, double value) {
+      for (auto& sink : sinks) sink->metric({name, value, "train", epoch_position, step, bits});
+    };
+    emit("grad_norm", sample->grad_norm);
+    emit("memory_norm", memory_norm);
+    if (sample->send_norm > 0) emit("rel_compression_error", memory_norm / sample->send_norm);
+    sample.reset();
+  }
+
+  static double globalNorm(const std::vector<at::Tensor>& tensors) {
+    if (tensors.empty()) return 0;
+    std::vector<at::Tensor> norms;
+    for (const auto& t : tensors) norms.push_back(t.norm().to(at::kDouble));
+    return at::stack(norms).norm().item<double>();
   }
 
   void trainStep(const tasks::Batch& batch, double epoch, tasks::MetricSums& train_sums, double& loss_sum) {
@@ -145,8 +209,10 @@ struct Trainer::State {
       // Autograd accumulates into the existing gradients in place; re-read them in case a
       // LibTorch version replaces a tensor instead.
       for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad();
+      clipLocalGradient();
     }
-    loss_sum += loss.item<double>();
+    const double loss_value = loss.item<double>();
+    loss_sum += loss_value;
     torch::NoGradGuard no_grad;
     const auto& options = config.optimizer;
     if (options.wd_before_reduce) addWeightDecay();
@@ -155,6 +221,7 @@ struct Trainer::State {
       auto scope = timer.scope("batch.reduce");
       reduceGradients();
     }
+    checkFinite(loss_value);
     if (!options.wd_before_reduce) {
       auto scope = timer.scope("batch.wd");
       addWeightDecay();
@@ -183,7 +250,10 @@ struct Trainer::State {
     }
     {
       auto scope = timer.scope("test.last");
-      summary.test = reduceMetrics(task.evaluate(shard), task, comm, device());
+      for (const auto& split : task.evaluationSplits()) {
+        auto metrics = reduceMetrics(task.evaluate(shard, split), task, comm, device());
+        (split == "validation" ? summary.validation : summary.test) = std::move(metrics);
+      }
     }
     summary.epoch = epoch + 1;
     summary.step = step;
@@ -193,11 +263,13 @@ struct Trainer::State {
                                          epoch_position);
     result.last_train = summary.train;
     result.last_test = summary.test;
+    result.last_validation = summary.validation;
     if (sinks.empty()) return;
     auto emit = [&](const std::string& name, double value, const std::string& split) {
       for (auto& sink : sinks) sink->metric({name, value, split, epoch_position, step, bits});
     };
     for (const auto& kv : summary.train) emit(kv.first, kv.second, "train");
+    for (const auto& kv : summary.validation) emit(kv.first, kv.second, "validation");
     for (const auto& kv : summary.test) emit(kv.first, kv.second, "test");
     const auto batch_stats = timer.stats().find("batch");
     if (batch_stats != timer.stats().end() && batch_stats->second.events > 0) {
@@ -210,6 +282,140 @@ struct Trainer::State {
   c10::Device device() const {
     return comm.backend() == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU);
   }
+
+  // The reduced gradient is the same on every rank, so all ranks stop at the same step.
+  void checkFinite(double loss_value) const {
+    const std::string kept = checkpoints && checkpoints->lastStep() >= 0
+                                 ? "the checkpoint of step " + std::to_string(checkpoints->lastStep()) + " is kept"
+                                 : "no checkpoint was written";
+    const std::string at_step = "step " + std::to_string(step + 1) + ": ";
+    if (!std::isfinite(loss_value)) {
+      throw TrainingDiverged(at_step + "the loss is " + std::to_string(loss_value) + "; stopping (" + kept + ")");
+    }
+    std::vector<at::Tensor> finite;
+    for (const auto& g : grads) finite.push_back(at::isfinite(g).all());
+    if (at::stack(finite).all().item<bool>()) return;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!finite[i].item<bool>()) {
+        throw TrainingDiverged(at_step + "the reduced gradient of '" + names[i] +
+                                 "' is not finite (nan or inf); stopping (" + kept + ")");
+      }
+    }
+  }
+
+  // One all-reduce of a flag, so that every rank stops at the same step.
+  bool stopRequested() {
+    if (!stop_requested) return false;
+    auto flag = torch::full({1}, stop_requested() ? 1.0f : 0.0f, torch::TensorOptions().device(device()));
+    comm.allreduceSum(flag);
+    return flag.item<float>() > 0;
+  }
+
+  TensorMap snapshot() {
+    TensorMap state;
+    for (const auto& item : task.model().named_parameters()) state["param/" + item.key()] = item.value();
+    for (const auto& item : task.model().named_buffers()) state["buffer/" + item.key()] = item.value();
+    for (size_t i = 0; i < params.size(); ++i) {
+      state["memory/" + names[i]] = memories[i];
+      if (momenta[i].defined()) state["momentum/" + names[i]] = momenta[i];
+    }
+    reducers::Reducer::State reducer_state;
+    reducer.saveState(reducer_state);
+    for (const auto& kv : reducer_state) state["reducer/" + kv.first] = kv.second;
+    tasks::Task::State task_state;
+    task.saveState(task_state);
+    for (const auto& kv : task_state) state["task/" + kv.first] = kv.second;
+    const auto integer = [](int64_t v) { return torch::scalar_tensor(v, torch::kInt64); };
+    const auto real = [](double v) { return torch::scalar_tensor(v, torch::kFloat64); };
+    state["counter/step"] = integer(step);
+    state["counter/epoch"] = integer(epoch);
+    state["counter/batch"] = integer(batch_index);
+    state["counter/bits"] = integer(static_cast<int64_t>(bits));
+    state["counter/loss_sum"] = real(loss_sum);
+    state["counter/elapsed_s"] = real(secondsSince(start));
+    state["train_sums/.weight"] = real(train_sums.weight);
+    for (const auto& kv : train_sums.sums) state["train_sums/" + kv.first] = real(kv.second);
+    return state;
+  }
+
+  void save() {
+    if (checkpoints) checkpoints->save(step, snapshot());
+  }
+
+  static at::Tensor entry(const TensorMap& state, const std::string& name) {
+    const auto found = state.find(name);
+    if (found == state.end()) throw UserError("checkpoint entry '" + name + "' is missing");
+    return found->second;
+  }
+
+  static void copyInto(const at::Tensor& target, const at::Tensor& saved, const std::string& name) {
+    if (!saved.sizes().equals(target.sizes()) || saved.scalar_type() != target.scalar_type()) {
+      throw UserError("checkpoint entry '" + name + "' is " + toString(saved) + ", this run's is " + toString(target) +
+                      " (a different model or setting)");
+    }
+    target.detach().copy_(saved);
+  }
+
+  static std::string toString(const at::Tensor& t) {
+    std::string shape;
+    for (auto size : t.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(size);
+    return std::string(c10::toString(t.scalar_type())) + " [" + shape + "]";
+  }
+
+  void restore(const TensorMap& state) {
+    torch::NoGradGuard no_grad;
+    for (const auto& item : task.model().named_parameters()) {
+      copyInto(item.value(), entry(state, "param/" + item.key()), "param/" + item.key());
+    }
+    for (const auto& item : task.model().named_buffers()) {
+      copyInto(item.value(), entry(state, "buffer/" + item.key()), "buffer/" + item.key());
+    }
+    reducers::Reducer::State reducer_state;
+    for (size_t i = 0; i < params.size(); ++i) {
+      copyInto(memories[i], entry(state, "memory/" + names[i]), "memory/" + names[i]);
+      const auto momentum = state.find("momentum/" + names[i]);
+      if (momentum == state.end()) continue;
+      momenta[i] = torch::empty_like(params[i]);
+      copyInto(momenta[i], momentum->second, momentum->first);
+    }
+    for (const auto& kv : state) {
+      if (kv.first.rfind("reducer/", 0) == 0) reducer_state[kv.first.substr(8)] = kv.second;
+    }
+    try {
+      reducer.loadState(reducer_state);
+    } catch (const std::invalid_argument& e) {
+      throw UserError(std::string("checkpoint: ") + e.what());
+    }
+    step = entry(state, "counter/step").item<int64_t>();
+    epoch = entry(state, "counter/epoch").item<int64_t>();
+    batch_index = entry(state, "counter/batch").item<int64_t>();
+    bits = static_cast<uint64_t>(entry(state, "counter/bits").item<int64_t>());
+    loss_sum = entry(state, "counter/loss_sum").item<double>();
+    start = std::chrono::steady_clock::now() -
+            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(entry(state, "counter/elapsed_s").item<double>()));
+    train_sums = {};
+    for (const auto& kv : state) {
+      if (kv.first.rfind("train_sums/", 0) != 0) continue;
+      const std::string metric = kv.first.substr(11);
+      if (metric == ".weight") {
+        train_sums.weight = kv.second.item<double>();
+      } else {
+        train_sums.sums[metric] = kv.second.item<double>();
+      }
+    }
+    resumed_task_state.reset();
+    if (batch_index > 0) {
+      resumed_task_state.emplace();
+      for (const auto& kv : state) {
+        if (kv.first.rfind("task/", 0) == 0) (*resumed_task_state)[kv.first.substr(5)] = kv.second;
+      }
+    }
+    if (batch_index > batches_per_epoch) {
+      throw UserError("checkpoint: it stopped at batch " + std::to_string(batch_index) + " of an epoch of " +
+                      std::to_string(batches_per_epoch) + " (a different batch size or world size)");
+    }
+  }
 };
 
 Trainer::Trainer(const ExperimentConfig& config, tasks::Task& task, reducers::Communicator& comm,
@@ -219,32 +425,80 @@ Trainer::Trainer(const ExperimentConfig& config, tasks::Task& task, reducers::Co
 
 Trainer::~Trainer() = default;
 
+void Trainer::setCheckpoints(CheckpointStore* store) { state_->checkpoints = store; }
+
+void Trainer::resumeFrom(const TensorMap& state, const std::string& source) {
+  state_->setUp();
+  try {
+    state_->restore(state);
+  } catch (const UserError& e) {
+    throw UserError(source + ": " + e.what());
+  }
+}
+
+void Trainer::setStopRequest(std::function<bool()> requested) { state_->stop_requested = std::move(requested); }
+
 TrainingResult Trainer::run() {
   State& s = *state_;
   s.setUp();
   TrainingResult result;
   const auto& training = s.config.training;
+  const auto& checkpoint = s.config.checkpoint;
   const int64_t samples_per_step = training.batch_size * s.comm.size();
-  for (int64_t epoch = 0; epoch < training.epochs && s.step < s.total_steps; ++epoch) {
+  for (int64_t epoch = s.epoch; epoch < training.epochs && s.step < s.total_steps; ++epoch) {
+    s.epoch = epoch;
     auto batches = s.task.trainBatches(s.shard, epoch);
-    tasks::MetricSums train_sums;
-    double loss_sum = 0;
-    int64_t batch_index = 0;
+    if (s.batch_index == 0) {
+      s.train_sums = {};
+      s.loss_sum = 0;
+    }
+    // A resumed epoch continues the same data order at the batch it stopped before.
+    for (int64_t skipped = 0; skipped < s.batch_index; ++skipped) batches->next();
+    if (s.resumed_task_state) {
+      try {
+        s.task.loadState(*s.resumed_task_state);
+      } catch (const std::invalid_argument& e) {
+        throw UserError(std::string("checkpoint: ") + e.what());
+      }
+      s.resumed_task_state.reset();
+    }
+    bool checkpoint_due = false;
     while (s.step < s.total_steps) {
       auto batch = batches->next();
       if (!batch) break;
-      const double position = epoch + static_cast<double>(batch_index) / s.batches_per_epoch;
-      s.trainStep(*batch, position, train_sums, loss_sum);
+      const double position = epoch + static_cast<double>(s.batch_index) / s.batches_per_epoch;
+      s.trainStep(*batch, position, s.train_sums, s.loss_sum);
       ++s.step;
-      ++batch_index;
+      ++s.batch_index;
+      s.emitCompressionSample(position);
       const double elapsed = secondsSince(s.start);
-      s.report({s.step, s.total_steps, epoch + 1, training.epochs, loss_sum / batch_index,
+      s.report({s.step, s.total_steps, epoch + 1, training.epochs, s.loss_sum / s.batch_index,
                 s.step * samples_per_step / std::max(elapsed, 1e-9), elapsed});
+      if (s.stopRequested()) {
+        result.stopped = true;
+        break;
+      }
+      // A checkpoint that falls on the epoch's last batch waits for the epoch's evaluation.
+      if (checkpoint.every_steps > 0 && s.step % checkpoint.every_steps == 0 && s.step < s.total_steps) {
+        if (s.batch_index < s.batches_per_epoch) {
+          s.save();
+        } else {
+          checkpoint_due = true;
+        }
+      }
     }
-    const double position = epoch + static_cast<double>(batch_index) / s.batches_per_epoch;
-    s.endEpoch(epoch, position, train_sums, result);
-    result.epochs = position;
+    if (result.stopped) break;
+    const double position = epoch + static_cast<double>(s.batch_index) / s.batches_per_epoch;
+    s.endEpoch(epoch, position, s.train_sums, result);
+    if (s.batch_index >= s.batches_per_epoch) {
+      s.epoch = epoch + 1;
+      s.batch_index = 0;
+      checkpoint_due |= checkpoint.every_epochs > 0 && s.epoch % checkpoint.every_epochs == 0;
+    }
+    if (checkpoint_due && s.step < s.total_steps) s.save();
   }
+  s.save();
+  result.epochs = s.epoch + static_cast<double>(s.batch_index) / s.batches_per_epoch;
   result.steps = s.step;
   result.bits = s.bits;
   return result;

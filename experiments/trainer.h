@@ -1,11 +1,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "experiments/checkpoint.h"
 #include "hyperparams/config.h"
 #include "outputs/metric_sink.h"
 #include "outputs/timer.h"
@@ -21,6 +24,14 @@ struct TrainingResult {
   uint64_t bits = 0;   // sent by this worker, all steps
   std::map<std::string, double> last_train;  // reduced over workers, last epoch
   std::map<std::string, double> last_test;
+  std::map<std::string, double> last_validation;  // empty unless the task has a validation split
+  bool stopped = false;  // a stop request ended it after `steps` (its checkpoint is written)
+};
+
+// A loss or gradient that is no longer finite (nan, inf).
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // The reference's training loop (powersgd.md 1.3) for one worker. Every worker runs it in
@@ -32,6 +43,19 @@ class Trainer {
           std::vector<std::unique_ptr<outputs::MetricSink>>& sinks);
   ~Trainer();
 
+  // Checkpoints go to `store` every checkpoint.every_steps and every_epochs, at the end, and when
+  // the run is stopped; without a store none are written.
+  void setCheckpoints(CheckpointStore* store);
+  // Continue from a state that CheckpointStore::loadLatest() read from `source`, at the same step,
+  // epoch and batch, so that the rest of the run is what the saved run would have done. Checked
+  // here, before run(): an entry that does not fit this model and reducer is a UserError naming
+  // `source` and the entry.
+  void resumeFrom(const TensorMap& state, const std::string& source);
+  // Polled after every step; when it returns true on any rank, every rank stops after that step.
+  void setStopRequest(std::function<bool()> requested);
+
+  // Throws TrainingDiverged naming the step (and parameter) when the loss or the reduced gradient
+  // stops being finite.
   TrainingResult run();
 
  private:

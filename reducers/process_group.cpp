@@ -1,9 +1,13 @@
 #include "reducers/process_group.h"
 
-#include <cstdlib>
-#include <optional>
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "hyperparams/errors.h"
@@ -112,47 +116,106 @@ std::unique_ptr<Communicator> makeNccl(const c10::intrusive_ptr<c10d::Store>& st
 }
 #endif
 
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
+// The group's keys live under "gcrun/attempt_<n>/": torchrun's agent store holds its own keys and
+// outlives a restarted attempt's workers.
+c10::intrusive_ptr<c10d::Store> connectStore(const WorldSpec& world, std::chrono::milliseconds timeout,
+                                             bool join) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(world.master_port);
+  options.isServer = join && world.rank == 0 && !world.agent_store;
+  if (join && !world.agent_store) options.numWorkers = world.world_size;
+  options.waitWorkers = join && !world.agent_store;
+  options.timeout = timeout;
+  try {
+    auto store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
+    return c10::make_intrusive<c10d::PrefixStore>("gcrun/attempt_" + std::to_string(world.restart_count), store);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(world.rank) + " could not reach the store at " +
+                             world.master_addr + ":" + std::to_string(world.master_port) + " within " +
+                             std::to_string(timeout.count() / 1000) + " s: " + firstLine(e.what()));
+  }
 }
 
-int intFromEnv(const char* name, int fallback, int min_value, int max_value) {
-  auto text = env(name);
-  if (!text) return fallback;
-  try {
-    size_t used = 0;
-    long value = std::stol(*text, &used);
-    if (used == text->size() && value >= min_value && value <= max_value) {
-      return static_cast<int>(value);
-    }
-  } catch (const std::exception&) {
+constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
+constexpr auto kHeartbeatSilence = std::chrono::seconds(2);
+
+class StorePeerMonitor : public PeerMonitor {
+ public:
+  StorePeerMonitor(const WorldSpec& world, std::chrono::milliseconds timeout)
+      : world_(world), store_(connectStore(world, timeout, /*join=*/false)) {
+    beat();
+    thread_ = std::thread([this] { run(); });
   }
-  throw UserError("environment: " + std::string(name) + "='" + *text + "' is not valid; expected an integer from " +
-                  std::to_string(min_value) + " to " + std::to_string(max_value));
-}
+
+  ~StorePeerMonitor() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  std::string diagnose() override {
+    try {
+      const auto before = counters();
+      std::this_thread::sleep_for(kHeartbeatSilence);
+      const auto after = counters();
+      std::string silent;
+      for (int r = 0; r < world_.world_size; ++r) {
+        if (r != world_.rank && after[r] == before[r]) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+      }
+      if (silent.empty()) return "no peer stopped its heartbeat";
+      return (silent.find(',') == std::string::npos ? "rank " : "ranks ") + silent + " failed (no heartbeat for " +
+             std::to_string(kHeartbeatSilence.count()) + " s)";
+    } catch (const std::exception&) {
+      return std::string("the store at ") + world_.master_addr + ":" + std::to_string(world_.master_port) +
+             " is gone, so its host " + (world_.agent_store ? "(torchrun's agent)" : "rank 0") + " failed";
+    }
+  }
+
+ private:
+  std::string key(int rank) const { return "heartbeat/" + std::to_string(rank); }
+  void beat() { store_->add(key(world_.rank), 1); }
+
+  std::vector<int64_t> counters() {
+    std::lock_guard<std::mutex> lock(store_mutex_);
+    std::vector<int64_t> values;
+    for (int r = 0; r < world_.world_size; ++r) values.push_back(store_->add(key(r), 0));
+    return values;
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, kHeartbeatPeriod, [this] { return stopping_; })) {
+      try {
+        std::lock_guard<std::mutex> store_lock(store_mutex_);
+        beat();
+      } catch (const std::exception&) {
+        return;  // the store's host is gone; diagnose() says so
+      }
+    }
+  }
+
+  WorldSpec world_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::mutex store_mutex_;  // one connection, shared by the heartbeat and diagnose()
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
-bool launchedByLauncher() { return env("RANK").has_value() || env("WORLD_SIZE").has_value(); }
-
-WorldSpec worldFromEnvironment() {
-  WorldSpec world;
-  if (!launchedByLauncher()) return world;
-  for (const char* required : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
-    if (!env(required)) {
-      throw UserError(std::string("environment: ") + required +
-                      " is not set; a launched worker needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
-    }
-  }
-  world.world_size = intFromEnv("WORLD_SIZE", 1, 1, 1 << 20);
-  world.rank = intFromEnv("RANK", 0, 0, world.world_size - 1);
-  world.local_rank = intFromEnv("LOCAL_RANK", 0, 0, world.world_size - 1);
-  world.master_addr = *env("MASTER_ADDR");
-  world.master_port = intFromEnv("MASTER_PORT", 29500, 1, 65535);
-  return world;
+std::unique_ptr<PeerMonitor> monitorPeers(const WorldSpec& world, std::chrono::milliseconds timeout) {
+  if (world.world_size == 1) return nullptr;
+  return std::make_unique<StorePeerMonitor>(world, timeout);
 }
+
+WorldSpec worldFromEnvironment() { return worldFromVariables(processEnvironment()); }
+
+bool launchedByLauncher() { return !worldFromEnvironment().launcher.empty(); }
 
 bool ncclAvailable() {
 #ifdef GCRUN_WITH_NCCL
@@ -168,18 +231,7 @@ std::unique_ptr<Communicator> connect(const WorldSpec& world, const std::string&
   if (world.world_size == 1) {
     store = c10::make_intrusive<c10d::HashStore>();
   } else {
-    c10d::TCPStoreOptions options;
-    options.port = static_cast<std::uint16_t>(world.master_port);
-    options.isServer = world.rank == 0;
-    options.numWorkers = world.world_size;
-    options.timeout = timeout;
-    try {
-      store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
-    } catch (const std::exception& e) {
-      throw std::runtime_error("rank " + std::to_string(world.rank) + " could not reach the store at " +
-                               world.master_addr + ":" + std::to_string(world.master_port) + ": " +
-                               firstLine(e.what()));
-    }
+    store = connectStore(world, timeout, /*join=*/true);
   }
   if (backend == "nccl") {
 #ifdef GCRUN_WITH_NCCL

@@ -7,26 +7,19 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "reducers/communicator.h"
+#include "reducers/launch_environment.h"
 
 namespace gcrun::reducers {
 
-// Where this worker sits and how to reach the others (the torchrun variables).
-struct WorldSpec {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-};
-
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT. Returns a single-worker spec when
-// none is set; throws UserError naming the variable when one is set but malformed or inconsistent.
+// Where this worker sits, from the variables of the launcher that started it (torchrun, gcrun's
+// own, srun, mpirun: see launch_environment.h). Single worker when none is set.
 WorldSpec worldFromEnvironment();
-// True when the torchrun variables say this process is one worker of a launched group.
+// True when the environment says this process is one worker of a launched group.
 bool launchedByLauncher();
 
-// Joins the group: rank 0 hosts a c10d TCPStore at master_addr:master_port, every rank connects
-// and builds the backend ("gloo" or "nccl"). A single worker needs no store or sockets.
+// Joins the group: rank 0 hosts a c10d TCPStore at master_addr:master_port (unless torchrun's agent
+// hosts it), every rank connects within `timeout` and builds the backend ("gloo" or "nccl"). A
+// single worker needs no store or sockets. A store that cannot be reached throws naming its address.
 std::unique_ptr<Communicator> connect(const WorldSpec& world, const std::string& backend,
                                       std::chrono::milliseconds timeout);
 
@@ -34,6 +27,19 @@ std::unique_ptr<Communicator> connect(const WorldSpec& world, const std::string&
 // with a thread per rank over a shared HashStore or FileStore.
 std::unique_ptr<Communicator> glooOverStore(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                             int world_size, std::chrono::milliseconds timeout);
+
+// Tells which peer failed after a collective error. Each worker bumps its own heartbeat counter in
+// the group's store every half second from a thread with its own store connection; a worker whose
+// counter stands still for two seconds is gone. A store that cannot be reached any more means its
+// host (rank 0, or torchrun's agent) is gone.
+class PeerMonitor {
+ public:
+  virtual ~PeerMonitor() = default;
+  // One line naming the failed ranks (or the store's host); waits about two seconds.
+  virtual std::string diagnose() = 0;
+};
+// Starts this worker's heartbeat; nullptr for a single worker.
+std::unique_ptr<PeerMonitor> monitorPeers(const WorldSpec& world, std::chrono::milliseconds timeout);
 
 // Backends this build can use, for error messages and `auto` resolution.
 bool ncclAvailable();

@@ -1,0 +1,161 @@
+#include "experiments/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <vector>
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include "hyperparams/errors.h"
+#include "outputs/run_files.h"
+
+namespace gcrun::experiments {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int kFormat = 1;
+
+uint64_t fnv1a(const std::string& bytes) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+// c10::Error messages carry a backtrace after their first line.
+std::string firstLine(const std::exception& e) {
+  const std::string text = e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+std::string rankFile(int rank, int64_t step) {
+  return "rank-" + std::to_string(rank) + "-step-" + std::to_string(step) + ".pt";
+}
+
+std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path + ": cannot read the checkpoint file");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+struct Manifest {
+  int64_t step = 0;
+  int world_size = 0;
+  std::vector<std::string> files;
+  std::vector<uint64_t> sizes;
+  std::vector<uint64_t> checksums;
+};
+
+std::optional<Manifest> readManifest(const std::string& dir) {
+  const std::string path = dir + "/manifest.json";
+  if (!fs::exists(path)) return std::nullopt;
+  try {
+    const YAML::Node node = YAML::LoadFile(path);
+    if (node["format"].as<int>() != kFormat) {
+      throw UserError(path + ": checkpoint format " + node["format"].as<std::string>() + ", this gcrun reads " +
+                      std::to_string(kFormat));
+    }
+    Manifest manifest;
+    manifest.step = node["step"].as<int64_t>();
+    manifest.world_size = node["world_size"].as<int>();
+    for (const auto& file : node["files"]) {
+      manifest.files.push_back(file["file"].as<std::string>());
+      manifest.sizes.push_back(file["bytes"].as<uint64_t>());
+      manifest.checksums.push_back(std::stoull(file["fnv1a"].as<std::string>(), nullptr, 16));
+    }
+    if (static_cast<int>(manifest.files.size()) != manifest.world_size) {
+      throw UserError(path + ": lists " + std::to_string(manifest.files.size()) + " rank files for world size " +
+                      std::to_string(manifest.world_size));
+    }
+    return manifest;
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UserError(path + ": not a readable checkpoint manifest (" + firstLine(e) + ")");
+  }
+}
+
+std::string hex(uint64_t value) {
+  std::ostringstream out;
+  out << std::hex << value;
+  return out.str();
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string run_dir, reducers::Communicator& comm, c10::Device device)
+    : dir_(std::move(run_dir) + "/checkpoints"), comm_(comm), device_(device) {}
+
+void CheckpointStore::save(int64_t step, const TensorMap& state) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& kv : state) dict.insert(kv.first, kv.second.detach().cpu());
+  const std::vector<char> pickled = torch::pickle_save(c10::IValue(dict));
+  const std::string bytes(pickled.begin(), pickled.end());
+  fs::create_directories(dir_);
+  const std::string name = rankFile(comm_.rank(), step);
+  outputs::writeFileAtomically(dir_ + "/" + name, bytes);
+
+  // Gathering sizes and checksums is also the barrier: every rank's file is in place before the
+  // manifest names it.
+  const uint64_t checksum = fnv1a(bytes);
+  auto mine = torch::tensor({static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)}, torch::kInt64)
+                  .to(device_);
+  const auto all = comm_.allgather(mine);
+  if (comm_.rank() == 0) {
+    std::ostringstream manifest;
+    manifest << "{\"format\": " << kFormat << ", \"step\": " << step << ", \"world_size\": " << comm_.size()
+             << ", \"files\": [";
+    for (int r = 0; r < comm_.size(); ++r) {
+      const auto entry = all[r].cpu();
+      manifest << (r ? ", " : "") << "{\"file\": \"" << rankFile(r, step) << "\", \"bytes\": "
+               << entry[0].item<int64_t>() << ", \"fnv1a\": \"" << hex(static_cast<uint64_t>(entry[1].item<int64_t>()))
+               << "\"}";
+    }
+    manifest << "]}\n";
+    outputs::writeFileAtomically(dir_ + "/manifest.json", manifest.str());
+  }
+  comm_.barrier();
+  const std::string prefix = "rank-" + std::to_string(comm_.rank()) + "-step-";
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind(prefix, 0) == 0 && file != name) fs::remove(entry.path());
+  }
+  last_step_ = step;
+}
+
+std::optional<TensorMap> CheckpointStore::loadLatest() {
+  const auto manifest = readManifest(dir_);
+  if (!manifest) return std::nullopt;
+  if (manifest->world_size != comm_.size()) {
+    throw UserError(dir_ + "/manifest.json: the checkpoint has " + std::to_string(manifest->world_size) +
+                    " workers, this run " + std::to_string(comm_.size()) + "; resume with as many workers as it saved");
+  }
+  const std::string path = dir_ + "/" + manifest->files[comm_.rank()];
+  const std::string bytes = readBytes(path);
+  if (bytes.size() != manifest->sizes[comm_.rank()] || fnv1a(bytes) != manifest->checksums[comm_.rank()]) {
+    throw UserError(path + ": corrupt checkpoint: its size or checksum differs from manifest.json's");
+  }
+  TensorMap state;
+  try {
+    const auto value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    for (const auto& item : value.toGenericDict()) state[item.key().toStringRef()] = item.value().toTensor();
+  } catch (const std::exception& e) {
+    throw UserError(path + ": corrupt checkpoint: " + firstLine(e));
+  }
+  last_step_ = manifest->step;
+  return state;
+}
+
+std::optional<int> CheckpointStore::savedWorldSize(const std::string& run_dir) {
+  const auto manifest = readManifest(run_dir + "/checkpoints");
+  if (!manifest) return std::nullopt;
+  return manifest->world_size;
+}
+
+}  // namespace gcrun::experiments

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "reducers/communicator.h"
+
+namespace gcrun::experiments {
+
+// One rank's training state as named tensors (counters are 0-dim tensors too).
+using TensorMap = std::map<std::string, at::Tensor>;
+
+// The checkpoints of one run, in <run dir>/checkpoints/:
+//   rank-<r>-step-<N>.pt  each rank's state, a pickled dict of tensors (torch::pickle_save)
+//   manifest.json         written last by rank 0: step, world size, and each rank file's size and
+//                         FNV-1a checksum
+// Every file is written atomically (temporary file, fsync, rename) and a rank deletes its older
+// files only once the new manifest is in place, so a crash at any point leaves the previous
+// complete checkpoint readable.
+class CheckpointStore {
+ public:
+  // `device`: where the group's collectives run (CUDA for NCCL).
+  CheckpointStore(std::string run_dir, reducers::Communicator& comm, c10::Device device);
+
+  // Collective: every rank calls it at the same step with its own state.
+  void save(int64_t step, const TensorMap& state);
+  // The step of the last complete checkpoint written or loaded; -1 when none.
+  int64_t lastStep() const { return last_step_; }
+
+  // This rank's state from the latest complete checkpoint; nullopt when the run has none. A
+  // checkpoint of another world size, a missing, corrupt or tampered file is a UserError naming
+  // the file and the mismatch. Reads only.
+  std::optional<TensorMap> loadLatest();
+
+  // The manifest's world size, or nullopt when `run_dir` has no checkpoint; UserError when it is
+  // unreadable. For checks before any worker starts.
+  static std::optional<int> savedWorldSize(const std::string& run_dir);
+
+ private:
+  std::string dir_;
+  reducers::Communicator& comm_;
+  c10::Device device_;
+  int64_t last_step_ = -1;
+};
+
+}  // namespace gcrun::experiments
