@@ -217,11 +217,12 @@ struct Trainer::State {
     const auto& options = config.optimizer;
     if (options.wd_before_reduce) addWeightDecay();
     if (options.mom_before_reduce) applyMomentum();
+    checkFinite("local gradient", loss_value);
     {
       auto scope = timer.scope("batch.reduce");
       reduceGradients();
     }
-    checkFinite(loss_value);
+    checkFinite("reduced gradient", loss_value);
     if (!options.wd_before_reduce) {
       auto scope = timer.scope("batch.wd");
       addWeightDecay();
@@ -283,22 +284,25 @@ struct Trainer::State {
     return comm.backend() == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU);
   }
 
-  // The reduced gradient is the same on every rank, so all ranks stop at the same step.
-  void checkFinite(double loss_value) const {
+  std::string divergedAt(const std::string& what) const {
     const std::string kept = checkpoints && checkpoints->lastStep() >= 0
                                  ? "the checkpoint of step " + std::to_string(checkpoints->lastStep()) + " is kept"
                                  : "no checkpoint was written";
-    const std::string at_step = "step " + std::to_string(step + 1) + ": ";
-    if (!std::isfinite(loss_value)) {
-      throw TrainingDiverged(at_step + "the loss is " + std::to_string(loss_value) + "; stopping (" + kept + ")");
-    }
+    return "step " + std::to_string(step + 1) + ": " + what + "; stopping (" + kept + ")";
+  }
+
+  // A non-finite loss or local gradient stops the worker that has it (its peers then stop on its
+  // failure); checking the local gradient too matters because sign and top-k compressors would hide
+  // a NaN. The reduced gradient is the same on every rank, so a reducer-made NaN (an fp16 overflow)
+  // stops all ranks at the same step.
+  void checkFinite(const std::string& which, double loss_value) const {
+    if (!std::isfinite(loss_value)) throw TrainingDiverged(divergedAt("the loss is " + std::to_string(loss_value)));
     std::vector<at::Tensor> finite;
     for (const auto& g : grads) finite.push_back(at::isfinite(g).all());
     if (at::stack(finite).all().item<bool>()) return;
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!finite[i].item<bool>()) {
-        throw TrainingDiverged(at_step + "the reduced gradient of '" + names[i] +
-                                 "' is not finite (nan or inf); stopping (" + kept + ")");
+        throw TrainingDiverged(divergedAt("the " + which + " of '" + names[i] + "' is not finite (nan or inf)"));
       }
     }
   }

@@ -1,4 +1,5 @@
 #include "tasks/cifar10.h"
+#include "tasks/device_transfer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -196,8 +197,8 @@ MetricSums Cifar10Task::evaluate(const Shard& shard, const std::string& split) {
   MetricSums metrics;
   for (int64_t start = 0; start < indices.size(0); start += options_.test_batch_size) {
     const at::Tensor chosen = indices.narrow(0, start, std::min(options_.test_batch_size, indices.size(0) - start));
-    const at::Tensor images = normalizeCifar(test.images.index_select(0, chosen).to(device_));
-    const at::Tensor targets = test.labels.index_select(0, chosen).to(device_).to(at::kLong);
+    const at::Tensor images = normalizeCifar(toDevice(test.images.index_select(0, chosen), device_));
+    const at::Tensor targets = toDevice(test.labels.index_select(0, chosen), device_).to(at::kLong);
     const at::Tensor logits = model_->forward(images);
     const at::Tensor loss_sum =
         F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));

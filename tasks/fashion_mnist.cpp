@@ -1,4 +1,5 @@
 #include "tasks/fashion_mnist.h"
+#include "tasks/device_transfer.h"
 
 #include <algorithm>
 #include <map>
@@ -78,9 +79,9 @@ std::shared_ptr<const FashionData> loadData(const TaskOptions& options, uint64_t
 
 // Only the selected uint8 images travel to the device; they become normalised floats there.
 Batch makeBatch(const IdxDataset& split, const at::Tensor& indices, c10::Device device) {
-  at::Tensor images = split.images.index_select(0, indices).to(device).to(at::kFloat).unsqueeze(1);
+  at::Tensor images = toDevice(split.images.index_select(0, indices), device).to(at::kFloat).unsqueeze(1);
   images.div_(255).sub_(kPixelMean).div_(kPixelStd);
-  return {images, split.labels.index_select(0, indices).to(device).to(at::kLong)};
+  return {images, toDevice(split.labels.index_select(0, indices), device).to(at::kLong)};
 }
 
 void addMetrics(const at::Tensor& logits, const at::Tensor& targets, double loss_sum,

@@ -1,4 +1,5 @@
 #include "tasks/prefetch.h"
+#include "tasks/device_transfer.h"
 
 #include <utility>
 
@@ -54,7 +55,7 @@ std::optional<Batch> PrefetchingBatchStream::next() {
     ready_.pop_front();
   }
   changed_.notify_all();
-  return Batch{batch.inputs.to(device_), batch.targets.to(device_)};
+  return Batch{toDevice(batch.inputs, device_), toDevice(batch.targets, device_)};
 }
 
 }  // namespace gcrun::tasks

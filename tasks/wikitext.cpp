@@ -1,4 +1,5 @@
 #include "tasks/wikitext.h"
+#include "tasks/device_transfer.h"
 
 #include <algorithm>
 #include <cctype>
@@ -84,7 +85,7 @@ class BpttStream : public BatchStream {
   std::optional<Batch> next() override {
     if (next_ == batches_) return std::nullopt;
     Batch batch = bpttBatch(stream_, next_++, kBpttLength, shard_, width_);
-    return Batch{batch.inputs.to(device_), batch.targets.to(device_)};
+    return Batch{toDevice(batch.inputs, device_), toDevice(batch.targets, device_)};
   }
 
  private:

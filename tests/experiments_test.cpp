@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <mutex>
 
@@ -9,6 +10,8 @@
 #include "experiments/presets.h"
 #include "experiments/runner.h"
 #include "hyperparams/errors.h"
+#include "reducers/reducer.h"
+#include "tasks/models/models.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/temp_dir.h"
 
@@ -39,6 +42,34 @@ TEST(LearningRate, ExplicitFactorAndNoWarmup) {
   options.scale_lr_with_factor = 4;
   options.warmup_epochs = 0;
   EXPECT_DOUBLE_EQ(learningRate(options, 0.5, 16, 0.0), 2.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Message sizes on the paper's ResNet-18 (CIFAR shapes), floats per worker and step, as the
+// reference sends them (powersgd.md section 2).
+
+TEST(PaperMessageSizes, ResNet18SendsWhatTheReferenceSends) {
+  auto model = tasks::models::buildModel("resnet18", {3, 32, 10}, /*seed=*/42);
+  std::vector<at::Tensor> shapes;
+  for (const auto& p : model->parameters()) shapes.push_back(torch::zeros_like(p));
+  const std::vector<std::tuple<std::string, int64_t, uint64_t>> cases = {
+      {"exact", 1, 11173962}, {"powersgd", 1, 45935}, {"powersgd", 2, 82260},
+      {"powersgd", 4, 154910}, {"powersgd", 7, 263885}};
+  runRanks(1, [&](reducers::Communicator& comm) {
+    for (const auto& [name, rank, floats] : cases) {
+      ReducerOptions options;
+      options.name = name;
+      options.rank = rank;
+      auto reducer = reducers::reducerRegistry().at(name).factory.make({comm, options, /*seed=*/42});
+      std::vector<at::Tensor> send, out, memory;
+      for (const auto& t : shapes) {
+        send.push_back(torch::ones_like(t));
+        out.push_back(torch::empty_like(t));
+        memory.push_back(torch::empty_like(t));
+      }
+      EXPECT_EQ(reducer->reduce(send, out, memory), 32 * floats) << name << " rank " << rank;
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -150,6 +181,35 @@ ExperimentConfig quadraticConfig(const std::vector<std::string>& assignments) {
                                   "optimizer.weight_decay=0", "output.sinks=[jsonl]"};
   all.insert(all.end(), assignments.begin(), assignments.end());
   return resolveExperiment("fashion-sgd", "", all);
+}
+
+// A finite loss whose gradient is NaN: where() passes the unselected branch's NaN to the gradient.
+class NanGradientTask : public QuadraticTask {
+ public:
+  at::Tensor trainLoss(const tasks::Batch&, tasks::MetricSums& metrics) override {
+    auto& w = dynamic_cast<QuadraticModel&>(model()).weight;
+    auto loss = torch::where(w > 100, w * std::nan(""), 0.5 * w * w).sum();
+    metrics.add("loss", loss.item<double>());
+    metrics.weight += 1;
+    return loss;
+  }
+};
+
+TEST(Training, ANanGradientStopsTheRunNamingStepAndParameter) {
+  tasks::taskRegistry().add("nan-gradient", "finite loss, NaN gradient (test)",
+                            [](const tasks::TaskContext&) { return std::make_unique<NanGradientTask>(); });
+  auto config = quadraticConfig({"task.name=nan-gradient", "reducer.name=signum", "optimizer.memory=false"});
+  TempDir dir;
+  runRanks(1, [&](reducers::Communicator& comm) {
+    try {
+      runWorker(config, RunOptions{dir.file("run")}, comm);
+      ADD_FAILURE() << "a NaN gradient must stop the run";
+    } catch (const std::exception& e) {
+      const std::string message = e.what();
+      // signum would turn the NaN into a sign; the local check catches it first.
+      EXPECT_NE(message.find("step 1: the local gradient of 'weight' is not finite"), std::string::npos) << message;
+    }
+  });
 }
 
 // The final weights after `steps` steps, in float64, following powersgd.md 1.3 by hand.

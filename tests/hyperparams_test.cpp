@@ -10,26 +10,13 @@
 
 #include "hyperparams/config_io.h"
 #include "hyperparams/errors.h"
+#include "tests/support/user_error.h"
 
 namespace gcrun::hyperparams {
 namespace {
 
-// The message of the UserError `action` throws; fails the test when it throws nothing.
-std::string userErrorOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
-
-void expectMessageHas(const std::string& message, const std::vector<std::string>& parts) {
-  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-  for (const auto& part : parts)
-    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-}
+using gcrun::testing::expectMessageHas;
+using gcrun::testing::userErrorOf;
 
 std::string setError(const std::string& assignment) {
   ExperimentConfig config;

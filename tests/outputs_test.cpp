@@ -21,6 +21,7 @@
 #include "outputs/run_files.h"
 #include "outputs/timer.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/user_error.h"
 
 namespace gcrun::outputs {
 namespace {
@@ -42,16 +43,7 @@ std::vector<std::string> readLines(const std::string& path) {
   return lines;
 }
 
-template <class Fn>
-std::string userErrorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UserError thrown";
-  return "";
-}
+using gcrun::testing::userErrorOf;
 
 // Runs the test body in a fresh working directory, since default run directories are relative.
 class InTempCwd {

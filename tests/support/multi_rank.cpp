@@ -1,36 +1,11 @@
 #include "tests/support/multi_rank.h"
 
-#include <exception>
-#include <mutex>
-#include <stdexcept>
-#include <string>
-#include <thread>
-#include <vector>
-
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-
-#include "reducers/process_group.h"
+#include "reducers/thread_group.h"
 
 namespace gcrun::testing {
 
 void runRanks(int world_size, const std::function<void(reducers::Communicator&)>& fn) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::mutex mutex;
-  std::string first_failure;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world_size; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto comm = reducers::glooOverStore(store, rank, world_size, std::chrono::seconds(60));
-        fn(*comm);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (first_failure.empty()) first_failure = "rank " + std::to_string(rank) + ": " + e.what();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  if (!first_failure.empty()) throw std::runtime_error(first_failure);
+  reducers::runThreadGroup(world_size, std::chrono::seconds(60), fn);
 }
 
 }  // namespace gcrun::testing
