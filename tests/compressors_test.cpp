@@ -11,9 +11,12 @@
 
 #include "reducers/reducer.h"
 #include "tests/support/multi_rank.h"
+#include "tests/support/reducer_fixtures.h"
 
 namespace gcrun::reducers {
 namespace {
+
+using testing::buildReducer;
 
 using testing::runRanks;
 using Shapes = std::vector<std::vector<int64_t>>;
@@ -39,11 +42,6 @@ Buffers buffersFor(const std::vector<at::Tensor>& send) {
     b.memory.push_back(torch::full_like(t, 456.0));
   }
   return b;
-}
-
-std::unique_ptr<Reducer> build(const std::string& name, Communicator& comm, ReducerOptions options = {}) {
-  options.name = name;
-  return reducerRegistry().at(name).factory.make(ReducerContext{comm, options, /*seed=*/42});
 }
 
 at::Tensor f64(const at::Tensor& t) { return t.to(torch::kFloat64); }
@@ -102,7 +100,7 @@ TEST(PowerSgdOptions, BatchedSameShapeMatricesMatchTheFloat64PerMatrixReference)
         ReducerOptions options;
         options.rank = r;
         options.n_power_iterations = iterations;
-        auto reducer = build("powersgd", comm, options);
+        auto reducer = buildReducer("powersgd", comm, options);
 
         auto generator = at::detail::createCPUGenerator(42);
         std::vector<at::Tensor> qs(shapes.size());
@@ -161,7 +159,7 @@ TEST(PowerSgdOptions, MorePowerIterationsApproachTheBestApproximationAndCostMore
         options.rank = r;
         options.reuse_query = false;
         options.n_power_iterations = iterations;
-        auto reducer = build("powersgd", comm, options);
+        auto reducer = buildReducer("powersgd", comm, options);
         auto b = buffersFor(spectrumInputs(comm.rank()));
         const uint64_t bits = reducer->reduce(b.send, b.out, b.memory);
         EXPECT_EQ(bits, static_cast<uint64_t>(32 * (iterations + 1) * r * (12 + 10))) << iterations;
@@ -186,7 +184,7 @@ TEST(PowerSgdOptions, StartIterAveragesExactlyBeforeCompressing) {
       ReducerOptions options;
       options.rank = 2;
       options.start_iter = 2;
-      auto reducer = build("powersgd", comm, options);
+      auto reducer = buildReducer("powersgd", comm, options);
       for (int step = 0; step < 3; ++step) {
         auto b = buffersFor(inputsOf(shapes, comm.rank(), step));
         const uint64_t bits = reducer->reduce(b.send, b.out, b.memory);
@@ -213,7 +211,7 @@ TEST(PowerSgdOptions, MinCompressionRateSendsSmallMatricesUncompressed) {
       ReducerOptions options;
       options.rank = 2;
       options.min_compression_rate = 2.0;
-      auto reducer = build("powersgd", comm, options);
+      auto reducer = buildReducer("powersgd", comm, options);
       auto b = buffersFor(inputsOf(shapes, comm.rank()));
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 32u * (15 + 7 + 2 * (40 + 30)));
       for (size_t i : {0, 2}) {
@@ -231,7 +229,7 @@ TEST(PowerSgdOptions, OrthogonalizationEpsilonIsTheOneGiven) {
     ReducerOptions options;
     options.rank = 1;
     options.orthogonalization_epsilon = 1.0;
-    auto reducer = build("powersgd", comm, options);
+    auto reducer = buildReducer("powersgd", comm, options);
     auto b = buffersFor({torch::ones({3, 4})});
     reducer->reduce(b.send, b.out, b.memory);
     // M = 1 1^T: P = M q is a multiple of 1, and the output is c * 1 1^T with c = |P|^2/(|P|+eps)^2.
@@ -252,7 +250,7 @@ TEST(UnbiasedRankReducer, AlternatesPAndQAndAveragesLocalApproximations) {
       const int64_t r = 2;
       ReducerOptions options;
       options.rank = r;
-      auto reducer = build("unbiased-rank", comm, options);
+      auto reducer = buildReducer("unbiased-rank", comm, options);
       const uint64_t p_bits = 32 * (r * 8 + r * 4 + 7), q_bits = 32 * (r * 5 + r * 27 + 7);
       auto generator = at::detail::createCPUGenerator(42);
       std::vector<at::Tensor> qs;
@@ -289,7 +287,7 @@ TEST(SvdReducer, AveragesEachWorkersBestApproximation) {
       const int64_t r = 3;
       ReducerOptions options;
       options.rank = r;
-      auto reducer = build("svd", comm, options);
+      auto reducer = buildReducer("svd", comm, options);
       auto b = buffersFor(inputsOf(shapes, comm.rank()));
       // r * (n + m + 1) per matrix, at rank min(r, n, m); the vector whole.
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 32u * (3 * 14 + 3 * 32 + 2 * 12 + 7));
@@ -321,7 +319,7 @@ TEST(AtomoReducer, MessageHoldsRankAtomsPerTensorInTheReferenceShapes) {
     runRanks(world_size, [&](Communicator& comm) {
       ReducerOptions options;
       options.rank = 2;
-      auto reducer = build("atomo", comm, options);
+      auto reducer = buildReducer("atomo", comm, options);
       auto b = buffersFor(inputsOf(shapes, comm.rank()));
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 32u * (3 + 9 + 14 + 18 + 50 + 22));
       // Tensors with at most one atom, or one of p = 1, are sent exactly.
@@ -339,7 +337,7 @@ TEST(AtomoReducer, IsUnbiasedInExpectationForEqualSingularValues) {
   runRanks(world_size, [&](Communicator& comm) {
     ReducerOptions options;
     options.rank = 2;
-    auto reducer = build("atomo", comm, options);
+    auto reducer = buildReducer("atomo", comm, options);
     auto shared = at::detail::createCPUGenerator(9);
     const auto m = 3.0 * std::get<0>(torch::linalg_qr(torch::randn({6, 6}, shared, torch::kFloat64)));
     auto sum = torch::zeros({6, 6}, torch::kFloat64);
@@ -359,7 +357,7 @@ TEST(AtomoReducer, SendsLowRankMatricesExactly) {
   runRanks(2, [&](Communicator& comm) {
     ReducerOptions options;
     options.rank = 4;
-    auto reducer = build("atomo", comm, options);
+    auto reducer = buildReducer("atomo", comm, options);
     auto own = at::detail::createCPUGenerator(50 + comm.rank());
     // Rank 1: the other singular values are rounding noise, below the numerical-rank tolerance.
     auto send = torch::matmul(torch::randn({6, 1}, own), torch::randn({1, 5}, own));
@@ -373,7 +371,7 @@ TEST(AtomoReducer, GivesUpAfterAThousandDrawsWithoutExactlyRankAtoms) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
     options.rank = 2;
-    auto reducer = build("atomo", comm, options);
+    auto reducer = buildReducer("atomo", comm, options);
     // p = (1, 2e-6): the second atom is almost never drawn.
     auto b = buffersFor({torch::tensor({1e6f, 0.0f, 0.0f, 1.0f}).view({2, 2})});
     try {
@@ -403,7 +401,7 @@ TEST(SignumReducer, AppliesTheMajorityVoteOfTheSigns) {
       auto send = torch::where(positive, torch::full({n}, 0.5 * (comm.rank() + 1)), torch::full({n}, -3.0));
       auto b = buffersFor({send.view({5, 9})});
       ReducerOptions options;
-      auto reducer = build("signum", comm, options);
+      auto reducer = buildReducer("signum", comm, options);
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 64u) << "45 bits padded to 64";
       auto expected = (2 * torch::remainder(j, world_size + 1) - world_size).sign().view({5, 9});
       EXPECT_TRUE(torch::equal(b.out[0], expected)) << b.out[0] << expected;
@@ -414,7 +412,7 @@ TEST(SignumReducer, AppliesTheMajorityVoteOfTheSigns) {
 
 TEST(SignumReducer, SendsZeroAsPlusOneAndPadsToWholeWords) {
   runRanks(1, [&](Communicator& comm) {
-    auto reducer = build("signum", comm);
+    auto reducer = buildReducer("signum", comm);
     auto b = buffersFor({torch::zeros({2, 3}), torch::tensor({-2.0f, 0.0f, 5.0f}), torch::zeros({32})});
     EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 64u) << "41 bits padded to 64";
     EXPECT_TRUE(torch::equal(b.out[0], torch::ones({2, 3})));
@@ -430,7 +428,7 @@ TEST(SignNormReducer, AveragesEachWorkersMeanMagnitudeTimesSigns) {
   const Shapes shapes = {{5, 3}, {7}, {4, 3, 2, 2}, {}};
   for (int world_size : {1, 2, 3, 4}) {
     runRanks(world_size, [&](Communicator& comm) {
-      auto reducer = build("sign-norm", comm);
+      auto reducer = buildReducer("sign-norm", comm);
       auto b = buffersFor(inputsOf(shapes, comm.rank()));
       // 15 + 7 + 48 + 1 = 71 sign bits padded to 96, and one float32 scale per tensor.
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 96u + 32u * 4);

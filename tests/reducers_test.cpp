@@ -8,9 +8,13 @@
 #include "hyperparams/errors.h"
 #include "reducers/reducer.h"
 #include "tests/support/multi_rank.h"
+#include "tests/support/reducer_fixtures.h"
 
 namespace gcrun::reducers {
 namespace {
+
+using testing::buildReducer;
+using testing::clones;
 
 using testing::runRanks;
 
@@ -38,17 +42,6 @@ Buffers makeInputs(const std::vector<std::vector<int64_t>>& shapes, int rank, in
     b.memory.push_back(torch::full(shapes[i], 456.0));
   }
   return b;
-}
-
-std::unique_ptr<Reducer> build(const std::string& name, Communicator& comm, ReducerOptions options = {}) {
-  options.name = name;
-  return reducerRegistry().at(name).factory.make(ReducerContext{comm, options, /*seed=*/42});
-}
-
-std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> out;
-  for (const auto& t : tensors) out.push_back(t.clone());
-  return out;
 }
 
 // The mean over ranks of each rank's tensor.
@@ -79,7 +72,7 @@ class EveryReducer : public ::testing::TestWithParam<std::tuple<std::string, int
 TEST_P(EveryReducer, KeepsTheSharedInvariants) {
   const auto [name, world_size] = GetParam();
   runRanks(world_size, [&, name = name](Communicator& comm) {
-    auto reducer = build(name, comm);
+    auto reducer = buildReducer(name, comm);
     for (int step = 0; step < 3; ++step) {
       auto b = makeInputs(mixedShapes(), comm.rank(), step);
       auto sent = clones(b.send);
@@ -105,8 +98,8 @@ TEST_P(EveryReducer, KeepsTheSharedInvariants) {
 TEST_P(EveryReducer, IsDeterministicForAFixedSeed) {
   const auto [name, world_size] = GetParam();
   runRanks(world_size, [&, name = name](Communicator& comm) {
-    auto first = build(name, comm);
-    auto second = build(name, comm);
+    auto first = buildReducer(name, comm);
+    auto second = buildReducer(name, comm);
     for (int step = 0; step < 2; ++step) {
       auto a = makeInputs(mixedShapes(), comm.rank(), step);
       auto b = makeInputs(mixedShapes(), comm.rank(), step);
@@ -143,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryReducer, ::testing::ValuesIn(everyReduce
 TEST(ExactReducer, AveragesOverRanksAndSendsEveryFloat) {
   for (int world_size : {1, 2, 3, 4}) {
     runRanks(world_size, [&](Communicator& comm) {
-      auto reducer = build("exact", comm);
+      auto reducer = buildReducer("exact", comm);
       Buffers b;
       for (const auto& shape : mixedShapes()) {
         b.send.push_back(torch::full(shape, static_cast<float>(comm.rank() + 1)));
@@ -188,7 +181,7 @@ TEST(PowerSgdReducer, ReconstructsLowRankInputsExactly) {
     runRanks(world_size, [&](Communicator& comm) {
       ReducerOptions options;
       options.rank = 2;
-      auto reducer = build("powersgd", comm, options);
+      auto reducer = buildReducer("powersgd", comm, options);
       auto b = lowRankInputs(comm.rank(), 2);
       auto sent = clones(b.send);
       reducer->reduce(b.send, b.out, b.memory);
@@ -205,7 +198,7 @@ TEST(PowerSgdReducer, MemoryIsInputMinusTheAveragedApproximation) {
   runRanks(3, [&](Communicator& comm) {
     ReducerOptions options;
     options.rank = 1;
-    auto reducer = build("powersgd", comm, options);
+    auto reducer = buildReducer("powersgd", comm, options);
     auto b = makeInputs(mixedShapes(), comm.rank());
     auto sent = clones(b.send);
     reducer->reduce(b.send, b.out, b.memory);
@@ -224,7 +217,7 @@ TEST(PowerSgdReducer, SendsPAndQOfEachMatrixAndEveryVectorElement) {
     runRanks(2, [&](Communicator& comm) {
       ReducerOptions options;
       options.rank = r;
-      auto reducer = build("powersgd", comm, options);
+      auto reducer = buildReducer("powersgd", comm, options);
       auto b = makeInputs(mixedShapes(), comm.rank());
       uint64_t floats = 0;
       for (const auto& t : b.send) {
@@ -246,7 +239,7 @@ TEST(PowerSgdReducer, WarmStartConvergesToTheBestRankRApproximation) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
     options.rank = 2;
-    auto reducer = build("powersgd", comm, options);
+    auto reducer = buildReducer("powersgd", comm, options);
     torch::manual_seed(3);
     auto u = torch::linalg_qr(torch::randn({12, 12}, torch::kFloat64));
     auto v = torch::linalg_qr(torch::randn({9, 9}, torch::kFloat64));
@@ -272,7 +265,7 @@ TEST(PowerSgdReducer, WithoutWarmStartDrawsAFreshQueryEachStep) {
     ReducerOptions options;
     options.rank = 1;
     options.reuse_query = false;
-    auto reducer = build("powersgd", comm, options);
+    auto reducer = buildReducer("powersgd", comm, options);
     torch::manual_seed(5);
     auto m = torch::randn({10, 8});
     std::vector<at::Tensor> first{torch::empty({10, 8})}, second{torch::empty({10, 8})};

@@ -8,10 +8,14 @@
 #include "reducers/quantized_reducer.h"
 #include "reducers/reducer.h"
 #include "tests/support/multi_rank.h"
+#include "tests/support/reducer_fixtures.h"
 
 // Sparsifiers, quantizers and casts: what each sends (bits), what it delivers, and what it keeps.
 namespace gcrun::reducers {
 namespace {
+
+using testing::buildReducer;
+using testing::clones;
 
 using testing::runRanks;
 
@@ -36,17 +40,6 @@ Buffers randomInputs(const std::vector<std::vector<int64_t>>& shapes, uint64_t s
   std::vector<at::Tensor> send;
   for (const auto& shape : shapes) send.push_back(torch::randn(shape, generator, torch::kFloat32));
   return buffersFor(send);
-}
-
-std::unique_ptr<Reducer> build(const std::string& name, Communicator& comm, ReducerOptions options = {}) {
-  options.name = name;
-  return reducerRegistry().at(name).factory.make(ReducerContext{comm, options, /*seed=*/42});
-}
-
-std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> out;
-  for (const auto& t : tensors) out.push_back(t.clone());
-  return out;
 }
 
 at::Tensor sumOverRanks(Communicator& comm, const at::Tensor& t) {
@@ -92,7 +85,7 @@ TEST(Sparsifiers, SendTheBitsOfTheirFormulas) {
       for (const auto& [name, bits] : expected) {
         ReducerOptions options;
         options.compression = c;
-        auto reducer = build(name, comm, options);
+        auto reducer = buildReducer(name, comm, options);
         auto b = randomInputs(mixedShapes(), comm.rank());
         EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), bits) << name << " world " << world_size;
       }
@@ -107,7 +100,7 @@ TEST(Qsgd, SendsCeilLog2OfSPlusOneLevelBitsAndASignBitPerElement) {
     for (auto [levels, field_bits] : cases) {
       ReducerOptions options;
       options.quantization_levels = levels;
-      auto reducer = build("qsgd", comm, options);
+      auto reducer = buildReducer("qsgd", comm, options);
       auto b = randomInputs({{10, 3}}, 5);  // 30 elements, one norm
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 8 * (4 + (30 * field_bits + 7) / 8)) << "s = " << levels;
     }
@@ -143,7 +136,7 @@ TEST(TopK, DeliversTheAverageOfEachWorkersLargestMagnitudes) {
       auto b = buffersFor({torch::tensor(mine).view({4, 10})});
       ReducerOptions options;
       options.compression = 0.25;
-      auto reducer = build("topk", comm, options);
+      auto reducer = buildReducer("topk", comm, options);
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 64u * 5);
 
       auto expected_out = torch::zeros({40}, torch::kFloat64);
@@ -165,7 +158,7 @@ TEST(TopK, SendsAtLeastOneElementOfEveryTensor) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
     options.compression = 0.01;  // 0.5 * c * 7 < 1
-    auto reducer = build("topk", comm, options);
+    auto reducer = buildReducer("topk", comm, options);
     auto b = buffersFor({torch::tensor({0.1f, -3.0f, 0.2f, 0.0f, 1.0f, -0.5f, 2.0f})});
     EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 64u);
     EXPECT_TRUE(torch::equal(b.out[0], torch::tensor({0.0f, -3.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f})));
@@ -183,7 +176,7 @@ TEST(GlobalTopK, SpendsTheBudgetOnTheLargestEntriesOfTheWholeGradient) {
       auto b = buffersFor({small.clone(), large.clone()});
       ReducerOptions options;
       options.compression = 0.5;
-      auto reducer = build("global-topk", comm, options);
+      auto reducer = buildReducer("global-topk", comm, options);
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 96u * 5);
       // Every worker sends the same gradient, so the average is its top 5.
       EXPECT_TRUE(torch::equal(b.out[0], torch::zeros({10})));
@@ -213,7 +206,7 @@ TEST(RandomSparse, EveryRankPicksTheSameFreshIndicesEachStep) {
     runRanks(3, [&](Communicator& comm) {
       ReducerOptions options;
       options.compression = 0.1;
-      auto reducer = build(name, comm, options);
+      auto reducer = buildReducer(name, comm, options);
       at::Tensor previous;
       for (int step = 0; step < 4; ++step) {
         auto mask = sentMask(*reducer, 97);
@@ -246,7 +239,7 @@ TEST(RandomSparse, RescaledIsUnbiasedAndTheReferenceIsScaledByKOverN) {
         ReducerOptions options;
         options.compression = 0.25;
         options.rescale = rescale;
-        auto reducer = build(name, comm, options);
+        auto reducer = buildReducer(name, comm, options);
         auto g = torch::arange(1, 17, torch::kFloat64) * (comm.rank() + 1.0);
         auto mean = sumOverRanks(comm, g) / 2;
         auto total = torch::zeros({16}, torch::kFloat64);
@@ -290,7 +283,7 @@ TEST(Qsgd, IsUnbiased) {
   runRanks(2, [&](Communicator& comm) {
     ReducerOptions options;
     options.quantization_levels = 2;
-    auto reducer = build("qsgd", comm, options);
+    auto reducer = buildReducer("qsgd", comm, options);
     auto g = torch::randn({32}, at::detail::createCPUGenerator(9), torch::kFloat32);
     const double norm = g.norm().item<double>();
     auto single = buffersFor({g.clone()});
@@ -306,7 +299,7 @@ TEST(Qsgd, DeliversLevelsOfTheNormAndKeepsTheRoundingAsMemory) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
     options.quantization_levels = 4;
-    auto reducer = build("qsgd", comm, options);
+    auto reducer = buildReducer("qsgd", comm, options);
     auto b = randomInputs({{6, 5}, {3}}, 11);
     auto sent = clones(b.send);
     reducer->reduce(b.send, b.out, b.memory);
@@ -329,14 +322,14 @@ TEST(TernGrad, IsUnbiasedAndTernary) {
   // worker per step, so T steps average within 5 * scale / (2 sqrt(T)) of g.
   constexpr int kSteps = 1000;
   runRanks(2, [&](Communicator& comm) {
-    auto reducer = build("terngrad", comm);
+    auto reducer = buildReducer("terngrad", comm);
     auto g = torch::randn({32}, at::detail::createCPUGenerator(13), torch::kFloat32);
     const double scale = g.abs().max().item<double>();
     auto mean = meanOutput(*reducer, g, kSteps);
     EXPECT_LT((mean - g.to(torch::kFloat64)).abs().max().item<double>(), 5 * scale / (2 * std::sqrt(kSteps)));
   });
   runRanks(1, [&](Communicator& comm) {
-    auto reducer = build("terngrad", comm);
+    auto reducer = buildReducer("terngrad", comm);
     auto g = torch::randn({6, 7}, at::detail::createCPUGenerator(17), torch::kFloat32);
     const float scale = g.abs().max().item<float>();
     auto b = buffersFor({g.clone()});
@@ -354,7 +347,7 @@ TEST(TernGrad, IsUnbiasedAndTernary) {
 TEST(LowPrecision, DividesBeforeTheCastSoLargeSumsDoNotOverflow) {
   runRanks(4, [&](Communicator& comm) {
     // 4 * 6e4 overflows fp16 (max 65504); 6e4 / 4 summed over 4 workers does not, and is exact.
-    auto reducer = build("fp16", comm);
+    auto reducer = buildReducer("fp16", comm);
     auto b = buffersFor({torch::full({3}, 6e4f)});
     reducer->reduce(b.send, b.out, b.memory);
     EXPECT_TRUE(torch::equal(b.out[0], torch::full({3}, 6e4f)));
@@ -367,7 +360,7 @@ TEST(LowPrecision, ErrorIsWithinTheCastsRoundingAndMemoryIsThisWorkersCastError)
            {"fp16", torch::kHalf, std::pow(2.0, -11)}, {"bf16", torch::kBFloat16, std::pow(2.0, -8)}}) {
     for (int world_size : {1, 2, 3}) {
       runRanks(world_size, [&, name = name, type = type, epsilon = epsilon](Communicator& comm) {
-        auto reducer = build(name, comm);
+        auto reducer = buildReducer(name, comm);
         auto g = torch::randn({50}, at::detail::createCPUGenerator(comm.rank()), torch::kFloat32);
         auto b = buffersFor({g.clone()});
         EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 16u * 50);
