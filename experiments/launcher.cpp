@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -59,6 +60,12 @@ pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::strin
   set("MASTER_ADDR", master_addr);
   set("MASTER_PORT", std::to_string(master_port));
   ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");  // rank 0 hosts the store, not an agent
+  // Read when OpenMP and OpenBLAS start, before main(): without it each worker's BLAS spins a thread
+  // per core and the workers oversubscribe the machine (torchrun sets it to 1 for the same reason).
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    set("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(options.nproc_per_node))));
+  }
   if (!options.run_dir.empty()) set(kLauncherRunDirVariable, options.run_dir);
   std::vector<char*> args;
   for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));

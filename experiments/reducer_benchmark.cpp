@@ -11,6 +11,7 @@
 #include <torch/nn/module.h>
 
 #include "hyperparams/config_io.h"
+#include "outputs/statistics.h"
 #include "outputs/json.h"
 #include "reducers/granularity.h"
 #include "reducers/reducer.h"
@@ -29,12 +30,6 @@ std::vector<std::vector<int64_t>> shapesOf(torch::nn::Module& model) {
   std::vector<std::vector<int64_t>> shapes;
   for (const auto& p : model.parameters()) shapes.push_back(p.sizes().vec());
   return shapes;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -116,7 +111,7 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
   for (const auto& per_rank : seconds) {
     for (int k = 0; k < options.repeats; ++k) slowest[k] = std::max(slowest[k], per_rank[k]);
   }
-  row.seconds = median(slowest);
+  row.seconds = outputs::median(slowest);
   row.bytes = bits / 8;
   const double uncompressed = 4.0 * static_cast<double>(elements);
   row.compression_ratio = row.bytes > 0 ? uncompressed / static_cast<double>(row.bytes)

@@ -1,6 +1,7 @@
 #include "experiments/runner.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <csignal>
@@ -97,12 +98,29 @@ struct WorkerHooks {
 
 std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// Workers on one machine share its cores rather than each taking all of them.
+// Workers on one machine share its cores rather than each taking all of them. OMP_NUM_THREADS, when
+// set (torchrun sets it to 1), wins, as it does for OpenBLAS's own threads.
 void limitThreads() {
+  const char* requested = std::getenv("OMP_NUM_THREADS");
+  if (requested && std::atoi(requested) > 0) {
+    torch::set_num_threads(std::atoi(requested));
+    return;
+  }
   const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
   const int workers = local_world ? std::max(1, std::atoi(local_world)) : 1;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(std::max(1, cores / workers));
+}
+
+// Every rank's peak resident memory (MiB), in rank order.
+std::vector<double> gatherPeakRss(reducers::Communicator& comm) {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto mine = torch::full({1}, static_cast<double>(usage.ru_maxrss) / 1024.0,
+                          torch::TensorOptions().dtype(torch::kFloat64).device(trainerDevice(comm)));
+  std::vector<double> peaks;
+  for (const auto& peak : comm.allgather(mine)) peaks.push_back(peak.cpu().item<double>());
+  return peaks;
 }
 
 int64_t countParameters(tasks::Task& task) {
@@ -278,6 +296,7 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   try {
     if (hooks.stop_on_signals) trainer.setStopRequest([] { return stop_signal != 0; });
     result.training = trainer.run();
+    info.peak_rss_mib = gatherPeakRss(comm);
     result.stop_signal = result.training.stopped ? static_cast<int>(stop_signal) : 0;
     info.status = result.training.stopped ? "interrupted" : "completed";
   } catch (const std::exception& e) {

@@ -148,6 +148,11 @@ std::string runInfoJson(const RunInfo& info) {
   auto field = [](const std::string& key, const std::string& value) {
     return "  " + jsonString(key) + ": " + value;
   };
+  auto numberList = [](const std::vector<double>& values) {
+    std::string list = "[";
+    for (size_t i = 0; i < values.size(); ++i) list += (i ? ", " : "") + jsonNumber(values[i]);
+    return list + "]";
+  };
   return "{\n" + field("experiment", jsonString(info.experiment)) + ",\n" +
          field("gcrun_version", jsonString(info.gcrun_version)) + ",\n" +
          field("torch_version", jsonString(info.torch_version)) + ",\n" +
@@ -158,6 +163,7 @@ std::string runInfoJson(const RunInfo& info) {
          field("steps", std::to_string(info.steps)) + ",\n" +
          field("epochs_done", jsonNumber(info.epochs_done)) + ",\n" +
          field("bits_sent", std::to_string(info.bits_sent)) + ",\n" +
+         field("peak_rss_mib", numberList(info.peak_rss_mib)) + ",\n" +
          field("synthetic_data", info.synthetic_data ? "true" : "false") + ",\n" +
          field("status", jsonString(info.status)) + ",\n" +
          field("error", jsonString(info.error)) + ",\n" +

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace gcrun::outputs {
 
@@ -37,6 +38,7 @@ struct RunInfo {
   int64_t steps = 0;
   double epochs_done = 0;
   uint64_t bits_sent = 0;  // per worker
+  std::vector<double> peak_rss_mib;  // each rank's peak resident memory, in rank order
   bool synthetic_data = false;
   std::string status;      // "running", "completed", "failed"
   std::string error;       // the failure, when status is "failed"

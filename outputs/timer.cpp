@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "outputs/json.h"
+#include "outputs/statistics.h"
 
 namespace gcrun::outputs {
 
@@ -31,6 +32,7 @@ void Timer::record(const std::string& label, double seconds) {
   if (stats.seen == 1) return;  // skip_first: the first event pays for warm-up
   ++stats.events;
   stats.total_s += seconds;
+  stats.samples.push_back(seconds);
 }
 
 std::string Timer::summaryJson() const {
@@ -42,7 +44,7 @@ std::string Timer::summaryJson() const {
     first = false;
     out += "  " + jsonString(label) + ": {\"label\": " + jsonString(label) +
            ", \"average_duration\": " + jsonNumber(average) +
-           ", \"n_events\": " + std::to_string(stats.events) +
+           ", \"median_duration\": " + jsonNumber(median(stats.samples)) + ", \"n_events\": " + std::to_string(stats.events) +
            ", \"total_time\": " + jsonNumber(stats.total_s) + "}";
   }
   out += first ? "}\n" : "\n}\n";

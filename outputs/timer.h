@@ -4,12 +4,14 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace gcrun::outputs {
 
 // Wall-clock timer by label, summarised in the reference's timer_summary.json format:
-// {label: {label, average_duration, n_events, total_time}}. Like the reference's Timer with
-// skip_first, the first event of each label (warm-up, allocation) is left out of the summary.
+// {label: {label, average_duration, n_events, total_time}}, plus median_duration. Like the
+// reference's Timer with skip_first, the first event of each label (warm-up, allocation) is left
+// out of the summary.
 // A synchronize hook (cuda synchronize on GPU runs) runs at both ends of every scope, so that
 // asynchronous device work is charged to the scope that launched it.
 class Timer {
@@ -36,6 +38,7 @@ class Timer {
     int64_t events = 0;     // counted in the summary (the first is skipped)
     int64_t seen = 0;       // including the skipped first
     double last_s = 0;
+    std::vector<double> samples;  // the counted events' durations, for the median
   };
   const std::map<std::string, Stats>& stats() const { return stats_; }
   std::string summaryJson() const;
