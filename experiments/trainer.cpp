@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "experiments/gradient_hooks.h"
 #include "experiments/lr_schedule.h"
 #include "hyperparams/errors.h"
 
@@ -44,6 +45,41 @@ std::map<std::string, double> reduceMetrics(const tasks::MetricSums& local, cons
   return task.finalize(total.means());
 }
 
+// Gradient-shaped tensors for `params`, as views of one zeroed flat buffer laid out in reverse
+// parameter order, the order backward produces gradients: the exact reducer's buckets are then
+// contiguous ranges that it all-reduces in place, and whole-model passes are one operation.
+// Parameters of mixed types get one tensor each.
+std::vector<at::Tensor> flatViews(const std::vector<at::Tensor>& params, at::Tensor& flat) {
+  std::vector<at::Tensor> views;
+  int64_t total = 0;
+  for (const auto& p : params) {
+    if (p.scalar_type() != params.front().scalar_type()) {
+      flat = at::Tensor();
+      for (const auto& q : params) views.push_back(torch::zeros(q.sizes(), q.options()));
+      return views;
+    }
+    total += p.numel();
+  }
+  flat = torch::zeros({total}, params.empty() ? torch::TensorOptions() : params.front().options());
+  views.resize(params.size());
+  int64_t offset = 0;
+  for (size_t k = params.size(); k-- > 0;) {
+    views[k] = flat.narrow(0, offset, params[k].numel()).view(params[k].sizes());
+    offset += params[k].numel();
+  }
+  return views;
+}
+
+// The first tensor with a nan or inf, or -1. A float64 sum is finite exactly when every float32
+// element is (it cannot overflow), so one synchronisation checks them all.
+int64_t firstNonFinite(const std::vector<at::Tensor>& sums) {
+  if (sums.empty() || std::isfinite(at::stack(sums).sum().item<double>())) return -1;
+  for (size_t i = 0; i < sums.size(); ++i) {
+    if (!std::isfinite(sums[i].item<double>())) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -63,8 +99,21 @@ struct Trainer::State {
   outputs::Timer& timer;
   std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;
 
-  std::vector<at::Tensor> params, grads, sends, memories, momenta;
-  // This step's local norms before the reduce, when the step is sampled (emitCompressionSample).
+  // grads[i] is params[i]'s .grad; memories[i] is its error feedback, and also what this worker
+  // sends: the trainer adds the gradient to it in place, and the reducer overwrites it with what
+  // the send lost. Both are views of a flat buffer (flatViews).
+  std::vector<at::Tensor> params, grads, memories, momenta;
+  at::Tensor grad_flat, memory_flat;
+  // Set up during backward, parameter by parameter, as gradients become final (prepareSend).
+  std::vector<char> prepared;
+  std::vector<at::Tensor> send_sums;             // float64, for the local finiteness check
+  std::vector<at::Tensor> grad_norms, send_norms;  // on sampled steps (emitCompressionSample)
+  bool sampling_step = false;
+  // Sends are prepared, and the reducer told, from backward's hooks, unless the task clips the
+  // whole local gradient first.
+  bool overlap = false;
+  std::unique_ptr<GradientReadyHooks> hooks;
+  // This step's local norms before the reduce, when the step is sampled.
   struct CompressionSample {
     double grad_norm;
     double send_norm;
@@ -97,13 +146,19 @@ struct Trainer::State {
       params.push_back(item.value());
       names.push_back(item.key());
       groups.push_back(groupOf(item.key(), options));
-      auto zeros = torch::zeros_like(item.value());
-      item.value().mutable_grad() = zeros.clone();
-      grads.push_back(item.value().grad());
-      sends.push_back(torch::zeros_like(zeros));
-      memories.push_back(zeros);
-      momenta.push_back(at::Tensor());
     }
+    grads = flatViews(params, grad_flat);
+    memories = flatViews(params, memory_flat);
+    for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = grads[i];
+    momenta.resize(params.size());
+    prepared.assign(params.size(), 0);
+    send_sums.resize(params.size());
+    grad_norms.resize(params.size());
+    send_norms.resize(params.size());
+    overlap = task.localGradientClipNorm() <= 0;
+    hooks = std::make_unique<GradientReadyHooks>(params, [this](size_t i) {
+      if (overlap) prepareSend(i);
+    });
     shard = {comm.rank(), comm.size()};
     batches_per_epoch = task.batchesPerEpoch(shard);
     if (batches_per_epoch == 0) {
@@ -128,45 +183,72 @@ struct Trainer::State {
     }
   }
 
-  void addWeightDecay() {
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (groups[i].weight_decay != 0) grads[i].add_(params[i].detach(), groups[i].weight_decay);
-    }
+  void addWeightDecay(size_t i) {
+    if (groups[i].weight_decay != 0) grads[i].add_(params[i].detach(), groups[i].weight_decay);
   }
 
   // m = g on the first step; then m = mu m + g (nesterov, heavy-ball) or mu m + (1 - mu) g (EMA).
   // The update is g + m for nesterov (the reference's form, not PyTorch's g + mu m) and m otherwise.
   // The reference's heavy-ball branch raises after computing m; gcrun applies m, its intent.
-  void applyMomentum() {
+  void applyMomentum(size_t i) {
     const auto& options = config.optimizer;
-    const bool ema = options.momentum_type == "exponential_moving_average";
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (!momenta[i].defined()) {
-        momenta[i] = grads[i].clone();
-      } else if (ema) {
-        momenta[i].mul_(options.momentum).add_(grads[i], 1.0 - options.momentum);
-      } else {
-        momenta[i].mul_(options.momentum).add_(grads[i]);
-      }
-      if (options.momentum_type == "nesterov") {
-        grads[i].add_(momenta[i]);
-      } else {
-        grads[i].copy_(momenta[i]);
-      }
+    if (!momenta[i].defined()) {
+      momenta[i] = grads[i].clone();
+    } else if (options.momentum_type == "exponential_moving_average") {
+      momenta[i].mul_(options.momentum).add_(grads[i], 1.0 - options.momentum);
+    } else {
+      momenta[i].mul_(options.momentum).add_(grads[i]);
+    }
+    if (options.momentum_type == "nesterov") {
+      grads[i].add_(momenta[i]);
+    } else {
+      grads[i].copy_(momenta[i]);
     }
   }
 
-  void reduceGradients() {
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (config.optimizer.memory) {
-        at::add_out(sends[i], grads[i], memories[i]);
-      } else {
-        sends[i].copy_(grads[i]);
-      }
+  // Once parameter i's gradient is final: what this worker sends for it, then the reducer is told.
+  void prepareSend(size_t i) {
+    torch::NoGradGuard no_grad;
+    prepared[i] = 1;
+    // Autograd accumulates into the existing .grad in place; should a LibTorch version replace the
+    // tensor instead, its values are copied back into the flat buffer.
+    if (!params[i].grad().is_same(grads[i])) {
+      grads[i].copy_(params[i].grad());
+      params[i].mutable_grad() = grads[i];
     }
-    // The reducer may use sends as scratch and overwrites grads: their norms are taken now.
-    if (sampling()) sample = {globalNorm(grads), globalNorm(sends)};
-    bits += reducer.reduce(sends, grads, memories);
+    const auto& options = config.optimizer;
+    if (options.wd_before_reduce) addWeightDecay(i);
+    if (options.mom_before_reduce) applyMomentum(i);
+    if (sampling_step) grad_norms[i] = grads[i].norm();
+    if (options.memory) {
+      memories[i].add_(grads[i]);
+    } else {
+      memories[i].copy_(grads[i]);
+    }
+    if (sampling_step) send_norms[i] = memories[i].norm();
+    send_sums[i] = memories[i].sum(at::kDouble);
+    reducer.ready(i, memories);
+  }
+
+  // A non-finite local gradient stops the worker that has it (its peers then stop on its failure):
+  // sign and top-k compressors would hide a NaN. The reduced gradient is the same on every rank, so
+  // a reducer-made NaN (an fp16 overflow) stops all ranks at the same step.
+  void reduceGradients() {
+    clipLocalGradient();
+    for (size_t k = params.size(); k-- > 0;) {
+      if (!prepared[k]) prepareSend(k);
+    }
+    std::fill(prepared.begin(), prepared.end(), 0);
+    if (const int64_t bad = firstNonFinite(send_sums); bad >= 0) {
+      throw TrainingDiverged(divergedAt("the local gradient of '" + names[bad] + "' is not finite (nan or inf)"));
+    }
+    if (sampling_step) sample = {at::stack(grad_norms).norm().item<double>(), at::stack(send_norms).norm().item<double>()};
+    bits += reducer.reduce(memories, grads, memories);
+    std::vector<at::Tensor> sums;
+    for (const auto& g : grads) sums.push_back(g.sum(at::kDouble));
+    if (const int64_t bad = firstNonFinite(sums); bad >= 0) {
+      throw TrainingDiverged(divergedAt("the reduced gradient of '" + names[bad] + "' is not finite (nan or inf)"));
+    }
   }
 
   // The reference's sampled compression metrics (powersgd.md 1.4), every output.log_every_steps
@@ -195,6 +277,8 @@ struct Trainer::State {
     return at::stack(norms).norm().item<double>();
   }
 
+  // batch.backward includes what the hooks do during backward (preparing sends, starting the
+  // reducer's collectives); batch.reduce is what is left of the reduce after it.
   void trainStep(const tasks::Batch& batch, double epoch, tasks::MetricSums& train_sums, double& loss_sum) {
     auto batch_scope = timer.scope("batch");
     at::Tensor loss;
@@ -202,34 +286,28 @@ struct Trainer::State {
       auto scope = timer.scope("batch.forward");
       loss = task.trainLoss(batch, train_sums);
     }
+    sampling_step = sampling();
     {
       auto scope = timer.scope("batch.backward");
-      for (auto& g : grads) g.zero_();
+      zeroGradients();
       loss.backward();
-      // Autograd accumulates into the existing gradients in place; re-read them in case a
-      // LibTorch version replaces a tensor instead.
-      for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad();
-      clipLocalGradient();
     }
     const double loss_value = loss.item<double>();
     loss_sum += loss_value;
+    if (!std::isfinite(loss_value)) throw TrainingDiverged(divergedAt("the loss is " + std::to_string(loss_value)));
     torch::NoGradGuard no_grad;
     const auto& options = config.optimizer;
-    if (options.wd_before_reduce) addWeightDecay();
-    if (options.mom_before_reduce) applyMomentum();
-    checkFinite("local gradient", loss_value);
     {
       auto scope = timer.scope("batch.reduce");
       reduceGradients();
     }
-    checkFinite("reduced gradient", loss_value);
     if (!options.wd_before_reduce) {
       auto scope = timer.scope("batch.wd");
-      addWeightDecay();
+      for (size_t i = 0; i < params.size(); ++i) addWeightDecay(i);
     }
     if (!options.mom_before_reduce) {
       auto scope = timer.scope("batch.mom");
-      applyMomentum();
+      for (size_t i = 0; i < params.size(); ++i) applyMomentum(i);
     }
     auto scope = timer.scope("batch.step");
     for (size_t i = 0; i < params.size(); ++i) {
@@ -291,19 +369,11 @@ struct Trainer::State {
     return "step " + std::to_string(step + 1) + ": " + what + "; stopping (" + kept + ")";
   }
 
-  // A non-finite loss or local gradient stops the worker that has it (its peers then stop on its
-  // failure); checking the local gradient too matters because sign and top-k compressors would hide
-  // a NaN. The reduced gradient is the same on every rank, so a reducer-made NaN (an fp16 overflow)
-  // stops all ranks at the same step.
-  void checkFinite(const std::string& which, double loss_value) const {
-    if (!std::isfinite(loss_value)) throw TrainingDiverged(divergedAt("the loss is " + std::to_string(loss_value)));
-    std::vector<at::Tensor> finite;
-    for (const auto& g : grads) finite.push_back(at::isfinite(g).all());
-    if (at::stack(finite).all().item<bool>()) return;
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (!finite[i].item<bool>()) {
-        throw TrainingDiverged(divergedAt("the " + which + " of '" + names[i] + "' is not finite (nan or inf)"));
-      }
+  void zeroGradients() {
+    if (grad_flat.defined()) {
+      grad_flat.zero_();
+    } else {
+      for (auto& g : grads) g.zero_();
     }
   }
 

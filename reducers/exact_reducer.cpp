@@ -6,25 +6,82 @@
 namespace gcrun::reducers {
 namespace {
 
-// The reference's ExactReducer: all gradients flat-packed into one all-reduce, then divided by the
-// number of workers. Nothing is lost, so the memory is zero.
+// The reference's ExactReducer (every gradient all-reduced, then divided by the number of workers;
+// nothing is lost, so the memory is zero), in buckets as PyTorch DDP does it: tensors in reverse
+// order (the order backward produces them) fill buckets of about kBucketBytes, the first one
+// smaller so that communication starts early. A bucket is all-reduced, asynchronously, as soon as
+// all its tensors are ready() and every earlier bucket has started, so that every rank starts the
+// same collectives in the same order whatever order its gradients arrive in. Tensors that lie back
+// to back in memory (the trainer's flat gradients) are all-reduced in place, without packing.
 class ExactReducer : public Reducer {
  public:
+  static constexpr int64_t kFirstBucketBytes = 1 << 20;
+  static constexpr int64_t kBucketBytes = 25 << 20;
+
   explicit ExactReducer(Communicator& comm) : comm_(comm) {}
+
+  void ready(size_t index, const std::vector<at::Tensor>& send) override {
+    if (buckets_.empty()) plan(send);
+    ++buckets_[bucket_of_[index]].ready;
+    startReadyBuckets(send, /*all=*/false);
+  }
 
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
-    if (buffer_.numel() == 0) buffer_ = TensorBuffer(send);
-    buffer_.pack(send);
-    if (buffer_.numel() > 0) comm_.allreduceSum(buffer_.flat());  // Gloo can hang on empty tensors
-    buffer_.unpack(out, 1.0 / comm_.size());
+    if (buckets_.empty()) plan(send);
+    startReadyBuckets(send, /*all=*/true);
+    uint64_t bits = 0;
+    for (auto& bucket : buckets_) {
+      if (bucket.pending) bucket.pending->wait();
+      bucket.pending.reset();
+      bucket.ready = 0;
+      bucket.buffer.unpack(pick(out, bucket.members), 1.0 / comm_.size());
+      bits += bitsOf(bucket.buffer.flat());
+    }
+    next_ = 0;
+    // After the unpack: memory may be the send tensors that the buckets view.
     for (const auto& m : memory) m.zero_();
-    return bitsOf(buffer_.flat());
+    return bits;
   }
 
  private:
+  struct Bucket {
+    std::vector<size_t> members;
+    TensorBuffer buffer;
+    size_t ready = 0;
+    std::unique_ptr<PendingCollective> pending;
+  };
+
+  void plan(const std::vector<at::Tensor>& send) {
+    bucket_of_.assign(send.size(), 0);
+    int64_t bytes = 0;
+    for (size_t k = send.size(); k-- > 0;) {
+      const int64_t cap = buckets_.size() <= 1 ? kFirstBucketBytes : kBucketBytes;
+      if (buckets_.empty() || bytes >= cap) {
+        buckets_.emplace_back();
+        bytes = 0;
+      }
+      buckets_.back().members.push_back(k);
+      bucket_of_[k] = buckets_.size() - 1;
+      bytes += send[k].numel() * static_cast<int64_t>(send[k].element_size());
+    }
+    for (auto& bucket : buckets_) bucket.buffer = TensorBuffer::over(pick(send, bucket.members));
+  }
+
+  void startReadyBuckets(const std::vector<at::Tensor>& send, bool all) {
+    for (; next_ < buckets_.size(); ++next_) {
+      Bucket& bucket = buckets_[next_];
+      if (!all && bucket.ready < bucket.members.size()) return;
+      bucket.buffer.pack(pick(send, bucket.members));
+      // Gloo can hang on empty tensors.
+      if (bucket.buffer.numel() > 0) bucket.pending = comm_.allreduceSumAsync(bucket.buffer.flat());
+    }
+  }
+
   Communicator& comm_;
-  TensorBuffer buffer_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  size_t next_ = 0;  // the first bucket not started this step
 };
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include "reducers/tensor_buffer.h"
+
 namespace gcrun::reducers {
 
 // Helpers shared by the low-rank reducers (powersgd, unbiased-rank, svd).
@@ -38,13 +40,6 @@ inline void orthogonalize(const at::Tensor& p, double epsilon) {
       rest.sub_((col * rest).sum(rows_dim, /*keepdim=*/true) * col);
     }
   }
-}
-
-inline std::vector<at::Tensor> pick(const std::vector<at::Tensor>& tensors, const std::vector<size_t>& ids) {
-  std::vector<at::Tensor> picked;
-  picked.reserve(ids.size());
-  for (size_t i : ids) picked.push_back(tensors[i]);
-  return picked;
 }
 
 }  // namespace gcrun::reducers

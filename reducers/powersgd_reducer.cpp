@@ -32,9 +32,13 @@ namespace {
 //  - reducer.min_compression_rate: a matrix is compressed only if n*m > rate * r * (n + m) with
 //    r = min(n, m, rank) (PyTorch's rule); the others travel uncompressed with the vectors and keep
 //    zero memory. 0 compresses every matrix, as the reference does.
-// Same-shape matrices are compressed together, one bmm and one batched Gram-Schmidt per shape
-// (PyTorch's batch_tensors_with_same_shape): each matrix gets what it would get alone, up to float
-// rounding. Queries are still drawn matrix by matrix in tensor order, as in the reference.
+// Nothing is allocated per step: P and Q of all matrices are two flat buffers (one all-reduce
+// each), with the P (and Q) of same-shape matrices adjacent, so that Gram-Schmidt runs once per
+// shape on a [members, n, r] view (PyTorch's batch_tensors_with_same_shape, without its stacked
+// copy of the gradients). The products read each gradient in place, matrix by matrix; the
+// uncompressed tensors are all-reduced while the matrices are compressed. Each matrix gets what it
+// would get alone, up to float rounding. Queries are drawn matrix by matrix in tensor order, as in
+// the reference.
 class PowerSgdReducer : public Reducer {
  public:
   explicit PowerSgdReducer(const ReducerContext& context)
@@ -65,27 +69,29 @@ class PowerSgdReducer : public Reducer {
       restored_queries_ = at::Tensor();
     }
 
+    // The uncompressed tensors travel while this worker compresses.
+    std::unique_ptr<PendingCollective> vectors_pending;
     vectors_.pack(pick(send, vector_ids_));
+    if (vectors_.numel() > 0) vectors_pending = comm_.allreduceSumAsync(vectors_.flat());
     if (!reuse_query_ || !queries_drawn_) drawQueries();
     queries_drawn_ = true;
 
-    const auto matrices = stackedMatrices(send);
-    std::unique_ptr<PendingCollective> vectors_pending;
     for (int64_t round = 0; round <= n_power_iterations_; ++round) {
-      for (size_t g = 0; g < groups_.size(); ++g) at::bmm_out(groups_[g].p, matrices[g], groups_[g].q);
+      for (size_t k = 0; k < matrix_ids_.size(); ++k) at::mm_out(ps_[k], matrixView(send, k), qs_[k]);
       allreduceUnlessEmpty(p_flat_);
-      // The uncompressed tensors travel while this worker orthogonalises, as in the reference.
-      if (round == 0 && vectors_.numel() > 0) vectors_pending = comm_.allreduceSumAsync(vectors_.flat());
-
-      for (size_t g = 0; g < groups_.size(); ++g) {
-        orthogonalize(groups_[g].p, epsilon_);
-        at::bmm_out(groups_[g].q, matrices[g].transpose(1, 2), groups_[g].p);
-      }
+      for (const auto& g : groups_) orthogonalize(g.p, epsilon_);
+      for (size_t k = 0; k < matrix_ids_.size(); ++k) at::mm_out(qs_[k], matrixView(send, k).t(), ps_[k]);
       allreduceUnlessEmpty(q_flat_);
       q_flat_.div_(comm_.size());
     }
 
-    for (size_t g = 0; g < groups_.size(); ++g) writeApproximations(groups_[g], matrices[g], out, memory);
+    // out = P Q^T, and then (memory may be send) memory = M - P Q^T.
+    for (size_t k = 0; k < matrix_ids_.size(); ++k) {
+      auto approximation = matrixView(out, k);
+      at::mm_out(approximation, ps_[k], qs_[k].t());
+      auto error = matrixView(memory, k);
+      at::sub_out(error, matrixView(send, k), approximation);
+    }
 
     if (vectors_pending) vectors_pending->wait();
     vectors_.unpack(pick(out, vector_ids_), 1.0 / comm_.size());
@@ -147,7 +153,7 @@ class PowerSgdReducer : public Reducer {
       matrix_ids_.push_back(i);
       shapes_.push_back({shape.rows, shape.cols});
     }
-    vectors_ = TensorBuffer(pick(like, vector_ids_));
+    vectors_ = TensorBuffer::over(pick(like, vector_ids_));
 
     int64_t p_total = 0, q_total = 0;
     for (const auto& g : groups_) {
@@ -158,6 +164,7 @@ class PowerSgdReducer : public Reducer {
     const auto options = like.empty() ? at::TensorOptions() : like.front().options();
     p_flat_ = at::empty({p_total}, options);
     q_flat_ = at::empty({q_total}, options);
+    ps_.resize(matrix_ids_.size());
     qs_.resize(matrix_ids_.size());
     int64_t p_offset = 0, q_offset = 0;
     for (auto& g : groups_) {
@@ -167,40 +174,12 @@ class PowerSgdReducer : public Reducer {
       g.q = q_flat_.narrow(0, q_offset, count * s.cols * s.rank).view({count, s.cols, s.rank});
       p_offset += g.p.numel();
       q_offset += g.q.numel();
-      for (int64_t j = 0; j < count; ++j) qs_[g.members[j]] = g.q[j];
+      for (int64_t j = 0; j < count; ++j) {
+        ps_[g.members[j]] = g.p[j];
+        qs_[g.members[j]] = g.q[j];
+      }
     }
     initialized_ = true;
-  }
-
-  // One [members, n, m] tensor per group: a view for a lone matrix, a stacked copy otherwise.
-  std::vector<at::Tensor> stackedMatrices(const std::vector<at::Tensor>& send) const {
-    std::vector<at::Tensor> stacked;
-    for (const auto& g : groups_) {
-      if (g.members.size() == 1) {
-        stacked.push_back(matrixView(send, g.members[0]).unsqueeze(0));
-        continue;
-      }
-      std::vector<at::Tensor> views;
-      for (size_t k : g.members) views.push_back(matrixView(send, k));
-      stacked.push_back(at::stack(views));
-    }
-    return stacked;
-  }
-
-  void writeApproximations(const ShapeGroup& g, const at::Tensor& matrices, const std::vector<at::Tensor>& out,
-                           const std::vector<at::Tensor>& memory) const {
-    const bool lone = g.members.size() == 1;
-    auto approximations = lone ? matrixView(out, g.members[0]).unsqueeze(0)
-                               : at::empty({static_cast<int64_t>(g.members.size()), g.shape.rows, g.shape.cols},
-                                           matrices.options());
-    at::bmm_out(approximations, g.p, g.q.transpose(1, 2));
-    for (size_t j = 0; j < g.members.size(); ++j) {
-      const size_t k = g.members[j];
-      auto approximation = matrixView(out, k);
-      if (!lone) approximation.copy_(approximations[static_cast<int64_t>(j)]);
-      auto error = matrixView(memory, k);
-      at::sub_out(error, matrices[static_cast<int64_t>(j)], approximation);
-    }
   }
 
   // Gloo can hang on empty tensors, and a model without matrices has nothing to send here.
@@ -210,7 +189,7 @@ class PowerSgdReducer : public Reducer {
 
   void drawQueries() {
     for (auto& q : qs_) {
-      q.copy_(at::randn(q.sizes(), generator_, at::TensorOptions().dtype(q.scalar_type())));
+      q.normal_(0, 1, generator_);
     }
   }
 
@@ -235,7 +214,7 @@ class PowerSgdReducer : public Reducer {
   std::vector<ShapeGroup> groups_;
   TensorBuffer vectors_;
   at::Tensor p_flat_, q_flat_;        // what goes on the wire, group after group
-  std::vector<at::Tensor> qs_;        // per matrix, in tensor order: views into q_flat_
+  std::vector<at::Tensor> ps_, qs_;   // per matrix, in tensor order: views into p_flat_, q_flat_
   at::Tensor restored_queries_;       // from loadState(), copied in once the buffers exist
 };
 

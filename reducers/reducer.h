@@ -22,7 +22,9 @@ namespace gcrun::reducers {
 //  - Every rank calls reduce() at the same steps with tensors of the same shapes, dtypes and order
 //    (the model's parameters in registration order); the list is the same at every call.
 //  - send[i] is what this worker contributes (gradient, plus error-feedback memory when that is
-//    on). The reducer may use it as scratch space.
+//    on). The reducer may use it as scratch space. memory[i] may be send[i] itself (the trainer
+//    accumulates error feedback in place), so a reducer reads what it needs of send[i] before it
+//    writes memory[i].
 //  - out[i] receives the update every worker applies: identical on every rank.
 //  - memory[i] receives what this worker's contribution lost: send[i] minus what the reducer
 //    delivered for it (for exact averaging, zero). The trainer owns these buffers and adds them to
@@ -34,6 +36,13 @@ class Reducer {
   virtual ~Reducer() = default;
   virtual uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                           const std::vector<at::Tensor>& memory) = 0;
+
+  // Overlap with backward, optional. Before a reduce() the caller may call ready(i, send), at most
+  // once per i, as soon as send[i] holds its final value (the trainer does so during backward),
+  // with the list reduce() will get. A reducer may start collectives here, in an order that does not depend on
+  // the order of the calls (it can differ between ranks); reduce() still delivers the whole
+  // contract. The default leaves everything to reduce().
+  virtual void ready(size_t /*index*/, const std::vector<at::Tensor>& /*send*/) {}
 
   // Checkpoints: whatever reduce() reads besides its arguments (warm-start queries, random
   // generators, step counters), as named tensors; each rank saves and restores its own. After

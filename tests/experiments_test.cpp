@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "experiments/gradient_hooks.h"
 #include "experiments/lr_schedule.h"
 #include "experiments/presets.h"
 #include "experiments/runner.h"
@@ -20,6 +21,32 @@ namespace {
 
 using testing::runRanks;
 using testing::TempDir;
+
+// ---------------------------------------------------------------------------------------------
+// Gradient hooks: what the trainer starts the reduce from during backward.
+
+TEST(GradientReadyHooks, FireOncePerParameterAfterItsGradientIsFinal) {
+  auto shared = torch::tensor({2.0}, torch::requires_grad());  // used twice: one call, summed
+  auto single = torch::tensor({3.0}, torch::requires_grad());
+  auto unused = torch::tensor({4.0}, torch::requires_grad());
+  const std::vector<at::Tensor> params{shared, single, unused};
+  for (auto& p : params) p.mutable_grad() = torch::zeros_like(p);
+  std::vector<std::pair<size_t, double>> calls;
+  {
+    GradientReadyHooks hooks(params, [&](size_t i) { calls.emplace_back(i, params[i].grad().item<double>()); });
+    for (int backward = 0; backward < 2; ++backward) {
+      for (auto& p : params) p.grad().zero_();
+      (shared * single + shared * 5).backward();
+    }
+  }
+  ASSERT_EQ(calls.size(), 4u);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const auto [index, grad] = calls[k];
+    EXPECT_EQ(grad, index == 0 ? 8.0 : 2.0) << "call " << k;  // d/dshared = single + 5, d/dsingle = shared
+  }
+  (shared * 2).backward();  // the hooks are gone with their owner
+  EXPECT_EQ(calls.size(), 4u);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Learning-rate schedule, against the reference's formula worked by hand.

@@ -19,6 +19,7 @@
 #include "outputs/metric_sink.h"
 #include "outputs/rank_logger.h"
 #include "outputs/run_files.h"
+#include "outputs/statistics.h"
 #include "outputs/timer.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/user_error.h"
@@ -106,12 +107,24 @@ TEST(Timer, SummaryJsonHasTheReferenceFieldsSortedByLabel) {
   for (double s : {1.0, 2.0, 4.0}) timer.record("batch", s);
   EXPECT_EQ(timer.summaryJson(),
             "{\n"
-            "  \"batch\": {\"label\": \"batch\", \"average_duration\": 3, \"n_events\": 2, "
-            "\"total_time\": 6},\n"
-            "  \"reduce\": {\"label\": \"reduce\", \"average_duration\": 0, \"n_events\": 0, "
-            "\"total_time\": 0}\n"
+            "  \"batch\": {\"label\": \"batch\", \"average_duration\": 3, \"median_duration\": 3, "
+            "\"n_events\": 2, \"total_time\": 6},\n"
+            "  \"reduce\": {\"label\": \"reduce\", \"average_duration\": 0, \"median_duration\": 0, "
+            "\"n_events\": 0, \"total_time\": 0}\n"
             "}\n");
   EXPECT_EQ(Timer().summaryJson(), "{}\n");
+}
+
+TEST(Timer, MedianIgnoresTheFirstEventAndOneOutlier) {
+  Timer timer;
+  for (double s : {50.0, 1.0, 2.0, 100.0, 3.0}) timer.record("batch", s);
+  EXPECT_NE(timer.summaryJson().find("\"median_duration\": 2.5,"), std::string::npos) << timer.summaryJson();
+}
+
+TEST(Median, OfOddAndEvenCounts) {
+  EXPECT_EQ(median({}), 0);
+  EXPECT_EQ(median({3, 1, 2}), 2);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
 }
 
 TEST(Timer, ScopeSynchronizesAtBothEndsAndRecordsItsLabel) {

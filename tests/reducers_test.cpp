@@ -7,6 +7,7 @@
 
 #include "hyperparams/errors.h"
 #include "reducers/reducer.h"
+#include "reducers/tensor_buffer.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/reducer_fixtures.h"
 
@@ -113,6 +114,45 @@ TEST_P(EveryReducer, IsDeterministicForAFixedSeed) {
   });
 }
 
+// The trainer's layout: every tensor a view of one flat buffer, in reverse order.
+std::vector<at::Tensor> flatViewsOf(const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  auto flat = torch::empty({total});
+  std::vector<at::Tensor> views(tensors.size());
+  int64_t offset = 0;
+  for (size_t k = tensors.size(); k-- > 0;) {
+    views[k] = flat.narrow(0, offset, tensors[k].numel()).view(tensors[k].sizes());
+    views[k].copy_(tensors[k]);
+    offset += tensors[k].numel();
+  }
+  return views;
+}
+
+// As the trainer calls it: memory is the send buffer itself, a flat view, and ready() comes first,
+// in an order that differs between ranks. The results must be those of separate buffers.
+TEST_P(EveryReducer, GivesTheSameResultsInPlaceAfterReadyCallsInAnyOrder) {
+  const auto [name, world_size] = GetParam();
+  runRanks(world_size, [&, name = name](Communicator& comm) {
+    auto separate = buildReducer(name, comm);
+    auto in_place = buildReducer(name, comm);
+    for (int step = 0; step < 3; ++step) {
+      auto a = makeInputs(mixedShapes(), comm.rank(), step);
+      auto b = makeInputs(mixedShapes(), comm.rank(), step);
+      separate->reduce(a.send, a.out, a.memory);
+      const auto send = flatViewsOf(b.send);
+      const size_t n = send.size();
+      for (size_t j = 0; j < n; ++j) in_place->ready((comm.rank() % 2 == 0) ? j : n - 1 - j, send);
+      in_place->reduce(send, b.out, send);
+      // Summed in place, tensors may sit in another order in the collective: float rounding.
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_TRUE(torch::allclose(a.out[i], b.out[i], 1e-5, 1e-6)) << name << " step " << step << " out " << i;
+        EXPECT_TRUE(torch::allclose(a.memory[i], send[i], 1e-5, 1e-6)) << name << " step " << step << " memory " << i;
+      }
+    }
+  });
+}
+
 std::vector<std::tuple<std::string, int>> everyReducerAndWorldSize() {
   std::vector<std::tuple<std::string, int>> cases;
   for (const auto* entry : reducerRegistry().entries()) {
@@ -132,6 +172,93 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryReducer, ::testing::ValuesIn(everyReduce
 
 // ---------------------------------------------------------------------------------------------
 // exact
+
+// Counts the collectives started asynchronously, passing every call on.
+class CountingCommunicator : public Communicator {
+ public:
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backend() const override { return inner_.backend(); }
+  void allreduceSum(at::Tensor& tensor) override { inner_.allreduceSum(tensor); }
+  std::unique_ptr<PendingCollective> allreduceSumAsync(at::Tensor& tensor) override {
+    ++started;
+    return inner_.allreduceSumAsync(tensor);
+  }
+  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override { return inner_.allgather(tensor); }
+  void broadcast(at::Tensor& tensor, int root) override { inner_.broadcast(tensor, root); }
+  void barrier() override { inner_.barrier(); }
+  int started = 0;
+
+ private:
+  Communicator& inner_;
+};
+
+// DDP's buckets: in reverse order, the first up to 1 MiB, then 25 MiB; each all-reduced as soon as
+// it and every bucket before it are ready, whatever order the ranks' gradients arrive in.
+TEST(ExactReducer, StartsEachBucketOnceItIsReadyInTheSameOrderOnEveryRank) {
+  runRanks(2, [&](Communicator& group) {
+    CountingCommunicator comm(group);
+    auto reducer = buildReducer("exact", comm);
+    const int64_t quarter_mib = (1 << 20) / 16;  // floats
+    // Reverse order: [4] alone (>= 1 MiB) is bucket 0, [3, 2, 1, 0] bucket 1.
+    std::vector<int64_t> sizes{quarter_mib, quarter_mib, quarter_mib, quarter_mib, 5 * quarter_mib};
+    for (int step = 0; step < 2; ++step) {
+      comm.started = 0;
+      std::vector<at::Tensor> send, out, memory;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        send.push_back(torch::full({sizes[i]}, static_cast<float>(comm.rank() + 1 + i + step)));
+        out.push_back(torch::empty({sizes[i]}));
+        memory.push_back(torch::full({sizes[i]}, 7.0f));
+      }
+      // Rank 0 sees its gradients backwards, rank 1 forwards: bucket 0 only starts with tensor 4.
+      std::vector<size_t> order{4, 3, 2, 1, 0};
+      if (comm.rank() == 1) std::reverse(order.begin(), order.end());
+      reducer->ready(order[0], send);
+      reducer->ready(order[1], send);
+      EXPECT_EQ(comm.started, comm.rank() == 0 ? 1 : 0);
+      for (size_t k = 2; k < order.size(); ++k) reducer->ready(order[k], send);
+      EXPECT_EQ(comm.started, 2);
+      const uint64_t bits = reducer->reduce(send, out, memory);
+      EXPECT_EQ(bits, 32u * 9 * static_cast<uint64_t>(quarter_mib));
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_TRUE(out[i].eq(1.5f + i + step).all().item<bool>()) << "tensor " << i;
+        EXPECT_TRUE(memory[i].eq(0).all().item<bool>());
+      }
+    }
+  });
+}
+
+TEST(TensorBuffer, OverTensorsBackToBackIsAViewThatCopiesNothing) {
+  auto flat = torch::arange(10, torch::kFloat32);
+  std::vector<at::Tensor> parts{flat.narrow(0, 6, 4).view({2, 2}), flat.narrow(0, 0, 6)};  // out of order
+  auto buffer = TensorBuffer::over(parts);
+  EXPECT_EQ(buffer.flat().data_ptr(), flat.data_ptr());
+  EXPECT_EQ(buffer.numel(), 10);
+  buffer.pack(parts);  // nothing to copy
+  buffer.flat().add_(1);
+  buffer.unpack(parts, 0.5);
+  EXPECT_TRUE(torch::equal(flat, (torch::arange(10, torch::kFloat32) + 1) * 0.5));
+  // Into other tensors: a scaled copy of each slice, in the list's order.
+  std::vector<at::Tensor> others{torch::empty({2, 2}), torch::empty({6})};
+  buffer.unpack(others, 2.0);
+  EXPECT_TRUE(torch::equal(others[0].reshape({-1}), torch::arange(7, 11, torch::kFloat32)));
+  EXPECT_TRUE(torch::equal(others[1], torch::arange(1, 7, torch::kFloat32)));
+}
+
+TEST(TensorBuffer, OverSeparateOrGappedTensorsPacksACopy) {
+  auto flat = torch::arange(10, torch::kFloat32);
+  for (const auto& parts : std::vector<std::vector<at::Tensor>>{
+           {torch::ones({3}), torch::zeros({2})},             // separate storages
+           {flat.narrow(0, 0, 3), flat.narrow(0, 4, 3)},       // a gap
+           {flat.view({2, 5}).t(), flat.narrow(0, 0, 0)}}) {   // not contiguous
+    auto buffer = TensorBuffer::over(parts);
+    EXPECT_NE(buffer.flat().data_ptr(), flat.data_ptr());
+    buffer.pack(parts);
+    buffer.flat().zero_();
+    EXPECT_TRUE(torch::equal(flat, torch::arange(10, torch::kFloat32)));  // untouched
+  }
+}
 
 TEST(ExactReducer, AveragesOverRanksAndSendsEveryFloat) {
   for (int world_size : {1, 2, 3, 4}) {
