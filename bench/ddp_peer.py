@@ -112,7 +112,15 @@ def main():
         inputs = torch.randint(0, 28869, (30, args.batch_size))
         targets = torch.randint(0, 28869, (30 * args.batch_size,))
         optimizer = torch.optim.SGD(model.parameters(), lr=1.25)
-    ddp = nn.parallel.DistributedDataParallel(model)
+    bucket_cap_mb = 25
+    if args.reducer == "powersgd":
+        # One gradient bucket (the first one included, which DDP caps at 1 MB): with several,
+        # torch 1.13's hook on Gloo issues one bucket's P and Q all-reduces from future callbacks
+        # while backward issues the next bucket's, in a different order on each rank, and Gloo
+        # aborts ("op.preamble.length <= op.nbytes").
+        bucket_cap_mb = 1024
+        dist._DEFAULT_FIRST_BUCKET_BYTES = bucket_cap_mb * 2 ** 20
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     if args.reducer == "powersgd":
         state = powersgd.PowerSGDState(
             process_group=None,

@@ -70,8 +70,9 @@ std::vector<at::Tensor> flatViews(const std::vector<at::Tensor>& params, at::Ten
   return views;
 }
 
-// The first tensor with a nan or inf, or -1. A float64 sum is finite exactly when every float32
-// element is (it cannot overflow), so one synchronisation checks them all.
+// The first of `sums` (each a tensor's sum) that is nan or inf, or -1, with one synchronisation: a
+// sum is finite when every element is, and costs a fraction of an isfinite mask. A tensor whose
+// finite elements add up past float32's range (~1e38) counts as diverged too.
 int64_t firstNonFinite(const std::vector<at::Tensor>& sums) {
   if (sums.empty() || std::isfinite(at::stack(sums).sum().item<double>())) return -1;
   for (size_t i = 0; i < sums.size(); ++i) {
@@ -106,7 +107,7 @@ struct Trainer::State {
   at::Tensor grad_flat, memory_flat;
   // Set up during backward, parameter by parameter, as gradients become final (prepareSend).
   std::vector<char> prepared;
-  std::vector<at::Tensor> send_sums;             // float64, for the local finiteness check
+  std::vector<at::Tensor> send_sums;             // for the local finiteness check
   std::vector<at::Tensor> grad_norms, send_norms;  // on sampled steps (emitCompressionSample)
   bool sampling_step = false;
   // Sends are prepared, and the reducer told, from backward's hooks, unless the task clips the
@@ -175,10 +176,17 @@ struct Trainer::State {
     const double max_norm = task.localGradientClipNorm();
     if (max_norm <= 0) return;
     torch::NoGradGuard no_grad;
-    at::Tensor squares = torch::zeros({}, grads.front().options().dtype(torch::kFloat64));
-    for (const auto& g : grads) squares.add_(g.pow(2).sum().to(torch::kFloat64));
-    const double coefficient = max_norm / (std::sqrt(squares.item<double>()) + 1e-6);
-    if (coefficient < 1) {
+    std::vector<at::Tensor> norms;
+    if (grad_flat.defined()) {
+      norms.push_back(grad_flat.norm());
+    } else {
+      for (const auto& g : grads) norms.push_back(g.norm());
+    }
+    const double coefficient = max_norm / (at::stack(norms).norm().item<double>() + 1e-6);
+    if (coefficient >= 1) return;
+    if (grad_flat.defined()) {
+      grad_flat.mul_(coefficient);
+    } else {
       for (auto& g : grads) g.mul_(coefficient);
     }
   }
@@ -226,7 +234,7 @@ struct Trainer::State {
       memories[i].copy_(grads[i]);
     }
     if (sampling_step) send_norms[i] = memories[i].norm();
-    send_sums[i] = memories[i].sum(at::kDouble);
+    send_sums[i] = memories[i].sum();
     reducer.ready(i, memories);
   }
 
@@ -245,7 +253,8 @@ struct Trainer::State {
     if (sampling_step) sample = {at::stack(grad_norms).norm().item<double>(), at::stack(send_norms).norm().item<double>()};
     bits += reducer.reduce(memories, grads, memories);
     std::vector<at::Tensor> sums;
-    for (const auto& g : grads) sums.push_back(g.sum(at::kDouble));
+    if (grad_flat.defined() && std::isfinite(grad_flat.sum().item<double>())) return;
+    for (const auto& g : grads) sums.push_back(g.sum());
     if (const int64_t bad = firstNonFinite(sums); bad >= 0) {
       throw TrainingDiverged(divergedAt("the reduced gradient of '" + names[bad] + "' is not finite (nan or inf)"));
     }

@@ -85,12 +85,12 @@ class PowerSgdReducer : public Reducer {
       q_flat_.div_(comm_.size());
     }
 
-    // out = P Q^T, and then (memory may be send) memory = M - P Q^T.
+    // out = P Q^T and memory = M - P Q^T, the latter in one pass over M (memory may be send).
     for (size_t k = 0; k < matrix_ids_.size(); ++k) {
       auto approximation = matrixView(out, k);
       at::mm_out(approximation, ps_[k], qs_[k].t());
       auto error = matrixView(memory, k);
-      at::sub_out(error, matrixView(send, k), approximation);
+      at::addmm_out(error, matrixView(send, k), ps_[k], qs_[k].t(), /*beta=*/1, /*alpha=*/-1);
     }
 
     if (vectors_pending) vectors_pending->wait();

@@ -27,6 +27,10 @@ class C10dPending : public PendingCollective {
 
 class C10dCommunicator : public Communicator {
  public:
+  struct Completed : PendingCollective {
+    void wait() override {}
+  };
+
   C10dCommunicator(c10::intrusive_ptr<c10d::Store> store,
                    c10::intrusive_ptr<compat::CollectiveGroup> group, std::string backend, int rank,
                    int size)
@@ -43,6 +47,9 @@ class C10dCommunicator : public Communicator {
   void allreduceSum(at::Tensor& tensor) override { allreduceSumAsync(tensor)->wait(); }
 
   std::unique_ptr<PendingCollective> allreduceSumAsync(at::Tensor& tensor) override {
+    // A sum over one rank is the tensor itself: a single worker pays nothing for its reducer's
+    // all-reduces (the compute-only baseline).
+    if (size_ == 1) return std::make_unique<Completed>();
     std::vector<at::Tensor> tensors{tensor};
     return std::make_unique<C10dPending>(group_->allreduce(tensors));
   }

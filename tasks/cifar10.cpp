@@ -127,7 +127,7 @@ class Cifar10Task : public Task {
       throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size_));
     }
     data_ = loadData(options_, seed_);
-    model_ = models::buildModel(options_.architecture, {3, kSide, kClasses, options_.channels_last}, seed_);
+    model_ = models::buildModel(options_.architecture, {3, kSide, kClasses}, seed_);
     model_->to(device_);
   }
 

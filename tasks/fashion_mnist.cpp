@@ -124,7 +124,7 @@ class FashionMnistTask : public Task {
                       std::to_string(options_.test_batch_size));
     }
     data_ = loadData(options_, context.seed);
-    model_ = models::buildModel(options_.architecture, {1, kSide, kClasses, options_.channels_last}, context.seed);
+    model_ = models::buildModel(options_.architecture, {1, kSide, kClasses}, context.seed);
     model_->to(device_);
   }
 

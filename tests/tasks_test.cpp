@@ -213,21 +213,6 @@ TEST(Models, ResNet18MatchesTheReferenceParameters) {
   EXPECT_EQ(named.keys().back(), "linear.bias");
 }
 
-TEST(Models, ChannelsLastChangesOnlyTheLayoutAndRounding) {
-  auto standard = models::buildModel("resnet18", {3, 32, 10}, 1);
-  auto nhwc = models::buildModel("resnet18", {3, 32, 10, /*channels_last=*/true}, 1);
-  const auto images = torch::randn({4, 3, 32, 32});
-  const auto expected = standard->forward(images);
-  const auto logits = nhwc->forward(images);
-  EXPECT_TRUE(torch::allclose(logits, expected, 1e-4, 1e-4));
-  logits.sum().backward();
-  for (const auto& p : nhwc->parameters()) {
-    if (p.dim() != 4) continue;
-    EXPECT_TRUE(p.is_contiguous(at::MemoryFormat::ChannelsLast));
-    EXPECT_TRUE(p.grad().is_contiguous(at::MemoryFormat::ChannelsLast));
-  }
-}
-
 TEST(Models, ResNet18AcceptsMnistAndCifarShapes) {
   torch::NoGradGuard no_grad;
   auto gray = models::buildModel("resnet18", {1, 28, 10}, 1);

@@ -65,14 +65,6 @@ std::shared_ptr<Classifier> buildModel(const std::string& architecture, const Mo
                                        uint64_t seed) {
   std::shared_ptr<Classifier> model = modelRegistry().at(architecture).factory(spec);
   initParameters(*model, seed);
-  if (spec.channels_last) {
-    // Conv layers compute in the layout of their weight, so activations follow without converting
-    // the inputs; autograd gives each weight's gradient the same layout.
-    torch::NoGradGuard no_grad;
-    for (auto& parameter : model->parameters()) {
-      if (parameter.dim() == 4) parameter.set_data(parameter.contiguous(at::MemoryFormat::ChannelsLast));
-    }
-  }
   return model;
 }
 

@@ -17,7 +17,6 @@ struct ModelSpec {
   int64_t in_channels = 1;
   int64_t image_size = 28;  // square images
   int64_t num_classes = 10;
-  bool channels_last = false;  // 4-D weights in NHWC (task.channels_last)
 };
 
 // An image classifier: [B, C, H, W] float images -> [B, num_classes] logits.
