@@ -81,7 +81,7 @@ std::string createRequestedRunDirectory(const std::string& requested) {
   throw std::runtime_error("cannot write '" + path + "' (" + what + "): " + std::strerror(error));
 }
 
-void writeAll(int fd, const std::string& contents, const std::string& path) {
+void writeAll(int fd, std::string_view contents, const std::string& path) {
   const char* data = contents.data();
   size_t left = contents.size();
   while (left > 0) {
@@ -102,7 +102,7 @@ std::string createRunDirectory(const std::string& requested, const std::string& 
                            : createRequestedRunDirectory(requested);
 }
 
-void writeFileAtomically(const std::string& path, const std::string& contents) {
+void writeFileAtomically(const std::string& path, std::string_view contents) {
   std::random_device device;
   const std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
                            std::to_string(device());

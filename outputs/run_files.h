@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gcrun::outputs {
@@ -15,7 +16,7 @@ std::string createRunDirectory(const std::string& requested, const std::string& 
 
 // Writes `contents` to `path` through a temporary file, fsync and rename, so readers never see a
 // half-written file.
-void writeFileAtomically(const std::string& path, const std::string& contents);
+void writeFileAtomically(const std::string& path, std::string_view contents);
 
 // A preset's published result next to this run's (run.json's "paper" object).
 struct PaperComparison {
