@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "experiments/gradient_hooks.h"
+#include "experiments/gradient_exchange.h"
 #include "experiments/lr_schedule.h"
 #include "hyperparams/errors.h"
 
@@ -45,42 +45,6 @@ std::map<std::string, double> reduceMetrics(const tasks::MetricSums& local, cons
   return task.finalize(total.means());
 }
 
-// Gradient-shaped tensors for `params`, as views of one zeroed flat buffer laid out in reverse
-// parameter order, the order backward produces gradients: the exact reducer's buckets are then
-// contiguous ranges that it all-reduces in place, and whole-model passes are one operation.
-// Parameters of mixed types get one tensor each.
-std::vector<at::Tensor> flatViews(const std::vector<at::Tensor>& params, at::Tensor& flat) {
-  std::vector<at::Tensor> views;
-  int64_t total = 0;
-  for (const auto& p : params) {
-    if (p.scalar_type() != params.front().scalar_type()) {
-      flat = at::Tensor();
-      for (const auto& q : params) views.push_back(torch::zeros(q.sizes(), q.options()));
-      return views;
-    }
-    total += p.numel();
-  }
-  flat = torch::zeros({total}, params.empty() ? torch::TensorOptions() : params.front().options());
-  views.resize(params.size());
-  int64_t offset = 0;
-  for (size_t k = params.size(); k-- > 0;) {
-    views[k] = flat.narrow(0, offset, params[k].numel()).view(params[k].sizes());
-    offset += params[k].numel();
-  }
-  return views;
-}
-
-// The first of `sums` (each a tensor's sum) that is nan or inf, or -1, with one synchronisation: a
-// sum is finite when every element is, and costs a fraction of an isfinite mask. A tensor whose
-// finite elements add up past float32's range (~1e38) counts as diverged too.
-int64_t firstNonFinite(const std::vector<at::Tensor>& sums) {
-  if (sums.empty() || std::isfinite(at::stack(sums).sum().item<double>())) return -1;
-  for (size_t i = 0; i < sums.size(); ++i) {
-    if (!std::isfinite(sums[i].item<double>())) return static_cast<int64_t>(i);
-  }
-  return -1;
-}
-
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -100,26 +64,9 @@ struct Trainer::State {
   outputs::Timer& timer;
   std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;
 
-  // grads[i] is params[i]'s .grad; memories[i] is its error feedback, and also what this worker
-  // sends: the trainer adds the gradient to it in place, and the reducer overwrites it with what
-  // the send lost. Both are views of a flat buffer (flatViews).
+  std::unique_ptr<GradientExchange> exchange;
+  // grads[i] is params[i]'s .grad, memories[i] its error feedback: the exchange's tensors.
   std::vector<at::Tensor> params, grads, memories, momenta;
-  at::Tensor grad_flat, memory_flat;
-  // Set up during backward, parameter by parameter, as gradients become final (prepareSend).
-  std::vector<char> prepared;
-  std::vector<at::Tensor> send_sums;             // for the local finiteness check
-  std::vector<at::Tensor> grad_norms, send_norms;  // on sampled steps (emitCompressionSample)
-  bool sampling_step = false;
-  // Sends are prepared, and the reducer told, from backward's hooks, unless the task clips the
-  // whole local gradient first.
-  bool overlap = false;
-  std::unique_ptr<GradientReadyHooks> hooks;
-  // This step's local norms before the reduce, when the step is sampled.
-  struct CompressionSample {
-    double grad_norm;
-    double send_norm;
-  };
-  std::optional<CompressionSample> sample;
   std::vector<std::string> names;
   std::vector<ParameterGroup> groups;
   tasks::Shard shard;
@@ -148,18 +95,15 @@ struct Trainer::State {
       names.push_back(item.key());
       groups.push_back(groupOf(item.key(), options));
     }
-    grads = flatViews(params, grad_flat);
-    memories = flatViews(params, memory_flat);
-    for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = grads[i];
+    exchange = std::make_unique<GradientExchange>(
+        params, names, reducer, GradientExchange::Options{options.memory, task.localGradientClipNorm()},
+        [this](size_t i) {
+          if (config.optimizer.wd_before_reduce) addWeightDecay(i);
+          if (config.optimizer.mom_before_reduce) applyMomentum(i);
+        });
+    grads = exchange->gradients();
+    memories = exchange->memories();
     momenta.resize(params.size());
-    prepared.assign(params.size(), 0);
-    send_sums.resize(params.size());
-    grad_norms.resize(params.size());
-    send_norms.resize(params.size());
-    overlap = task.localGradientClipNorm() <= 0;
-    hooks = std::make_unique<GradientReadyHooks>(params, [this](size_t i) {
-      if (overlap) prepareSend(i);
-    });
     shard = {comm.rank(), comm.size()};
     batches_per_epoch = task.batchesPerEpoch(shard);
     if (batches_per_epoch == 0) {
@@ -169,26 +113,6 @@ struct Trainer::State {
     }
     total_steps = config.training.epochs * batches_per_epoch;
     if (config.training.max_steps > 0) total_steps = std::min(total_steps, config.training.max_steps);
-  }
-
-  // torch.nn.utils.clip_grad_norm_ on this worker's gradient, before error feedback and the reduce.
-  void clipLocalGradient() {
-    const double max_norm = task.localGradientClipNorm();
-    if (max_norm <= 0) return;
-    torch::NoGradGuard no_grad;
-    std::vector<at::Tensor> norms;
-    if (grad_flat.defined()) {
-      norms.push_back(grad_flat.norm());
-    } else {
-      for (const auto& g : grads) norms.push_back(g.norm());
-    }
-    const double coefficient = max_norm / (at::stack(norms).norm().item<double>() + 1e-6);
-    if (coefficient >= 1) return;
-    if (grad_flat.defined()) {
-      grad_flat.mul_(coefficient);
-    } else {
-      for (auto& g : grads) g.mul_(coefficient);
-    }
   }
 
   void addWeightDecay(size_t i) {
@@ -214,52 +138,6 @@ struct Trainer::State {
     }
   }
 
-  // Once parameter i's gradient is final: what this worker sends for it, then the reducer is told.
-  void prepareSend(size_t i) {
-    torch::NoGradGuard no_grad;
-    prepared[i] = 1;
-    // Autograd accumulates into the existing .grad in place; should a LibTorch version replace the
-    // tensor instead, its values are copied back into the flat buffer.
-    if (!params[i].grad().is_same(grads[i])) {
-      grads[i].copy_(params[i].grad());
-      params[i].mutable_grad() = grads[i];
-    }
-    const auto& options = config.optimizer;
-    if (options.wd_before_reduce) addWeightDecay(i);
-    if (options.mom_before_reduce) applyMomentum(i);
-    if (sampling_step) grad_norms[i] = grads[i].norm();
-    if (options.memory) {
-      memories[i].add_(grads[i]);
-    } else {
-      memories[i].copy_(grads[i]);
-    }
-    if (sampling_step) send_norms[i] = memories[i].norm();
-    send_sums[i] = memories[i].sum();
-    reducer.ready(i, memories);
-  }
-
-  // A non-finite local gradient stops the worker that has it (its peers then stop on its failure):
-  // sign and top-k compressors would hide a NaN. The reduced gradient is the same on every rank, so
-  // a reducer-made NaN (an fp16 overflow) stops all ranks at the same step.
-  void reduceGradients() {
-    clipLocalGradient();
-    for (size_t k = params.size(); k-- > 0;) {
-      if (!prepared[k]) prepareSend(k);
-    }
-    std::fill(prepared.begin(), prepared.end(), 0);
-    if (const int64_t bad = firstNonFinite(send_sums); bad >= 0) {
-      throw TrainingDiverged(divergedAt("the local gradient of '" + names[bad] + "' is not finite (nan or inf)"));
-    }
-    if (sampling_step) sample = {at::stack(grad_norms).norm().item<double>(), at::stack(send_norms).norm().item<double>()};
-    bits += reducer.reduce(memories, grads, memories);
-    std::vector<at::Tensor> sums;
-    if (grad_flat.defined() && std::isfinite(grad_flat.sum().item<double>())) return;
-    for (const auto& g : grads) sums.push_back(g.sum());
-    if (const int64_t bad = firstNonFinite(sums); bad >= 0) {
-      throw TrainingDiverged(divergedAt("the reduced gradient of '" + names[bad] + "' is not finite (nan or inf)"));
-    }
-  }
-
   // The reference's sampled compression metrics (powersgd.md 1.4), every output.log_every_steps
   // steps instead of at random, on rank 0 with its own local tensors, over all parameters at once.
   bool sampling() const {
@@ -268,15 +146,15 @@ struct Trainer::State {
 
   // After the step, outside the `batch` timer: the memory norm and the events, split "train".
   void emitCompressionSample(double epoch_position) {
+    const auto& sample = exchange->sampledNorms();
     if (!sample) return;
     const double memory_norm = globalNorm(memories);
     auto emit = [&](const std::string& name, double value) {
       for (auto& sink : sinks) sink->metric({name, value, "train", epoch_position, step, bits});
     };
-    emit("grad_norm", sample->grad_norm);
+    emit("grad_norm", sample->gradient);
     emit("memory_norm", memory_norm);
-    if (sample->send_norm > 0) emit("rel_compression_error", memory_norm / sample->send_norm);
-    sample.reset();
+    if (sample->send > 0) emit("rel_compression_error", memory_norm / sample->send);
   }
 
   static double globalNorm(const std::vector<at::Tensor>& tensors) {
@@ -295,10 +173,9 @@ struct Trainer::State {
       auto scope = timer.scope("batch.forward");
       loss = task.trainLoss(batch, train_sums);
     }
-    sampling_step = sampling();
     {
       auto scope = timer.scope("batch.backward");
-      zeroGradients();
+      exchange->startStep(sampling());
       loss.backward();
     }
     const double loss_value = loss.item<double>();
@@ -308,7 +185,11 @@ struct Trainer::State {
     const auto& options = config.optimizer;
     {
       auto scope = timer.scope("batch.reduce");
-      reduceGradients();
+      try {
+        bits += exchange->reduce();
+      } catch (const NonFiniteGradient& e) {
+        throw TrainingDiverged(divergedAt(e.what()));
+      }
     }
     if (!options.wd_before_reduce) {
       auto scope = timer.scope("batch.wd");
@@ -376,14 +257,6 @@ struct Trainer::State {
                                  ? "the checkpoint of step " + std::to_string(checkpoints->lastStep()) + " is kept"
                                  : "no checkpoint was written";
     return "step " + std::to_string(step + 1) + ": " + what + "; stopping (" + kept + ")";
-  }
-
-  void zeroGradients() {
-    if (grad_flat.defined()) {
-      grad_flat.zero_();
-    } else {
-      for (auto& g : grads) g.zero_();
-    }
   }
 
   // One all-reduce of a flag, so that every rank stops at the same step.

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "reducers/reducer.h"
+
+namespace gcrun::experiments {
+
+class GradientReadyHooks;
+
+// A gradient with a nan or inf; what() names it ("the local gradient of 'w' is not finite ...").
+class NonFiniteGradient : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One worker's side of the reduce, overlapped with backward where it can be. The parameters'
+// .grad and the error feedback are views of two flat buffers in reverse parameter order (the order
+// backward produces gradients), so that the exact reducer's buckets are contiguous ranges it
+// all-reduces in place. The error feedback is also what this worker sends: each gradient is added
+// into it in place, and the reducer overwrites it with what the send lost. As soon as backward has
+// a parameter's final gradient, a hook prepares its send and calls the reducer's ready().
+class GradientExchange {
+ public:
+  struct Options {
+    bool error_feedback = true;  // false: the send is the gradient alone
+    // Above 0: the whole local gradient is first clipped to this norm, so sends wait for backward.
+    double clip_norm = 0;
+  };
+
+  // Sets each parameter's .grad and hooks backward. before_send(i) runs on parameter i's final
+  // gradient before its send is made (weight decay and momentum, when they precede the reduce).
+  GradientExchange(std::vector<at::Tensor> params, std::vector<std::string> names, reducers::Reducer& reducer,
+                   Options options, std::function<void(size_t)> before_send);
+  ~GradientExchange();
+
+  // Before each backward; with `sample`, reduce() also records the norms (sampledNorms()).
+  void startStep(bool sample);
+  // After backward: finishes the sends, checks them, reduces. The update is then in gradients(),
+  // what the sends lost in memories(). Returns the bits this worker sent. Throws
+  // NonFiniteGradient when a local or reduced gradient is not finite: a local one, because sign
+  // and top-k compressors would hide it; a reduced one is the same on every rank, so all stop.
+  uint64_t reduce();
+
+  const std::vector<at::Tensor>& gradients() const { return grads_; }
+  const std::vector<at::Tensor>& memories() const { return memories_; }
+  // ||gradient|| and ||send|| over all parameters before the last reduce, if it was sampled.
+  struct Norms {
+    double gradient = 0;
+    double send = 0;
+  };
+  const std::optional<Norms>& sampledNorms() const { return sampled_; }
+
+ private:
+  void prepareSend(size_t i);
+  void clip();
+
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  reducers::Reducer& reducer_;
+  Options options_;
+  std::function<void(size_t)> before_send_;
+  at::Tensor grad_flat_, memory_flat_;  // undefined when the parameters' types differ
+  std::vector<at::Tensor> grads_, memories_;
+  std::vector<char> prepared_;
+  std::vector<at::Tensor> send_sums_;               // for the local finiteness check
+  std::vector<at::Tensor> grad_norms_, send_norms_;  // on sampled steps
+  bool sampling_ = false;
+  std::optional<Norms> sampled_;
+  std::unique_ptr<GradientReadyHooks> hooks_;
+};
+
+}  // namespace gcrun::experiments
