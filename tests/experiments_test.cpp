@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <mutex>
 
 #include <torch/torch.h>
 
+#include "experiments/gradient_exchange.h"
 #include "experiments/gradient_hooks.h"
 #include "experiments/lr_schedule.h"
 #include "experiments/presets.h"
@@ -46,6 +49,63 @@ TEST(GradientReadyHooks, FireOncePerParameterAfterItsGradientIsFinal) {
   }
   (shared * 2).backward();  // the hooks are gone with their owner
   EXPECT_EQ(calls.size(), 4u);
+}
+
+// Records when ready() and reduce() come, and averages nothing: out = send, memory = 0.
+class RecordingReducer : public reducers::Reducer {
+ public:
+  uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
+                  const std::vector<at::Tensor>& memory) override {
+    events.push_back("reduce");
+    for (size_t i = 0; i < send.size(); ++i) {
+      out[i].copy_(send[i]);
+      memory[i].zero_();
+    }
+    return 0;
+  }
+  void ready(size_t index, const std::vector<at::Tensor>& send) override {
+    events.push_back("ready " + std::to_string(index) + " = " + std::to_string(send[index].sum().item<double>()));
+  }
+  std::vector<std::string> events;
+};
+
+TEST(GradientExchange, SendsEachGradientPlusMemoryDuringBackwardUnlessItClips) {
+  for (double clip_norm : {0.0, 100.0}) {
+    auto a = torch::tensor({1.0f, 2.0f}, torch::requires_grad());
+    auto b = torch::tensor({3.0f}, torch::requires_grad());
+    RecordingReducer reducer;
+    GradientExchange exchange({a, b}, {"a", "b"}, reducer, GradientExchange::Options{true, clip_norm},
+                              [](size_t) {});
+    exchange.memories()[0].fill_(0.5);  // error feedback from an earlier step
+    exchange.startStep(false);
+    (a.sum() * 2 + b.sum() * 3).backward();
+    // In whatever order backward produces them; a clipping task waits for the whole gradient.
+    auto during = reducer.events;
+    std::sort(during.begin(), during.end());
+    const std::vector<std::string> sends = {"ready 0 = 5.000000", "ready 1 = 3.000000"};
+    EXPECT_EQ(during, clip_norm == 0 ? sends : std::vector<std::string>{}) << "clip " << clip_norm;
+    exchange.reduce();
+    EXPECT_EQ(reducer.events.back(), "reduce");
+    EXPECT_EQ(reducer.events.size(), 3u);
+    EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({2.5f, 2.5f})));  // 2 + 0.5 of memory
+    EXPECT_TRUE(torch::equal(b.grad(), torch::tensor({3.0f})));
+  }
+}
+
+TEST(GradientExchange, ANonFiniteLocalGradientIsNamedBeforeTheReduce) {
+  auto a = torch::tensor({1.0f}, torch::requires_grad());
+  auto b = torch::tensor({1.0f}, torch::requires_grad());
+  RecordingReducer reducer;
+  GradientExchange exchange({a, b}, {"a", "b"}, reducer, {}, [](size_t) {});
+  exchange.startStep(false);
+  (a * std::numeric_limits<float>::quiet_NaN() + b).sum().backward();
+  try {
+    exchange.reduce();
+    ADD_FAILURE() << "a NaN gradient must throw";
+  } catch (const NonFiniteGradient& e) {
+    EXPECT_STREQ(e.what(), "the local gradient of 'a' is not finite (nan or inf)");
+  }
+  EXPECT_EQ(std::count(reducer.events.begin(), reducer.events.end(), "reduce"), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
