@@ -133,7 +133,7 @@ def main():
         ddp.register_comm_hook(state, powersgd.powerSGD_hook)
 
     hidden = None
-    times = []
+    times, forward, backward = [], [], []  # DDP's backward includes waiting for its all-reduces
     for _ in range(args.warmup + args.steps):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=False)
@@ -143,7 +143,9 @@ def main():
             logits, hidden = ddp(inputs, hidden)
             hidden = tuple(h.detach() for h in hidden)
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets)
+        forward.append(time.perf_counter() - start)
         loss.backward()
+        backward.append(time.perf_counter() - start - forward[-1])
         if args.model == "lstm":
             nn.utils.clip_grad_norm_(model.parameters(), 0.4)
         optimizer.step()
@@ -156,6 +158,8 @@ def main():
         with open(args.output, "w") as out:
             json.dump({
                 "median_batch_s": statistics.median(times[args.warmup:]),
+                "median_forward_s": statistics.median(forward[args.warmup:]),
+                "median_backward_s": statistics.median(backward[args.warmup:]),
                 "bytes_per_step": wire_bytes(model, args),
                 "peak_rss_mib": [round(p.item(), 1) for p in peaks],
                 "workers": dist.get_world_size(),
