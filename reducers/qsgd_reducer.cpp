@@ -25,44 +25,22 @@ class QsgdCodec : public GradientCodec {
       : levels_(levels), field_bits_(levelBits(levels) + 1), generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
-    int64_t count = 0;
-    for (const auto& t : tensors) count += t.numel();
-    if (tensors.empty()) return at::empty({0}, at::kByte);
-    const auto options = tensors.front().options();
-    auto uniform = at::rand({count}, generator_, at::TensorOptions().dtype(at::kFloat)).to(options.device());
-    auto norms = at::empty({static_cast<int64_t>(tensors.size())}, options);
-    auto codes = at::empty({count}, options.dtype(at::kLong));
-    int64_t offset = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const auto& g = tensors[i];
-      const int64_t n = g.numel();
-      auto norm = norms[i];
+    return encodeScaledCodes(tensors, generator_, field_bits_, [this](const at::Tensor& g, const at::Tensor& uniform,
+                                                                      at::Tensor norm) {
       norm.copy_(g.norm());
       // An all-zero tensor has norm 0 and all levels 0; the clamp only avoids 0/0.
       auto scaled = g.abs().div_(norm.clamp_min(std::numeric_limits<float>::min())).mul_(levels_);
-      auto level = scaled.add_(uniform.narrow(0, offset, n)).floor_().clamp_max_(levels_).to(at::kLong);
-      codes.narrow(0, offset, n).copy_(level.mul_(2).add_(g.lt(0).to(at::kLong)));
-      offset += n;
-    }
-    return at::cat({floatsAsBytes(norms), packBits(codes, field_bits_)});
+      auto level = scaled.add_(uniform).floor_().clamp_max_(levels_).to(at::kLong);
+      return level.mul_(2).add_(g.lt(0).to(at::kLong));
+    });
   }
 
   void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
-    const int64_t header = 4 * static_cast<int64_t>(tensors.size());
-    int64_t count = 0;
-    for (const auto& t : tensors) count += t.numel();
-    const auto norms = bytesAsFloats(message.narrow(0, 0, header));
-    const auto codes = unpackBits(message.narrow(0, header, message.numel() - header), count, field_bits_);
-    // sign * level: (code >> 1) * (1 - 2 * (code & 1))
-    const auto signed_levels =
-        codes.bitwise_right_shift(1).mul(codes.bitwise_and(1).mul(-2).add_(1)).to(at::kFloat);
-    int64_t offset = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const int64_t n = tensors[i].numel();
-      auto target = tensors[i];
-      at::mul_out(target, signed_levels.narrow(0, offset, n), norms[i] / static_cast<double>(levels_));
-      offset += n;
-    }
+    // sign * level: (code >> 1) * (1 - 2 * (code & 1)), in units of norm / s.
+    const auto signed_levels = [](const at::Tensor& codes) {
+      return codes.bitwise_right_shift(1).mul(codes.bitwise_and(1).mul(-2).add_(1)).to(at::kFloat);
+    };
+    decodeScaledCodes(message, tensors, field_bits_, signed_levels, static_cast<double>(levels_));
   }
 
   void saveState(Reducer::State& state) const override { saveGenerator(state, "generator", generator_); }

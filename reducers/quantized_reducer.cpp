@@ -89,6 +89,41 @@ at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits) {
   return codes;
 }
 
+at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generator& generator, int64_t bits,
+                             const ElementQuantizer& quantize) {
+  if (tensors.empty()) return at::empty({0}, at::kByte);
+  int64_t count = 0;
+  for (const auto& t : tensors) count += t.numel();
+  const auto options = tensors.front().options();
+  const auto uniform = at::rand({count}, generator, at::TensorOptions().dtype(at::kFloat)).to(options.device());
+  auto scales = at::zeros({static_cast<int64_t>(tensors.size())}, options);
+  auto codes = at::empty({count}, options.dtype(at::kLong));
+  int64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t n = tensors[i].numel();
+    if (n == 0) continue;
+    codes.narrow(0, offset, n).copy_(quantize(tensors[i], uniform.narrow(0, offset, n), scales[i]));
+    offset += n;
+  }
+  return at::cat({floatsAsBytes(scales), packBits(codes, bits)});
+}
+
+void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>& tensors, int64_t bits,
+                       const std::function<at::Tensor(const at::Tensor& codes)>& values, double divisor) {
+  const int64_t header = 4 * static_cast<int64_t>(tensors.size());
+  int64_t count = 0;
+  for (const auto& t : tensors) count += t.numel();
+  const auto scales = bytesAsFloats(message.narrow(0, 0, header));
+  const auto decoded = values(unpackBits(message.narrow(0, header, message.numel() - header), count, bits));
+  int64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t n = tensors[i].numel();
+    auto target = tensors[i];
+    at::mul_out(target, decoded.narrow(0, offset, n), scales[i] / divisor);
+    offset += n;
+  }
+}
+
 at::Tensor floatsAsBytes(const at::Tensor& floats) {
   return floats.to(at::kFloat).contiguous().view(at::kByte);
 }

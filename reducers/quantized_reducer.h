@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,20 @@ at::Tensor packBits(const at::Tensor& codes, int64_t bits);
 // The inverse: `count` int64 codes of `bits` bits from a uint8 tensor made by packBits.
 at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits);
 inline int64_t packedBytes(int64_t count, int64_t bits) { return (count * bits + 7) / 8; }
+
+// The message of the element-wise quantizers (qsgd, terngrad): one float32 scale per tensor (4T
+// bytes, native order), then every element of every tensor in order as a `bits`-bit code.
+//
+// Encoding: `quantize(g, uniform, scale)` gets one non-empty tensor, a U[0, 1) draw per element
+// (from `generator`, one draw for all tensors), and the tensor's scale entry (zero, to fill in),
+// and returns the elements' int64 codes.
+using ElementQuantizer = std::function<at::Tensor(const at::Tensor& g, const at::Tensor& uniform, at::Tensor scale)>;
+at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generator& generator, int64_t bits,
+                             const ElementQuantizer& quantize);
+// Decoding: `values(codes)` turns all codes into float32 multiples of the scale; tensor i gets its
+// values times scale_i / divisor.
+void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>& tensors, int64_t bits,
+                       const std::function<at::Tensor(const at::Tensor& codes)>& values, double divisor = 1.0);
 
 // A float32 tensor's bytes in native order (all workers share one architecture), and back.
 at::Tensor floatsAsBytes(const at::Tensor& floats);

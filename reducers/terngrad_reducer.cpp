@@ -22,43 +22,21 @@ class TernGradCodec : public GradientCodec {
   explicit TernGradCodec(at::Generator generator) : generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
-    int64_t count = 0;
-    for (const auto& t : tensors) count += t.numel();
-    if (tensors.empty()) return at::empty({0}, at::kByte);
-    const auto options = tensors.front().options();
-    auto uniform = at::rand({count}, generator_, at::TensorOptions().dtype(at::kFloat)).to(options.device());
-    auto scales = at::zeros({static_cast<int64_t>(tensors.size())}, options);
-    auto codes = at::empty({count}, options.dtype(at::kLong));
-    int64_t offset = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const auto& g = tensors[i];
-      const int64_t n = g.numel();
-      if (n == 0) continue;
-      auto scale = scales[i];
+    return encodeScaledCodes(tensors, generator_, kFieldBits, [](const at::Tensor& g, const at::Tensor& uniform,
+                                                                  at::Tensor scale) {
       scale.copy_(g.abs().max());
       // An all-zero tensor has scale 0 and sends only zeros; the clamp only avoids 0/0.
       auto probability = g.abs().div_(scale.clamp_min(std::numeric_limits<float>::min()));
-      auto kept = uniform.narrow(0, offset, n).lt(probability).to(at::kLong);
-      codes.narrow(0, offset, n).copy_(kept.mul_(g.lt(0).to(at::kLong).add_(1)));
-      offset += n;
-    }
-    return at::cat({floatsAsBytes(scales), packBits(codes, kFieldBits)});
+      auto kept = uniform.lt(probability).to(at::kLong);
+      return kept.mul_(g.lt(0).to(at::kLong).add_(1));
+    });
   }
 
   void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
-    const int64_t header = 4 * static_cast<int64_t>(tensors.size());
-    int64_t count = 0;
-    for (const auto& t : tensors) count += t.numel();
-    const auto scales = bytesAsFloats(message.narrow(0, 0, header));
-    const auto codes = unpackBits(message.narrow(0, header, message.numel() - header), count, kFieldBits);
-    const auto ternary = codes.eq(1).to(at::kFloat).sub_(codes.eq(2).to(at::kFloat));
-    int64_t offset = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const int64_t n = tensors[i].numel();
-      auto target = tensors[i];
-      at::mul_out(target, ternary.narrow(0, offset, n), scales[i]);
-      offset += n;
-    }
+    const auto ternary = [](const at::Tensor& codes) {
+      return codes.eq(1).to(at::kFloat).sub_(codes.eq(2).to(at::kFloat));
+    };
+    decodeScaledCodes(message, tensors, kFieldBits, ternary);
   }
 
   void saveState(Reducer::State& state) const override { saveGenerator(state, "generator", generator_); }
