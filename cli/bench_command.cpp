@@ -43,6 +43,7 @@ void addBenchCommand(CLI::App& app) {
   addPluginOption(*command, flags->plugins);
   command->callback([flags] {
     loadPlugins(flags->plugins);
+    reducers::reducerRegistry();  // declares the reducer.* settings --set may give
     ExperimentConfig config;
     for (const auto& assignment : flags->assignments) hyperparams::applyAssignment(config, assignment);
     experiments::ReducerBenchmarkOptions options;

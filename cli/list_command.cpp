@@ -8,7 +8,7 @@
 #include "cli/plugins.h"
 #include "experiments/presets.h"
 #include "hyperparams/config_io.h"
-#include "hyperparams/config_keys.h"
+#include "hyperparams/settings.h"
 #include "outputs/metric_sink.h"
 #include "reducers/reducer.h"
 #include "tasks/task.h"
@@ -30,6 +30,7 @@ void printPresets() {
 }
 
 void printKeys() {
+  reducers::reducerRegistry();  // declares the reducers' settings
   for (const auto& key : hyperparams::knownKeys()) {
     std::printf("  %-34s %s\n", key.key.c_str(), key.help.c_str());
     std::printf("  %-34s   accepts %s\n", "", key.accepted.c_str());
@@ -37,21 +38,9 @@ void printKeys() {
   }
 }
 
-// A key's default value as it would appear in a config file (flow style for lists).
-std::string defaultValue(const std::string& key) {
-  static const ExperimentConfig defaults{};
-  for (const auto& spec : hyperparams::keyTable()) {
-    if (spec.key != key) continue;
-    YAML::Emitter out;
-    out << YAML::Flow << spec.get(defaults);
-    return out.c_str();
-  }
-  return "(not a config key)";
-}
-
-std::string joined(const std::vector<std::string>& items) {
+std::string joined(const std::vector<Granularity>& items) {
   std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  for (const auto item : items) out += (out.empty() ? "" : ", ") + nameOf(item);
   return out;
 }
 
@@ -64,8 +53,9 @@ void printReducers() {
     std::printf("  %-28s   %s; error feedback: %s; granularity: %s\n", "", spec.collective.c_str(),
                 spec.supports_memory ? "yes" : "no (needs optimizer.memory=false)",
                 joined(spec.granularities).c_str());
-    for (const auto& key : spec.parameters) {
-      std::printf("  %-28s   %s = %s\n", "", key.c_str(), defaultValue(key).c_str());
+    for (const auto& setting : spec.settings) {
+      std::printf("  %-28s   reducer.%s = %s\n", "", setting.name.c_str(),
+                  hyperparams::formatSetting(setting.default_value).c_str());
     }
   }
 }

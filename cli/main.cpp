@@ -6,15 +6,10 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 
 namespace {
-
-// LibTorch's errors carry a C++ backtrace after their first line; users get the first line.
-std::string firstLine(const char* text) {
-  std::string message(text);
-  return message.substr(0, message.find('\n'));
-}
 
 // CLI11 reports a mistyped command as "a subcommand is required"; name it instead.
 void checkCommand(const CLI::App& app, const std::string& name) {
@@ -51,13 +46,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "gcrun: %s (see gcrun --help)\n", firstLine(e.what()).c_str());
+    std::fprintf(stderr, "gcrun: %s (see gcrun --help)\n", gcrun::firstLine(e.what()).c_str());
     return 2;
   } catch (const gcrun::UserError& e) {
-    std::fprintf(stderr, "gcrun: error: %s\n", firstLine(e.what()).c_str());
+    std::fprintf(stderr, "gcrun: error: %s\n", gcrun::firstLine(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gcrun: failed: %s\n", firstLine(e.what()).c_str());
+    std::fprintf(stderr, "gcrun: failed: %s\n", gcrun::firstLine(e.what()).c_str());
     return 1;
   }
 }

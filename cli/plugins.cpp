@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 
 namespace gcrun::cli {
 namespace {

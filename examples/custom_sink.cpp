@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "experiments/presets.h"
-#include "experiments/runner.h"
+#include "experiments/experiment.h"
 #include "outputs/metric_sink.h"
 
 namespace {
@@ -37,9 +37,11 @@ int main(int argc, char** argv) {
   gcrun::outputs::sinkRegistry().add("console", "one terse line per epoch (example)",
                                      [](const gcrun::outputs::SinkContext&) { return std::make_unique<TerseSink>(); });
   try {
-    const std::vector<std::string> assignments(argv + 2, argv + argc);
-    auto config = gcrun::experiments::resolveExperiment("fashion-sgd", "", assignments);
-    gcrun::experiments::runWorker(config, gcrun::experiments::RunOptions{argv[1]});
+    gcrun::experiments::ExperimentRequest request;
+    request.preset = "fashion-sgd";
+    request.output_dir = argv[1];
+    request.assignments.assign(argv + 2, argv + argc);
+    return gcrun::experiments::runExperiment(request);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "example: %s\n", e.what());
     return 1;

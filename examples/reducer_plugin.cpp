@@ -3,11 +3,12 @@
 //     gcrun experiment fashion-sgd --plugin libgcrun_int8_plugin.so --set reducer.name=int8
 // gcrun loads the library and calls gcrun_register() below, which adds "int8" to the reducer
 // registry like any built-in: `gcrun list reducers --plugin ...` shows it, and every key, granularity
-// and error-feedback setting applies to it.
+// and error-feedback setting applies to it. It declares a setting of its own, reducer.int8_levels,
+// which --set, --config, `gcrun show` and `gcrun list keys` then treat like a built-in key.
 //
 // int8: 8-bit all-reduce with a scale shared by all workers, 4x less traffic than exact averaging.
 // Per tensor, the workers first add up their max |g|, s = sum_r max|g_r| (one float per tensor),
-// then each sends q_r = round(c g_r / s) as int8 with c = 127 - W. Since |g_r| <= max|g_r|,
+// then each sends q_r = round(c g_r / s) as int8 with c = reducer.int8_levels, by default 127 - W. Since |g_r| <= max|g_r|,
 // |sum_r c g_r / s| <= c, and rounding adds at most W/2, so the int8 sum cannot overflow for
 // fewer than 127 workers. Every worker applies s / c * sum_r q_r / W, and keeps its own rounding
 // error g_r - s / c * q_r as memory.
@@ -19,13 +20,14 @@
 
 #include <ATen/ATen.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
+#include "hyperparams/settings.h"
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
 
 namespace {
 
-using gcrun::reducers::Communicator;
+using gcrun::comm::Communicator;
 using gcrun::reducers::Reducer;
 
 // int8 holds sums up to 127; each worker's rounding can add 1/2 to it.
@@ -33,12 +35,25 @@ constexpr int kInt8Max = std::numeric_limits<int8_t>::max();
 // A scale of zero means every worker's tensor is zero; this keeps c / s finite there.
 constexpr double kSmallestScale = 1e-30;
 
+struct Int8Options {
+  int64_t int8_levels = 0;  // 0: 127 - workers
+};
+
+const gcrun::hyperparams::SettingsSchema<Int8Options>& settings() {
+  static const auto schema = gcrun::hyperparams::SettingsSchema<Int8Options>().add(
+      &Int8Options::int8_levels, "int8_levels", gcrun::hyperparams::integerAtLeast(0, " (0: 127 - workers)"),
+      "int8 plugin: largest code a worker sends; at most 127 - workers, so that the sum cannot overflow.");
+  return schema;
+}
+
 class Int8Reducer : public Reducer {
  public:
-  explicit Int8Reducer(Communicator& comm) : comm_(comm), levels_(kInt8Max - comm.size()) {
-    if (levels_ < 1) {
-      throw gcrun::UserError("reducer.name: int8 needs fewer than " + std::to_string(kInt8Max) +
-                             " workers; use fp16 or exact");
+  Int8Reducer(Communicator& comm, const Int8Options& options)
+      : comm_(comm), levels_(options.int8_levels > 0 ? options.int8_levels : kInt8Max - comm.size()) {
+    if (levels_ < 1 || levels_ > kInt8Max - comm.size()) {
+      throw gcrun::UserError("reducer.int8_levels: " + std::to_string(levels_) + " with " +
+                             std::to_string(comm.size()) + " workers could overflow int8; use 1 to " +
+                             std::to_string(kInt8Max - comm.size()) + " (fewer than 127 workers), or fp16");
     }
   }
 
@@ -87,7 +102,11 @@ extern "C" void gcrun_register(void) {
       "int8", "8-bit all-reduce with a shared per-tensor scale, 4x smaller messages (example plugin)",
       gcrun::reducers::ReducerSpec{
           [](const gcrun::reducers::ReducerContext& context) -> std::unique_ptr<Reducer> {
-            return std::make_unique<Int8Reducer>(context.comm);
+            return std::make_unique<Int8Reducer>(context.comm, settings().read(context.options.settings));
           },
-          "all-reduce", {}, true, {"layer", "model", "bucket"}});
+          "all-reduce",
+          settings().specs(),
+          true,
+          {gcrun::Granularity::layer, gcrun::Granularity::model, gcrun::Granularity::bucket},
+          ""});
 }

@@ -11,7 +11,8 @@
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/text.h"
+#include "hyperparams/base/errors.h"
 #include "outputs/run_files.h"
 
 namespace gcrun::experiments {
@@ -27,12 +28,6 @@ uint64_t fnv1a(std::string_view bytes) {
     hash *= 1099511628211ull;
   }
   return hash;
-}
-
-// c10::Error messages carry a backtrace after their first line.
-std::string firstLine(const std::exception& e) {
-  const std::string text = e.what();
-  return text.substr(0, text.find('\n'));
 }
 
 std::string rankFile(int rank, int64_t step) {
@@ -78,7 +73,7 @@ std::optional<Manifest> readManifest(const std::string& dir) {
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& e) {
-    throw UserError(path + ": not a readable checkpoint manifest (" + firstLine(e) + ")");
+    throw UserError(path + ": not a readable checkpoint manifest (" + firstLine(e.what()) + ")");
   }
 }
 
@@ -90,7 +85,7 @@ std::string hex(uint64_t value) {
 
 }  // namespace
 
-CheckpointStore::CheckpointStore(std::string run_dir, reducers::Communicator& comm, c10::Device device)
+CheckpointStore::CheckpointStore(std::string run_dir, comm::Communicator& comm, c10::Device device)
     : dir_(std::move(run_dir) + "/checkpoints"), comm_(comm), device_(device) {}
 
 void CheckpointStore::save(int64_t step, const TensorMap& state) {
@@ -147,7 +142,7 @@ std::optional<TensorMap> CheckpointStore::loadLatest() {
     const auto value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
     for (const auto& item : value.toGenericDict()) state[item.key().toStringRef()] = item.value().toTensor();
   } catch (const std::exception& e) {
-    throw UserError(path + ": corrupt checkpoint: " + firstLine(e));
+    throw UserError(path + ": corrupt checkpoint: " + firstLine(e.what()));
   }
   last_step_ = manifest->step;
   return state;

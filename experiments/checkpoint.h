@@ -8,12 +8,11 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "reducers/communicator.h"
+#include "hyperparams/base/tensor_map.h"
+#include "reducers/comm/communicator.h"
 
 namespace gcrun::experiments {
 
-// One rank's training state as named tensors (counters are 0-dim tensors too).
-using TensorMap = std::map<std::string, at::Tensor>;
 
 // The checkpoints of one run, in <run dir>/checkpoints/:
 //   rank-<r>-step-<N>.pt  each rank's state, a pickled dict of tensors (torch::pickle_save)
@@ -25,7 +24,7 @@ using TensorMap = std::map<std::string, at::Tensor>;
 class CheckpointStore {
  public:
   // `device`: where the group's collectives run (CUDA for NCCL).
-  CheckpointStore(std::string run_dir, reducers::Communicator& comm, c10::Device device);
+  CheckpointStore(std::string run_dir, comm::Communicator& comm, c10::Device device);
 
   // Collective: every rank calls it at the same step with its own state.
   void save(int64_t step, const TensorMap& state);
@@ -43,7 +42,7 @@ class CheckpointStore {
 
  private:
   std::string dir_;
-  reducers::Communicator& comm_;
+  comm::Communicator& comm_;
   c10::Device device_;
   int64_t last_step_ = -1;
 };

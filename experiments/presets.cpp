@@ -7,7 +7,8 @@
 
 #include "experiments/preset_data.h"
 #include "hyperparams/config_io.h"
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
+#include "reducers/reducer.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -32,6 +33,7 @@ std::string readConfigFile(const std::string& path) {
 }  // namespace
 
 std::vector<PresetInfo> listPresets() {
+  reducers::reducerRegistry();  // declares the reducer.* settings presets may set
   std::vector<PresetInfo> presets;
   for (const auto& preset : embeddedPresets()) {
     ExperimentConfig config;
@@ -43,6 +45,7 @@ std::vector<PresetInfo> listPresets() {
 
 ExperimentConfig resolveExperiment(const std::string& name, const std::string& config_file,
                                    const std::vector<std::string>& assignments) {
+  reducers::reducerRegistry();  // declares the reducer.* settings
   ExperimentConfig config;
   hyperparams::applyYaml(config, findPreset(name).yaml, "preset " + name);
   if (!config_file.empty()) {

@@ -10,13 +10,14 @@
 #include <spdlog/fmt/fmt.h>
 #include <torch/nn/module.h>
 
+#include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
 #include "outputs/statistics.h"
 #include "outputs/json.h"
 #include "reducers/granularity.h"
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
-#include "reducers/thread_group.h"
+#include "reducers/comm/thread_group.h"
 #include "tasks/models/models.h"
 #include "tasks/task.h"
 
@@ -31,8 +32,6 @@ std::vector<std::vector<int64_t>> shapesOf(torch::nn::Module& model) {
   for (const auto& p : model.parameters()) shapes.push_back(p.sizes().vec());
   return shapes;
 }
-
-std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 // ||out - mean|| / ||mean|| over all tensors, `sum` holding the workers' sends added up.
 double relativeError(const std::vector<at::Tensor>& out, const reducers::TensorBuffer& sum, int workers) {
@@ -57,10 +56,10 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
   reducer_options.name = name;
   const auto& accepted = spec.granularities;
   if (std::find(accepted.begin(), accepted.end(), reducer_options.granularity) == accepted.end()) {
-    row.note = "does not accept granularity " + reducer_options.granularity;
-    reducer_options.granularity = "layer";
+    row.note = "does not accept granularity " + nameOf(reducer_options.granularity);
+    reducer_options.granularity = Granularity::layer;
   }
-  row.granularity = reducer_options.granularity;
+  row.granularity = nameOf(reducer_options.granularity);
 
   int64_t elements = 0;
   for (const auto& shape : set.shapes) {
@@ -73,7 +72,7 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
   std::vector<double> errors(options.repeats);
   uint64_t bits = 0;
   try {
-    reducers::runThreadGroup(workers, kCollectiveTimeout, [&](reducers::Communicator& comm) {
+    comm::runThreadGroup(workers, kCollectiveTimeout, [&](comm::Communicator& comm) {
       const int rank = comm.rank();
       auto reducer = reducers::withGranularity(
           spec.make(reducers::ReducerContext{comm, reducer_options, options.seed}), reducer_options);

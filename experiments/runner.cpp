@@ -17,28 +17,25 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include "hyperparams/config_io.h"
-#include "hyperparams/errors.h"
+#include "experiments/launch/launch_environment.h"
+#include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/rank_logger.h"
-#include "outputs/run_files.h"
+#include "outputs/run_record.h"
+#include "reducers/comm/process_group.h"
 #include "reducers/granularity.h"
-#include "reducers/process_group.h"
 
 namespace gcrun::experiments {
 namespace {
 
-std::string resolveBackend(const ExperimentConfig& config) {
-  if (config.distributed.backend != "auto") return config.distributed.backend;
-  return config.device == "cuda" && reducers::ncclAvailable() ? "nccl" : "gloo";
-}
-
-c10::Device trainerDevice(reducers::Communicator& comm) {
-  return comm.backend() == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU);
+Backend resolveBackend(const ExperimentConfig& config) {
+  if (config.distributed.backend != Backend::automatic) return config.distributed.backend;
+  return config.device == Device::cuda && comm::ncclAvailable() ? Backend::nccl : Backend::gloo;
 }
 
 c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
   // More workers than GPUs share them round-robin (Gloo allows it; NCCL needs one GPU per rank).
-  if (config.device == "cuda") {
+  if (config.device == Device::cuda) {
     const int gpus = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
     return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
   }
@@ -47,11 +44,11 @@ c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
 
 // Rank 0 picks the run directory; the others learn its path through the group.
 std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& options,
-                              reducers::Communicator& comm) {
+                              comm::Communicator& comm) {
   std::string path;
   if (comm.rank() == 0) {
     // gcrun's launcher has made the directory already (and put workers.json in it).
-    const char* launched = std::getenv(kLauncherRunDirVariable);
+    const char* launched = std::getenv(launch::kLauncherRunDirVariable);
     const bool made = options.resume || (launched != nullptr && options.output_dir == launched);
     path = made ? options.output_dir : outputs::createRunDirectory(options.output_dir, config.experiment);
   }
@@ -96,28 +93,18 @@ struct WorkerHooks {
   bool stop_on_signals = false;
 };
 
-std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-// Workers on one machine share its cores rather than each taking all of them. OMP_NUM_THREADS, when
-// set (torchrun sets it to 1), wins, as it does for OpenBLAS's own threads.
-void limitThreads() {
-  const char* requested = std::getenv("OMP_NUM_THREADS");
-  if (requested && std::atoi(requested) > 0) {
-    torch::set_num_threads(std::atoi(requested));
-    return;
-  }
-  const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
-  const int workers = local_world ? std::max(1, std::atoi(local_world)) : 1;
+// Workers on one machine share its cores rather than each taking all of them.
+void limitThreads(const comm::WorldSpec& world) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  torch::set_num_threads(std::max(1, cores / workers));
+  torch::set_num_threads(launch::threadsPerWorker(world, launch::processEnvironment(), cores));
 }
 
 // Every rank's peak resident memory (MiB), in rank order.
-std::vector<double> gatherPeakRss(reducers::Communicator& comm) {
+std::vector<double> gatherPeakRss(comm::Communicator& comm) {
   struct rusage usage {};
   ::getrusage(RUSAGE_SELF, &usage);
   auto mine = torch::full({1}, static_cast<double>(usage.ru_maxrss) / 1024.0,
-                          torch::TensorOptions().dtype(torch::kFloat64).device(trainerDevice(comm)));
+                          torch::TensorOptions().dtype(torch::kFloat64).device(comm.device()));
   std::vector<double> peaks;
   for (const auto& peak : comm.allgather(mine)) peaks.push_back(peak.cpu().item<double>());
   return peaks;
@@ -129,14 +116,14 @@ int64_t countParameters(tasks::Task& task) {
   return count;
 }
 
-outputs::RunInfo startInfo(const ExperimentConfig& config, reducers::Communicator& comm, tasks::Task& task) {
+outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& comm, tasks::Task& task) {
   outputs::RunInfo info;
   info.experiment = config.experiment;
   info.gcrun_version = GCRUN_VERSION;
   info.torch_version = TORCH_VERSION;
   info.world_size = comm.size();
   info.backend = comm.backend();
-  info.device = config.device;
+  info.device = nameOf(config.device);
   info.num_parameters = countParameters(task);
   info.synthetic_data = task.synthetic();
   info.status = "running";
@@ -145,31 +132,7 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, reducers::Communicato
 }
 
 RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
-                           reducers::Communicator& comm, const WorkerHooks& hooks);
-
-// The preset's published numbers next to this run's: its final value of the paper's metric, MiB
-// sent per worker per full epoch, and mean time per batch (at this run's world size).
-outputs::PaperComparison comparePaper(const PaperResult& paper, const outputs::RunInfo& info,
-                                      const outputs::Timer& timer) {
-  outputs::PaperComparison comparison{paper.metric, paper.source, {}};
-  if (paper.metric.empty()) return comparison;
-  auto& numbers = comparison.numbers;
-  numbers["value"] = paper.value;
-  if (auto it = info.final_metrics.find(paper.metric); it != info.final_metrics.end()) {
-    numbers["run_value"] = it->second;
-    numbers["difference"] = it->second - paper.value;
-  }
-  if (paper.data_per_epoch_mb > 0) numbers["data_per_epoch_mb"] = paper.data_per_epoch_mb;
-  if (info.epochs_done > 0) {
-    numbers["run_data_per_epoch_mb"] = static_cast<double>(info.bits_sent) / 8.0 / (1 << 20) / info.epochs_done;
-  }
-  if (paper.time_per_batch_ms > 0) numbers["time_per_batch_ms"] = paper.time_per_batch_ms;
-  const auto batch = timer.stats().find("batch");
-  if (batch != timer.stats().end() && batch->second.events > 0) {
-    numbers["run_time_per_batch_ms"] = 1000.0 * batch->second.total_s / batch->second.events;
-  }
-  return comparison;
-}
+                           comm::Communicator& comm, int local_rank, const WorkerHooks& hooks);
 
 void logPaperComparison(const outputs::PaperComparison& paper) {
   if (paper.metric.empty()) return;
@@ -189,9 +152,9 @@ void checkReducer(const ExperimentConfig& config) {
   const auto& allowed = entry.factory.granularities;
   if (std::find(allowed.begin(), allowed.end(), config.reducer.granularity) == allowed.end()) {
     std::string accepted;
-    for (const auto& g : allowed) accepted += (accepted.empty() ? "" : ", ") + g;
-    throw UserError("reducer.granularity: '" + config.reducer.granularity + "' is not supported by reducer '" +
-                    entry.name + "'; it accepts: " + accepted);
+    for (const auto g : allowed) accepted += (accepted.empty() ? "" : ", ") + nameOf(g);
+    throw UserError("reducer.granularity: '" + nameOf(config.reducer.granularity) +
+                    "' is not supported by reducer '" + entry.name + "'; it accepts: " + accepted);
   }
 }
 
@@ -201,31 +164,30 @@ void checkConfig(const ExperimentConfig& config) {
   tasks::taskRegistry().at(config.task.name);
   checkReducer(config);
   for (const auto& sink : config.output.sinks) outputs::sinkRegistry().at(sink);
-  if (config.device == "cuda" && !torch::cuda::is_available()) {
+  if (config.device == Device::cuda && !torch::cuda::is_available()) {
     throw UserError("device: 'cuda' requested but no CUDA device is available to this LibTorch; use device=cpu");
   }
-  if (resolveBackend(config) == "nccl" && !reducers::ncclAvailable()) {
+  if (resolveBackend(config) == Backend::nccl && !comm::ncclAvailable()) {
     throw UserError("distributed.backend: 'nccl' is not available in this build (LibTorch without NCCL); use gloo");
   }
 }
 
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options) {
+RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world) {
   checkConfig(config);  // before waiting for the other workers
-  limitThreads();
-  const auto world = reducers::worldFromEnvironment();
+  limitThreads(world);
 #ifdef GCRUN_WITH_CUDA
   // NCCL and the trainer's small collectives use the current device: make it this worker's GPU.
-  if (config.device == "cuda") c10::cuda::set_device(workerDevice(config, world.local_rank).index());
+  if (config.device == Device::cuda) c10::cuda::set_device(workerDevice(config, world.local_rank).index());
 #endif
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.distributed.timeout_s * 1000));
-  auto comm = reducers::connect(world, resolveBackend(config), timeout);
-  auto monitor = reducers::monitorPeers(world, timeout);
+  auto comm = comm::connect(world, nameOf(resolveBackend(config)), timeout);
+  auto monitor = comm::monitorPeers(world, timeout);
   // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
   // peer died must not cut short the report of which peer it was.
   stop_signal = 0;
   StopOnSignals stop_on_signals;
   try {
-    return runCheckedWorker(config, options, *comm, WorkerHooks{true});
+    return runCheckedWorker(config, options, *comm, world.local_rank, WorkerHooks{true});
   } catch (const UserError&) {
     throw;
   } catch (const TrainingDiverged&) {
@@ -237,22 +199,20 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options) {
   }
 }
 
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options,
-                    reducers::Communicator& comm) {
+RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+                    int local_rank) {
   checkConfig(config);
-  return runCheckedWorker(config, options, comm, WorkerHooks{});
+  return runCheckedWorker(config, options, comm, local_rank, WorkerHooks{});
 }
 
 namespace {
 
 RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
-                           reducers::Communicator& comm, const WorkerHooks& hooks) {
+                           comm::Communicator& comm, int local_rank, const WorkerHooks& hooks) {
   RunResult result;
   result.run_dir = shareRunDirectory(config, options, comm);
   const bool leader = comm.rank() == 0;
   outputs::installRankLogger(result.run_dir, comm.rank());
-
-  const auto local_rank = reducers::worldFromEnvironment().local_rank;
   auto task = tasks::taskRegistry().at(config.task.name).factory(
       tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed),
                          workerDevice(config, local_rank)});
@@ -264,10 +224,10 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   outputs::Timer timer;
 #ifdef GCRUN_WITH_CUDA
   // Kernels run asynchronously: without this the timer would charge them to whichever scope waits.
-  if (config.device == "cuda") timer.setSynchronize([] { torch::cuda::synchronize(); });
+  if (config.device == Device::cuda) timer.setSynchronize([] { torch::cuda::synchronize(); });
 #endif
   Trainer trainer(config, *task, comm, *reducer, timer, sinks);
-  CheckpointStore checkpoints(result.run_dir, comm, trainerDevice(comm));
+  CheckpointStore checkpoints(result.run_dir, comm, comm.device());
   trainer.setCheckpoints(&checkpoints);
   if (options.resume) {
     const auto state = checkpoints.loadLatest();
@@ -284,11 +244,8 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   }
 
   auto info = startInfo(config, comm, *task);
-  const auto path = [&](const char* file) { return result.run_dir + "/" + file; };
-  if (leader) {
-    outputs::writeFileAtomically(path("config.yaml"), hyperparams::toYaml(config));
-    outputs::writeFileAtomically(path("run.json"), outputs::runInfoJson(info));
-  }
+  const outputs::RunRecord record(result.run_dir, leader);
+  record.start(config, info);
   spdlog::info("{}: {} workers on {}, {} parameters, reducer {}, run directory {}", config.experiment,
                comm.size(), comm.backend(), info.num_parameters, config.reducer.name, result.run_dir);
 
@@ -313,12 +270,8 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
     info.final_metrics["validation." + kv.first] = kv.second;
   }
   for (const auto& kv : result.training.last_test) info.final_metrics["test." + kv.first] = kv.second;
-  info.paper = comparePaper(config.paper, info, timer);
   for (auto& sink : sinks) sink->close();
-  if (leader) {
-    outputs::writeFileAtomically(path("timer_summary.json"), timer.summaryJson());
-    outputs::writeFileAtomically(path("run.json"), outputs::runInfoJson(info));
-  }
+  info.paper = record.finish(config.paper, info, timer);
   if (failure) std::rethrow_exception(failure);
   if (result.stop_signal != 0) {
     spdlog::warn("stopped by signal {} after step {}; checkpoint written, continue with --resume {}",

@@ -4,12 +4,10 @@
 
 #include "experiments/trainer.h"
 #include "hyperparams/config.h"
-#include "reducers/communicator.h"
+#include "reducers/comm/communicator.h"
+#include "reducers/comm/world.h"
 
 namespace gcrun::experiments {
-
-// gcrun's launcher names the run directory it made for its workers in this variable.
-constexpr const char* kLauncherRunDirVariable = "GCRUN_LAUNCHER_RUN_DIR";
 
 struct RunOptions {
   // Empty: a new folder under ./outputs/ (see outputs::createRunDirectory).
@@ -29,18 +27,20 @@ struct RunResult {
 // and the device and backend against this build, so bad input fails before any worker starts.
 void checkConfig(const ExperimentConfig& config);
 
-// Runs this process's worker of the experiment: joins the group that the launcher's variables
-// describe (or runs alone), then as runWorker below. Beyond it: SIGINT and SIGTERM stop every
+// Runs this process's worker of the experiment: joins the group that `world` describes (one worker
+// alone when nothing launched it; see experiments/launch/launch_environment.h), then as runWorker
+// below. Beyond it: SIGINT and SIGTERM stop every
 // worker after the same step with a checkpoint, and when a collective fails the error names the
-// peer that failed (reducers::PeerMonitor).
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options);
+// peer that failed (comm::PeerMonitor).
+RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world);
 
 // Runs one worker over an existing group: rank 0 creates the run directory and tells the others
 // (a rank on another machine creates the same path there for its log and checkpoint files);
 // every rank logs to its own file; rank 0 writes config.yaml, run.json, timer_summary.json and the
 // sinks' files. run.json records "failed" and the error when training throws. With
 // options.resume, the checkpoint is read and checked before anything in the directory is written.
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options,
-                    reducers::Communicator& comm);
+// `local_rank` picks this worker's GPU on device: cuda.
+RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+                    int local_rank = 0);
 
 }  // namespace gcrun::experiments

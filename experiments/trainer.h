@@ -12,7 +12,7 @@
 #include "hyperparams/config.h"
 #include "outputs/metric_sink.h"
 #include "outputs/timer.h"
-#include "reducers/communicator.h"
+#include "reducers/comm/communicator.h"
 #include "reducers/reducer.h"
 #include "tasks/task.h"
 
@@ -38,7 +38,7 @@ class TrainingDiverged : public std::runtime_error {
 // lockstep; `sinks` is empty on all ranks but 0.
 class Trainer {
  public:
-  Trainer(const ExperimentConfig& config, tasks::Task& task, reducers::Communicator& comm,
+  Trainer(const ExperimentConfig& config, tasks::Task& task, comm::Communicator& comm,
           reducers::Reducer& reducer, outputs::Timer& timer,
           std::vector<std::unique_ptr<outputs::MetricSink>>& sinks);
   ~Trainer();

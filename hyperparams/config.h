@@ -1,11 +1,52 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace gcrun {
+
+// The settings that name one of a few behaviours are parsed once into these; enumNames<E>() gives
+// the names users write, in declaration order.
+enum class Device { cpu, cuda };
+enum class Backend { automatic, gloo, nccl };
+enum class MomentumType { nesterov, heavy_ball, exponential_moving_average };
+enum class Granularity { layer, model, bucket };
+
+template <class E>
+const std::vector<std::string>& enumNames();
+template <>
+const std::vector<std::string>& enumNames<Device>();
+template <>
+const std::vector<std::string>& enumNames<Backend>();
+template <>
+const std::vector<std::string>& enumNames<MomentumType>();
+template <>
+const std::vector<std::string>& enumNames<Granularity>();
+
+template <class E>
+const std::string& nameOf(E value) {
+  return enumNames<E>().at(static_cast<size_t>(value));
+}
+
+// The value called `name`; std::invalid_argument when none is (config keys check names first).
+template <class E>
+E enumFromName(const std::string& name) {
+  const auto& names = enumNames<E>();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<E>(i);
+  }
+  throw std::invalid_argument("'" + name + "' names no value");
+}
+
+// A value of a setting that an extension declares itself (a reducer's reducer.rank, a plugin's
+// reducer.my_key): see hyperparams/settings.h.
+using SettingValue = std::variant<int64_t, double, bool, std::string>;
+using SettingValues = std::map<std::string, SettingValue>;
 
 // The typed configuration of one experiment. Every field has its default here; the key table in
 // hyperparams/config_keys.cpp is the one place that maps dotted keys (and the reference's flat
@@ -36,7 +77,7 @@ struct OptimizerOptions {
   // Learning rate of parameters named like "*conv*weight*" (the reference's conv group); unset: learning_rate.
   std::optional<double> conv_learning_rate;
   double momentum = 0.9;
-  std::string momentum_type = "nesterov";  // nesterov | heavy-ball | exponential_moving_average
+  MomentumType momentum_type = MomentumType::nesterov;
   // Weight decay of the conv and "other" groups; the per-group keys override it.
   double weight_decay = 1e-4;
   std::optional<double> weight_decay_conv;
@@ -60,34 +101,17 @@ struct OptimizerOptions {
 
 struct ReducerOptions {
   std::string name = "exact";
-  // Rank of the low-rank reducers (powersgd, unbiased-rank, svd, atomo).
-  int64_t rank = 4;
-  // PowerSGD warm start: reuse the previous step's averaged Q.
-  bool reuse_query = true;
-  // Extra PowerSGD power iterations per step (the paper's "best approximation" with 2); the
-  // reference's RankKReducer only runs 0.
-  int64_t n_power_iterations = 0;
-  // Added to column norms in Gram-Schmidt, so all-zero columns stay finite.
-  double orthogonalization_epsilon = 1e-8;
-  // Steps of plain all-reduce before compressing (PyTorch's start_powerSGD_iter; 0: from the start).
-  int64_t start_iter = 0;
-  // Compress a matrix only if n*m > rate * rank * (n + m) (PyTorch's rule; 0: every matrix).
-  double min_compression_rate = 0.0;
-  // Fraction of the elements that top-k, random-k and random-block send.
-  double compression = 0.01;
-  // QSGD's number of quantization levels s.
-  int64_t quantization_levels = 256;
-  // random-k and random-block multiply what they deliver by numel/k, making them unbiased; the
-  // reference does not (biased, meant for error feedback).
-  bool rescale = false;
-  // What one compression unit is: layer (each tensor), model (the whole flattened gradient) or
-  // bucket (DDP-style buckets of bucket_mb).
-  std::string granularity = "layer";
+  // What one compression unit is: each tensor, the whole flattened gradient, or DDP-style buckets
+  // of bucket_mb (reducers/granularity.h). These two apply to every reducer.
+  Granularity granularity = Granularity::layer;
   double bucket_mb = 25.0;
+  // The values given for the reducers' own settings (reducer.rank, ...), by setting name; each
+  // reducer declares its settings and their defaults next to its code and reads them from here.
+  SettingValues settings;
 };
 
 struct DistributedOptions {
-  std::string backend = "auto";  // auto | gloo | nccl
+  Backend backend = Backend::automatic;
   double timeout_s = 300.0;
 };
 
@@ -119,7 +143,7 @@ struct ExperimentConfig {
   std::string experiment;
   std::string description;
   int64_t seed = 42;
-  std::string device = "cpu";  // cpu | cuda
+  Device device = Device::cpu;
   TaskOptions task;
   TrainingOptions training;
   OptimizerOptions optimizer;

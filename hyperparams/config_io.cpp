@@ -7,7 +7,8 @@
 #include <utility>
 
 #include "hyperparams/config_keys.h"
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 
 namespace gcrun::hyperparams {
 namespace {
@@ -87,7 +88,7 @@ std::string closestKey(const std::string& name) {
 
 UserError unknownKey(const std::string& name, const std::string& source) {
   const std::string suggestion = closestKey(name);
-  return UserError("config: unknown key '" + name + "' in " + source +
+  return UserError("config: unknown key '" + clipForMessage(name) + "' in " + source +
                    (suggestion.empty() ? " (`gcrun list keys` lists the known keys)"
                                        : " (did you mean '" + suggestion + "'?)"));
 }
@@ -104,7 +105,7 @@ void applyValue(ExperimentConfig& config, const std::string& name, const YAML::N
   }
   if (!spec.set(config, translated)) {
     const std::string label = alias ? name + " (" + spec.key + ")" : name;
-    throw UserError("config: " + label + " = '" + render(value) + "' in " + source + ": expected " +
+    throw UserError("config: " + label + " = '" + clipForMessage(render(value)) + "' in " + source + ": expected " +
                     spec.accepted);
   }
 }
@@ -166,7 +167,7 @@ void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std
   if (!root.IsMap()) {
     throw UserError("config: " + source +
                     " must be a YAML mapping of keys to values (e.g. 'training.epochs: 3'), got '" +
-                    render(root) + "'");
+                    clipForMessage(render(root)) + "'");
   }
   // Applied to a copy so that a bad key leaves the config as it was.
   ExperimentConfig updated = config;
@@ -195,13 +196,13 @@ void validate(const ExperimentConfig& config) {
     ExperimentConfig scratch;
     const YAML::Node value = spec.get(config);
     if (!spec.set(scratch, value)) {
-      throw UserError("config: " + spec.key + " = '" + render(value) +
+      throw UserError("config: " + spec.key + " = '" + clipForMessage(render(value)) +
                       "' in the resolved configuration: expected " + spec.accepted);
     }
   }
-  if (config.distributed.backend == "nccl" && config.device != "cuda") {
+  if (config.distributed.backend == Backend::nccl && config.device != Device::cuda) {
     throw UserError("config: distributed.backend = 'nccl' needs device = 'cuda' (device is '" +
-                    config.device + "'); set device=cuda or distributed.backend=gloo");
+                    nameOf(config.device) + "'); set device=cuda or distributed.backend=gloo");
   }
 }
 

@@ -1,5 +1,8 @@
 #include "hyperparams/config_keys.h"
 
+#include "hyperparams/base/errors.h"
+#include "hyperparams/settings.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,15 +14,6 @@
 
 namespace gcrun::hyperparams {
 namespace {
-
-// What a key accepts: the text shown to users, the check, and what a YAML null stands for where
-// null is allowed (a key without `if_null` rejects null, unless its type is itself optional).
-template <class T>
-struct Rule {
-  std::string accepted;
-  std::function<bool(const T&)> ok;
-  std::optional<T> if_null;
-};
 
 // Reading one value of each field type; false when the node is of the wrong shape or type.
 bool parse(const YAML::Node& node, int64_t& out) { return YAML::convert<int64_t>::decode(node, out); }
@@ -65,10 +59,33 @@ bool parse(const YAML::Node& node, std::vector<T>& out) {
   return true;
 }
 
+template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+bool parse(const YAML::Node& node, E& out) {
+  if (!node.IsScalar()) return false;
+  const auto& names = enumNames<E>();
+  const auto found = std::find(names.begin(), names.end(), node.Scalar());
+  if (found == names.end()) return false;
+  out = static_cast<E>(found - names.begin());
+  return true;
+}
+
+bool parse(const YAML::Node& node, SettingValue& out) {
+  return std::visit([&](auto& value) { return parse(node, value); }, out);
+}
+
 YAML::Node toNode(int64_t value) { return YAML::Node(value); }
 YAML::Node toNode(bool value) { return YAML::Node(value); }
 YAML::Node toNode(double value) { return YAML::Node(formatNumber(value)); }
 YAML::Node toNode(const std::string& value) { return YAML::Node(value); }
+
+template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+YAML::Node toNode(E value) {
+  return YAML::Node(nameOf(value));
+}
+
+YAML::Node toNode(const SettingValue& value) {
+  return std::visit([](const auto& v) { return toNode(v); }, value);
+}
 
 YAML::Node toNode(const std::optional<double>& value) {
   return value ? toNode(*value) : YAML::Node(YAML::NodeType::Null);
@@ -104,26 +121,6 @@ KeySpec field(std::string key, Rule<T> rule, Access access, std::string help) {
   return spec;
 }
 
-Rule<int64_t> integerAtLeast(int64_t min, const std::string& note = "") {
-  return {"an integer >= " + std::to_string(min) + note, [min](int64_t v) { return v >= min; }, {}};
-}
-
-Rule<double> numberAtLeast(double min) {
-  return {"a number >= " + formatNumber(min), [min](double v) { return v >= min; }, {}};
-}
-
-Rule<double> numberAbove(double min) {
-  return {"a number > " + formatNumber(min), [min](double v) { return v > min; }, {}};
-}
-
-Rule<double> fraction() {
-  return {"a number in [0, 1)", [](double v) { return v >= 0.0 && v < 1.0; }, {}};
-}
-
-Rule<double> positiveFraction() {
-  return {"a number in (0, 1]", [](double v) { return v > 0.0 && v <= 1.0; }, {}};
-}
-
 Rule<std::optional<double>> nullOr(const Rule<double>& rule) {
   auto ok = rule.ok;
   return {"null or " + rule.accepted, [ok](const std::optional<double>& v) { return !v || ok(*v); }, {}};
@@ -137,24 +134,10 @@ Rule<T> orNull(Rule<T> rule, T value, const std::string& meaning) {
   return rule;
 }
 
-Rule<bool> boolean() { return {"true or false", nullptr, {}}; }
-
-Rule<std::string> oneOf(std::vector<std::string> choices) {
-  std::string text = "one of: ";
-  for (size_t i = 0; i < choices.size(); ++i) text += (i ? ", " : "") + choices[i];
-  return {text,
-          [choices](const std::string& v) {
-            return std::find(choices.begin(), choices.end(), v) != choices.end();
-          },
-          {}};
+template <class E>
+Rule<E> oneOfEnum() {
+  return {oneOf(enumNames<E>()).accepted, nullptr, {}};
 }
-
-// Names of registry entries; the registries themselves check them when the run starts.
-Rule<std::string> name() {
-  return {"a non-empty name", [](const std::string& v) { return !v.empty(); }, {}};
-}
-
-Rule<std::string> text() { return {"a string", nullptr, std::string()}; }
 
 Rule<std::vector<double>> epochList() {
   auto ok = [](const std::vector<double>& v) {
@@ -180,7 +163,7 @@ std::vector<KeySpec> makeKeyTable() {
       field("seed", integerAtLeast(0),
             [](auto& c) -> auto& { return c.seed; },
             "Random seed of the model initialisation and the data order."),
-      field("device", oneOf({"cpu", "cuda"}),
+      field("device", oneOfEnum<Device>(),
             [](auto& c) -> auto& { return c.device; },
             "The device the workers train on."),
       field("task.name", name(),
@@ -219,7 +202,7 @@ std::vector<KeySpec> makeKeyTable() {
       field("optimizer.momentum", fraction(),
             [](auto& c) -> auto& { return c.optimizer.momentum; },
             "Momentum coefficient."),
-      field("optimizer.momentum_type", oneOf({"nesterov", "heavy-ball", "exponential_moving_average"}),
+      field("optimizer.momentum_type", oneOfEnum<MomentumType>(),
             [](auto& c) -> auto& { return c.optimizer.momentum_type; },
             "Momentum update; the reference's nesterov steps along g + m."),
       field("optimizer.weight_decay", numberAtLeast(0),
@@ -259,40 +242,13 @@ std::vector<KeySpec> makeKeyTable() {
       field("reducer.name", name(),
             [](auto& c) -> auto& { return c.reducer.name; },
             "The gradient reducer from the reducer registry (exact, powersgd, ...)."),
-      field("reducer.rank", integerAtLeast(1),
-            [](auto& c) -> auto& { return c.reducer.rank; },
-            "Rank of the low-rank reducers."),
-      field("reducer.reuse_query", boolean(),
-            [](auto& c) -> auto& { return c.reducer.reuse_query; },
-            "PowerSGD warm start: reuse the previous step's Q."),
-      field("reducer.n_power_iterations", integerAtLeast(0),
-            [](auto& c) -> auto& { return c.reducer.n_power_iterations; },
-            "Extra PowerSGD power iterations per step (2: the paper's best approximation)."),
-      field("reducer.orthogonalization_epsilon", numberAtLeast(0),
-            [](auto& c) -> auto& { return c.reducer.orthogonalization_epsilon; },
-            "Added to column norms in Gram-Schmidt so that all-zero columns stay finite."),
-      field("reducer.start_iter", integerAtLeast(0),
-            [](auto& c) -> auto& { return c.reducer.start_iter; },
-            "Steps of plain all-reduce before compression starts (PyTorch's start_powerSGD_iter)."),
-      field("reducer.min_compression_rate", numberAtLeast(0),
-            [](auto& c) -> auto& { return c.reducer.min_compression_rate; },
-            "Compress a matrix only if n*m > rate*rank*(n+m) (PyTorch's rule; 0: every matrix)."),
-      field("reducer.compression", positiveFraction(),
-            [](auto& c) -> auto& { return c.reducer.compression; },
-            "Fraction of the elements that top-k, random-k and random-block send."),
-      field("reducer.quantization_levels", integerAtLeast(1),
-            [](auto& c) -> auto& { return c.reducer.quantization_levels; },
-            "QSGD's number of quantization levels s."),
-      field("reducer.rescale", boolean(),
-            [](auto& c) -> auto& { return c.reducer.rescale; },
-            "random-k, random-block: scale by numel/k so the update is unbiased (reference: off)."),
-      field("reducer.granularity", oneOf({"layer", "model", "bucket"}),
+      field("reducer.granularity", oneOfEnum<Granularity>(),
             [](auto& c) -> auto& { return c.reducer.granularity; },
             "Compression unit: each tensor, the whole flattened gradient, or DDP-style buckets."),
       field("reducer.bucket_mb", numberAbove(0),
             [](auto& c) -> auto& { return c.reducer.bucket_mb; },
             "Bucket size in MiB when reducer.granularity is bucket."),
-      field("distributed.backend", oneOf({"auto", "gloo", "nccl"}),
+      field("distributed.backend", oneOfEnum<Backend>(),
             [](auto& c) -> auto& { return c.distributed.backend; },
             "Collective backend between workers; auto picks one for the device."),
       field("distributed.timeout_s", numberAbove(0),
@@ -329,32 +285,13 @@ std::vector<KeySpec> makeKeyTable() {
   // clang-format on
 }
 
-const std::map<std::string, std::string> kReducerClasses = {
-    {"ExactReducer", "exact"},
-    {"RankKReducer", "powersgd"},
-    {"HalfRankKReducer", "unbiased-rank"},
-    {"SVDReducer", "svd"},
-    {"AtomoReducer", "atomo"},
-    {"SignSGDwithMajorityVoteReducer", "signum"},
-    {"SignAndNormReducer", "sign-norm"},
-    {"TopKReducer", "topk"},
-    {"GlobalTopKReducer", "global-topk"},
-    {"UniformRandomSparseReducer", "random-k"},
-    {"UniformRandomSparseBlockReducer", "random-block"},
-};
-
-const std::map<std::string, std::string> kTaskNames = {{"Cifar", "cifar10"},
-                                                       {"LanguageModeling", "wikitext2"}};
-
-}  // namespace
-
-const std::vector<KeySpec>& keyTable() {
-  static const std::vector<KeySpec> table = makeKeyTable();
+std::vector<KeySpec>& mutableKeyTable() {
+  static std::vector<KeySpec> table = makeKeyTable();
   return table;
 }
 
-const std::vector<AliasSpec>& aliasTable() {
-  static const std::vector<AliasSpec> table = {
+std::vector<AliasSpec>& mutableAliasTable() {
+  static std::vector<AliasSpec> table = {
       {"num_epochs", "training.epochs", {}},
       {"optimizer_batch_size", "training.batch_size", {}},
       {"optimizer_learning_rate", "optimizer.learning_rate", {}},
@@ -362,11 +299,7 @@ const std::vector<AliasSpec>& aliasTable() {
       {"optimizer_momentum", "optimizer.momentum", {}},
       {"optimizer_momentum_type", "optimizer.momentum_type", {}},
       {"optimizer_memory", "optimizer.memory", {}},
-      {"optimizer_reducer", "reducer.name", kReducerClasses},
-      {"optimizer_reducer_rank", "reducer.rank", {}},
-      {"optimizer_reducer_reuse_query", "reducer.reuse_query", {}},
-      {"optimizer_reducer_n_power_iterations", "reducer.n_power_iterations", {}},
-      {"optimizer_reducer_compression", "reducer.compression", {}},
+      {"optimizer_reducer", "reducer.name", {}},
       {"optimizer_decay_at_epochs", "optimizer.decay_at_epochs", {}},
       {"optimizer_decay_with_factor", "optimizer.decay_with_factor", {}},
       {"optimizer_scale_lr_with_factor", "optimizer.scale_lr_with_factor", {}},
@@ -376,24 +309,112 @@ const std::vector<AliasSpec>& aliasTable() {
       {"optimizer_weight_decay_conv", "optimizer.weight_decay_conv", {}},
       {"optimizer_weight_decay_other", "optimizer.weight_decay_other", {}},
       {"optimizer_weight_decay_bn", "optimizer.weight_decay_bn", {}},
-      {"task", "task.name", kTaskNames},
+      {"task", "task.name", {{"Cifar", "cifar10"}, {"LanguageModeling", "wikitext2"}}},
       {"task_architecture", "task.architecture", {}},
       {"distributed_backend", "distributed.backend", {}},
   };
   return table;
 }
 
-std::string formatNumber(double value) {
-  char text[32];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(text, sizeof(text), "%.*g", digits, value);
-    if (std::strtod(text, nullptr) == value) break;
+// Where a section's declared settings live in the config, and which of their owners it selects.
+struct SettingSection {
+  std::function<SettingValues&(ExperimentConfig&)> values;
+  std::function<const SettingValues&(const ExperimentConfig&)> given;
+  std::function<const std::string&(const ExperimentConfig&)> selected_owner;
+};
+
+const std::map<std::string, SettingSection>& settingSections() {
+  static const std::map<std::string, SettingSection> sections = {
+      {"reducer",
+       {[](ExperimentConfig& c) -> SettingValues& { return c.reducer.settings; },
+        [](const ExperimentConfig& c) -> const SettingValues& { return c.reducer.settings; },
+        [](const ExperimentConfig& c) -> const std::string& { return c.reducer.name; }}},
+  };
+  return sections;
+}
+
+// Every declaration of one key, by owner; they agree on type and rule.
+struct Declarations {
+  std::map<std::string, SettingSpec> by_owner;
+  std::string first_owner;
+};
+
+std::map<std::string, Declarations>& declarations() {
+  static std::map<std::string, Declarations> table;
+  return table;
+}
+
+const char* typeName(const SettingValue& value) {
+  static const char* const names[] = {"an integer", "a number", "a boolean", "a string"};
+  return names[value.index()];
+}
+
+KeySpec declaredKey(const std::string& key, const SettingSection& section, const SettingSpec& first) {
+  const std::string name = first.name;
+  KeySpec spec{key, first.accepted, first.help, nullptr, nullptr};
+  spec.set = [section, name, first](ExperimentConfig& config, const YAML::Node& node) {
+    SettingValue value = first.default_value;
+    if (!parse(node, value) || (first.ok && !first.ok(value))) return false;
+    section.values(config)[name] = std::move(value);
+    return true;
+  };
+  spec.get = [section, name, key](const ExperimentConfig& config) {
+    const auto& values = section.given(config);
+    if (const auto given = values.find(name); given != values.end()) return toNode(given->second);
+    const auto& declared = declarations().at(key);
+    const auto owner = declared.by_owner.find(section.selected_owner(config));
+    return toNode((owner != declared.by_owner.end() ? owner->second : declared.by_owner.at(declared.first_owner))
+                      .default_value);
+  };
+  return spec;
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& keyTable() { return mutableKeyTable(); }
+
+const std::vector<AliasSpec>& aliasTable() { return mutableAliasTable(); }
+
+void declareSetting(const std::string& section_name, const std::string& owner, const SettingSpec& spec) {
+  const auto section = settingSections().find(section_name);
+  if (section == settingSections().end()) {
+    throw std::logic_error("declareSetting: no settings section '" + section_name + "'");
   }
-  // %g writes 150 as 1.5e+02 when two digits suffice; spell such whole numbers out.
-  const char* exponent = std::strchr(text, 'e');
-  const int power = exponent ? std::atoi(exponent + 1) : -1;
-  if (power >= 0 && power < 16) std::snprintf(text, sizeof(text), "%.*g", power + 1, value);
-  return text;
+  const std::string key = section_name + "." + spec.name;
+  auto& declared = declarations()[key];
+  if (declared.by_owner.empty()) {
+    if (std::any_of(keyTable().begin(), keyTable().end(), [&](const KeySpec& k) { return k.key == key; })) {
+      throw UserError(section_name + " '" + owner + "' declares the setting " + key + ", a built-in key");
+    }
+    declared.first_owner = owner;
+    mutableKeyTable().push_back(declaredKey(key, section->second, spec));
+  } else {
+    const auto& first = declared.by_owner.at(declared.first_owner);
+    if (first.default_value.index() != spec.default_value.index() || first.accepted != spec.accepted) {
+      throw UserError(section_name + " '" + owner + "' declares " + key + " as " + typeName(spec.default_value) +
+                      " (" + spec.accepted + "), but '" + declared.first_owner + "' declares it as " +
+                      typeName(first.default_value) + " (" + first.accepted + ")");
+    }
+  }
+  declared.by_owner[owner] = spec;
+  for (const auto& alias : spec.aliases) {
+    auto& aliases = mutableAliasTable();
+    if (std::none_of(aliases.begin(), aliases.end(), [&](const AliasSpec& a) { return a.alias == alias; })) {
+      aliases.push_back({alias, key, {}});
+    }
+  }
+}
+
+void declareReferenceValue(const std::string& key, const std::string& reference_value, const std::string& value) {
+  for (auto& alias : mutableAliasTable()) {
+    if (alias.key == key) alias.values[reference_value] = value;
+  }
+}
+
+std::string formatSetting(const SettingValue& value) {
+  YAML::Emitter out;
+  out << toNode(value);
+  return out.c_str();
 }
 
 }  // namespace gcrun::hyperparams

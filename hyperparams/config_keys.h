@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hyperparams/config.h"
+#include "hyperparams/rules.h"
 
 namespace gcrun::hyperparams {
 
@@ -30,11 +31,10 @@ struct AliasSpec {
   std::map<std::string, std::string> values;
 };
 
-// Every key, in the order toYaml() writes them (top-level keys first, then section by section).
+// Every key, in the order toYaml() writes them (top-level keys first, then section by section),
+// followed by the settings extensions declared (hyperparams/settings.h). Declarations add to both
+// tables, so hold no reference across one.
 const std::vector<KeySpec>& keyTable();
 const std::vector<AliasSpec>& aliasTable();
-
-// The shortest decimal text that reads back as exactly `value` (0.1 -> "0.1", not 17 digits).
-std::string formatNumber(double value);
 
 }  // namespace gcrun::hyperparams

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "hyperparams/config.h"
-#include "hyperparams/registry.h"
+#include "hyperparams/base/registry.h"
 
 namespace gcrun::outputs {
 

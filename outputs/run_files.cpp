@@ -11,7 +11,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "outputs/json.h"
 
 namespace gcrun::outputs {

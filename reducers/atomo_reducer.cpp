@@ -7,10 +7,20 @@
 #include <tuple>
 
 #include "reducers/builtin_reducers.h"
+#include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
 namespace {
+
+struct AtomoOptions {
+  int64_t rank = 4;
+};
+
+const hyperparams::SettingsSchema<AtomoOptions>& settings() {
+  static const auto schema = withRank(hyperparams::SettingsSchema<AtomoOptions>(), &AtomoOptions::rank);
+  return schema;
+}
 
 constexpr int kMaxSamplingAttempts = 1000;
 
@@ -61,9 +71,9 @@ AtomShape atomShape(const at::Tensor& t, int64_t rank) {
 // memory = send - this worker's own rescaled reconstruction, what its message stood for.
 class AtomoReducer : public Reducer {
  public:
-  explicit AtomoReducer(const ReducerContext& context)
+  AtomoReducer(const ReducerContext& context, const AtomoOptions& options)
       : comm_(context.comm),
-        rank_(context.options.rank),
+        rank_(options.rank),
         generator_(at::detail::createCPUGenerator(context.seed + static_cast<uint64_t>(context.comm.rank()))) {}
 
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
@@ -88,9 +98,7 @@ class AtomoReducer : public Reducer {
   void saveState(State& state) const override { state["generator"] = generator_.get_state().clone(); }
 
   void loadState(const State& state) override {
-    const auto found = state.find("generator");
-    if (found == state.end()) throw std::invalid_argument("atomo state: 'generator' is missing");
-    generator_.set_state(found->second);
+    generator_.set_state(stateEntry(state, "atomo", "generator"));
   }
 
  private:
@@ -169,8 +177,11 @@ class AtomoReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeAtomoReducer(const ReducerContext& context) {
-  return std::make_unique<AtomoReducer>(context);
+ReducerSpec atomoSpec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<AtomoReducer>(context, settings().read(context.options.settings));
+  };
+  return {make, "all-gather", settings().specs(), false, {Granularity::layer, Granularity::model}, "AtomoReducer"};
 }
 
 }  // namespace gcrun::reducers

@@ -6,21 +6,25 @@
 
 namespace gcrun::reducers {
 
-// The factories reducerRegistry() registers on first use.
+// Each built-in reducer's spec: its factory, collective, settings and rules, defined next to its
+// code; reducerRegistry() registers them on first use.
+ReducerSpec exactSpec();
+ReducerSpec powerSgdSpec();
+ReducerSpec unbiasedRankSpec();
+ReducerSpec svdSpec();
+ReducerSpec atomoSpec();
+ReducerSpec signumSpec();
+ReducerSpec signNormSpec();
+ReducerSpec topKSpec();
+ReducerSpec globalTopKSpec();
+ReducerSpec randomKSpec();
+ReducerSpec randomBlockSpec();
+ReducerSpec qsgdSpec();
+ReducerSpec ternGradSpec();
+ReducerSpec fp16Spec();
+ReducerSpec bf16Spec();
+
+// The plain all-reduce average; PowerSGD also uses it for its first reducer.start_iter steps.
 std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makePowerSgdReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeUnbiasedRankReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeSvdReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeAtomoReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeSignumReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeSignNormReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeTopKReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeGlobalTopKReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeRandomKReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeRandomBlockReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeQsgdReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeTernGradReducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeFp16Reducer(const ReducerContext& context);
-std::unique_ptr<Reducer> makeBf16Reducer(const ReducerContext& context);
 
 }  // namespace gcrun::reducers

@@ -90,4 +90,6 @@ std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context) {
   return std::make_unique<ExactReducer>(context.comm);
 }
 
+ReducerSpec exactSpec() { return {makeExactReducer, "all-reduce", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, "ExactReducer"}; }
+
 }  // namespace gcrun::reducers

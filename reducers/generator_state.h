@@ -18,9 +18,7 @@ inline void saveGenerator(Reducer::State& state, const std::string& name, const 
 // `owner` names the reducer in the std::invalid_argument thrown for a missing entry.
 inline void loadGenerator(const Reducer::State& state, const std::string& owner, const std::string& name,
                           at::Generator& generator) {
-  const auto found = state.find(name);
-  if (found == state.end()) throw std::invalid_argument(owner + " state: '" + name + "' is missing");
-  generator.set_state(found->second);
+  generator.set_state(stateEntry(state, owner, name));
 }
 
 }  // namespace gcrun::reducers

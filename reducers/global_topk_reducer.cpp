@@ -1,10 +1,20 @@
 #include <ATen/ATen.h>
 
 #include "reducers/builtin_reducers.h"
+#include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
 namespace {
+
+struct TopKOptions {
+  double compression = 0.01;
+};
+
+const hyperparams::SettingsSchema<TopKOptions>& settings() {
+  static const auto schema = withCompression(hyperparams::SettingsSchema<TopKOptions>(), &TopKOptions::compression);
+  return schema;
+}
 
 // The reference's GlobalTopKReducer (powersgd.md 1.6): the k = max(1, floor(0.5 c N)) largest
 // magnitudes of the whole flattened gradient (N elements over all tensors), so large-gradient
@@ -50,8 +60,11 @@ class GlobalTopKReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeGlobalTopKReducer(const ReducerContext& context) {
-  return std::make_unique<GlobalTopKReducer>(context.comm, context.options.compression);
+ReducerSpec globalTopKSpec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<GlobalTopKReducer>(context.comm, settings().read(context.options.settings).compression);
+  };
+  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, "GlobalTopKReducer"};
 }
 
 }  // namespace gcrun::reducers

@@ -7,7 +7,6 @@
 
 #include <ATen/ATen.h>
 
-#include "hyperparams/errors.h"
 
 namespace gcrun::reducers {
 namespace {
@@ -29,8 +28,9 @@ TensorGroups buckets(const std::vector<at::Tensor>& tensors, const ReducerOption
 }
 
 // The granularities that regroup tensors; `layer` needs no wrapper.
-const std::map<std::string, Grouping>& groupings() {
-  static const std::map<std::string, Grouping> table = {{"model", wholeModel}, {"bucket", buckets}};
+const std::map<Granularity, Grouping>& groupings() {
+  static const std::map<Granularity, Grouping> table = {{Granularity::model, wholeModel},
+                                                        {Granularity::bucket, buckets}};
   return table;
 }
 
@@ -130,13 +130,8 @@ int64_t squareSide(int64_t numel) {
 }
 
 std::unique_ptr<Reducer> withGranularity(std::unique_ptr<Reducer> inner, const ReducerOptions& options) {
-  if (options.granularity == "layer") return inner;
-  auto it = groupings().find(options.granularity);
-  if (it == groupings().end()) {
-    throw UserError("reducer.granularity: unknown value '" + options.granularity +
-                    "'; accepted: layer, model, bucket");
-  }
-  return std::make_unique<GroupedReducer>(std::move(inner), it->second, options);
+  if (options.granularity == Granularity::layer) return inner;
+  return std::make_unique<GroupedReducer>(std::move(inner), groupings().at(options.granularity), options);
 }
 
 }  // namespace gcrun::reducers

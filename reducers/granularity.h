@@ -36,7 +36,7 @@ TensorGroups bucketGroups(const std::vector<at::Tensor>& tensors, int64_t bucket
 int64_t squareSide(int64_t numel);
 
 // `inner` as is at granularity layer; otherwise wrapped so that it reduces one padded square per
-// group (see above). Throws UserError for a granularity it does not know.
+// group (see above).
 std::unique_ptr<Reducer> withGranularity(std::unique_ptr<Reducer> inner, const ReducerOptions& options);
 
 }  // namespace gcrun::reducers

@@ -83,12 +83,18 @@ class LowPrecisionReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeFp16Reducer(const ReducerContext& context) {
-  return std::make_unique<LowPrecisionReducer>(context.comm, at::kHalf);
+ReducerSpec fp16Spec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<LowPrecisionReducer>(context.comm, at::kHalf);
+  };
+  return {make, "all-reduce", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
 }
 
-std::unique_ptr<Reducer> makeBf16Reducer(const ReducerContext& context) {
-  return std::make_unique<LowPrecisionReducer>(context.comm, at::kBFloat16);
+ReducerSpec bf16Spec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<LowPrecisionReducer>(context.comm, at::kBFloat16);
+  };
+  return {make, "all-reduce", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
 }
 
 }  // namespace gcrun::reducers

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include <ATen/ATen.h>
 
+#include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
@@ -41,5 +44,55 @@ inline void orthogonalize(const at::Tensor& p, double epsilon) {
     }
   }
 }
+
+// How the low-rank reducers split a gradient list: the matrices they compress, and the rest (1-D
+// tensors such as biases, and matrices not worth compressing), which travel uncompressed in one
+// all-reduce of their average and keep zero memory.
+class MatrixSplit {
+ public:
+  MatrixSplit() = default;
+  // Tensors with ndim >= 2 are matrices, compressed at min(rows, cols, rank), if `compress` (when
+  // given) accepts their shape.
+  MatrixSplit(const std::vector<at::Tensor>& like, int64_t rank,
+              const std::function<bool(const MatrixShape&)>& compress = nullptr) {
+    for (size_t i = 0; i < like.size(); ++i) {
+      const MatrixShape shape = like[i].dim() <= 1 ? MatrixShape{} : matrixShape(like[i], rank);
+      if (like[i].dim() <= 1 || (compress && !compress(shape))) {
+        vector_ids_.push_back(i);
+        continue;
+      }
+      matrix_ids_.push_back(i);
+      shapes_.push_back(shape);
+    }
+    vectors_ = TensorBuffer::over(pick(like, vector_ids_));
+  }
+
+  size_t matrices() const { return shapes_.size(); }
+  const std::vector<MatrixShape>& shapes() const { return shapes_; }
+  // Matrix k of `tensors` (a list like the one given at construction) as [rows, cols].
+  at::Tensor matrix(const std::vector<at::Tensor>& tensors, size_t k) const {
+    return tensors[matrix_ids_[k]].view({shapes_[k].rows, shapes_[k].cols});
+  }
+
+  // Starts summing the uncompressed tensors of `send` over the workers; nullptr when there are
+  // none (Gloo can hang on empty tensors).
+  std::unique_ptr<PendingCollective> startVectors(const std::vector<at::Tensor>& send, comm::Communicator& comm) {
+    vectors_.pack(pick(send, vector_ids_));
+    return vectors_.numel() > 0 ? comm.allreduceSumAsync(vectors_.flat()) : nullptr;
+  }
+  // Waits for the sum, writes its average into `out` and zero into `memory`; returns the bits sent.
+  uint64_t finishVectors(std::unique_ptr<PendingCollective> pending, const std::vector<at::Tensor>& out,
+                         const std::vector<at::Tensor>& memory, int workers) {
+    if (pending) pending->wait();
+    vectors_.unpack(pick(out, vector_ids_), 1.0 / workers);
+    for (size_t i : vector_ids_) memory[i].zero_();
+    return bitsOf(vectors_.flat());
+  }
+
+ private:
+  std::vector<size_t> vector_ids_, matrix_ids_;
+  std::vector<MatrixShape> shapes_;
+  TensorBuffer vectors_;
+};
 
 }  // namespace gcrun::reducers

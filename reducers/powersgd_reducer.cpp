@@ -8,10 +8,37 @@
 
 #include "reducers/builtin_reducers.h"
 #include "reducers/low_rank.h"
+#include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
 namespace {
+
+struct PowerSgdOptions {
+  int64_t rank = 4;
+  bool reuse_query = true;
+  int64_t n_power_iterations = 0;
+  double orthogonalization_epsilon = 1e-8;
+  int64_t start_iter = 0;
+  double min_compression_rate = 0.0;
+};
+
+const hyperparams::SettingsSchema<PowerSgdOptions>& settings() {
+  using hyperparams::integerAtLeast;
+  using O = PowerSgdOptions;
+  static const auto schema =
+      withOrthogonalizationEpsilon(withRank(hyperparams::SettingsSchema<O>(), &O::rank), &O::orthogonalization_epsilon)
+          .add(&O::reuse_query, "reuse_query", hyperparams::boolean(), "Warm start: reuse the previous step's Q.",
+               {"optimizer_reducer_reuse_query"})
+          .add(&O::n_power_iterations, "n_power_iterations", integerAtLeast(0),
+               "Extra power iterations per step (2: the paper's best approximation).",
+               {"optimizer_reducer_n_power_iterations"})
+          .add(&O::start_iter, "start_iter", integerAtLeast(0),
+               "Steps of plain all-reduce before compression starts (PyTorch's start_powerSGD_iter).")
+          .add(&O::min_compression_rate, "min_compression_rate", hyperparams::numberAtLeast(0),
+               "Compress a matrix only if n*m > rate*rank*(n+m) (PyTorch's rule; 0: every matrix).");
+  return schema;
+}
 
 // The reference's RankKReducer (powersgd.md 1.6), step by step:
 //  - tensors with ndim <= 1 (biases, norm scales) travel uncompressed, flat-packed, and keep zero
@@ -41,14 +68,14 @@ namespace {
 // the reference.
 class PowerSgdReducer : public Reducer {
  public:
-  explicit PowerSgdReducer(const ReducerContext& context)
+  PowerSgdReducer(const ReducerContext& context, const PowerSgdOptions& options)
       : comm_(context.comm),
-        rank_(context.options.rank),
-        reuse_query_(context.options.reuse_query),
-        n_power_iterations_(context.options.n_power_iterations),
-        epsilon_(context.options.orthogonalization_epsilon),
-        start_iter_(context.options.start_iter),
-        min_compression_rate_(context.options.min_compression_rate),
+        rank_(options.rank),
+        reuse_query_(options.reuse_query),
+        n_power_iterations_(options.n_power_iterations),
+        epsilon_(options.orthogonalization_epsilon),
+        start_iter_(options.start_iter),
+        min_compression_rate_(options.min_compression_rate),
         generator_(at::detail::createCPUGenerator(context.seed)),
         exact_(makeExactReducer(context)) {}
 
@@ -70,34 +97,30 @@ class PowerSgdReducer : public Reducer {
     }
 
     // The uncompressed tensors travel while this worker compresses.
-    std::unique_ptr<PendingCollective> vectors_pending;
-    vectors_.pack(pick(send, vector_ids_));
-    if (vectors_.numel() > 0) vectors_pending = comm_.allreduceSumAsync(vectors_.flat());
+    auto vectors_pending = split_.startVectors(send, comm_);
     if (!reuse_query_ || !queries_drawn_) drawQueries();
     queries_drawn_ = true;
 
     for (int64_t round = 0; round <= n_power_iterations_; ++round) {
-      for (size_t k = 0; k < matrix_ids_.size(); ++k) at::mm_out(ps_[k], matrixView(send, k), qs_[k]);
+      for (size_t k = 0; k < split_.matrices(); ++k) at::mm_out(ps_[k], split_.matrix(send, k), qs_[k]);
       allreduceUnlessEmpty(p_flat_);
       for (const auto& g : groups_) orthogonalize(g.p, epsilon_);
-      for (size_t k = 0; k < matrix_ids_.size(); ++k) at::mm_out(qs_[k], matrixView(send, k).t(), ps_[k]);
+      for (size_t k = 0; k < split_.matrices(); ++k) at::mm_out(qs_[k], split_.matrix(send, k).t(), ps_[k]);
       allreduceUnlessEmpty(q_flat_);
       q_flat_.div_(comm_.size());
     }
 
     // out = P Q^T and memory = M - P Q^T, the latter in one pass over M (memory may be send).
-    for (size_t k = 0; k < matrix_ids_.size(); ++k) {
-      auto approximation = matrixView(out, k);
+    for (size_t k = 0; k < split_.matrices(); ++k) {
+      auto approximation = split_.matrix(out, k);
       at::mm_out(approximation, ps_[k], qs_[k].t());
-      auto error = matrixView(memory, k);
-      at::addmm_out(error, matrixView(send, k), ps_[k], qs_[k].t(), /*beta=*/1, /*alpha=*/-1);
+      auto error = split_.matrix(memory, k);
+      at::addmm_out(error, split_.matrix(send, k), ps_[k], qs_[k].t(), /*beta=*/1, /*alpha=*/-1);
     }
 
-    if (vectors_pending) vectors_pending->wait();
-    vectors_.unpack(pick(out, vector_ids_), 1.0 / comm_.size());
-    for (size_t i : vector_ids_) memory[i].zero_();
     const uint64_t rounds = static_cast<uint64_t>(n_power_iterations_) + 1;
-    return rounds * (bitsOf(p_flat_) + bitsOf(q_flat_)) + bitsOf(vectors_.flat());
+    const uint64_t vector_bits = split_.finishVectors(std::move(vectors_pending), out, memory, comm_.size());
+    return rounds * (bitsOf(p_flat_) + bitsOf(q_flat_)) + vector_bits;
   }
 
   // The generator, the call count, and the warm-start queries once drawn.
@@ -112,11 +135,7 @@ class PowerSgdReducer : public Reducer {
   }
 
   void loadState(const State& state) override {
-    const auto entry = [&](const std::string& name) {
-      const auto found = state.find(name);
-      if (found == state.end()) throw std::invalid_argument("powersgd state: '" + name + "' is missing");
-      return found->second;
-    };
+    const auto entry = [&](const std::string& name) { return stateEntry(state, "powersgd", name); };
     generator_.set_state(entry("generator"));
     calls_ = entry("calls").item<int64_t>();
     queries_drawn_ = entry("queries_drawn").item<int64_t>() != 0;
@@ -127,7 +146,7 @@ class PowerSgdReducer : public Reducer {
   // Compressed matrices of one shape: their P and Q are contiguous blocks of the flat buffers.
   struct ShapeGroup {
     MatrixShape shape;
-    std::vector<size_t> members;  // indices into matrix_ids_
+    std::vector<size_t> members;  // indices of the split's matrices
     at::Tensor p, q;              // [members, n, r] and [members, m, r]
   };
 
@@ -137,23 +156,17 @@ class PowerSgdReducer : public Reducer {
   }
 
   void allocate(const std::vector<at::Tensor>& like) {
+    split_ = MatrixSplit(like, rank_, [this](const MatrixShape& shape) { return worthCompressing(shape); });
     std::map<std::pair<int64_t, int64_t>, size_t> group_of_shape;
-    for (size_t i = 0; i < like.size(); ++i) {
-      const MatrixShape shape = like[i].dim() <= 1 ? MatrixShape{} : matrixShape(like[i], rank_);
-      if (like[i].dim() <= 1 || !worthCompressing(shape)) {
-        vector_ids_.push_back(i);
-        continue;
-      }
+    for (size_t k = 0; k < split_.matrices(); ++k) {
+      const MatrixShape& shape = split_.shapes()[k];
       const auto key = std::make_pair(shape.rows, shape.cols);
       if (group_of_shape.count(key) == 0) {
         group_of_shape[key] = groups_.size();
         groups_.push_back(ShapeGroup{shape, {}, {}, {}});
       }
-      groups_[group_of_shape[key]].members.push_back(matrix_ids_.size());
-      matrix_ids_.push_back(i);
-      shapes_.push_back({shape.rows, shape.cols});
+      groups_[group_of_shape[key]].members.push_back(k);
     }
-    vectors_ = TensorBuffer::over(pick(like, vector_ids_));
 
     int64_t p_total = 0, q_total = 0;
     for (const auto& g : groups_) {
@@ -164,8 +177,8 @@ class PowerSgdReducer : public Reducer {
     const auto options = like.empty() ? at::TensorOptions() : like.front().options();
     p_flat_ = at::empty({p_total}, options);
     q_flat_ = at::empty({q_total}, options);
-    ps_.resize(matrix_ids_.size());
-    qs_.resize(matrix_ids_.size());
+    ps_.resize(split_.matrices());
+    qs_.resize(split_.matrices());
     int64_t p_offset = 0, q_offset = 0;
     for (auto& g : groups_) {
       const auto count = static_cast<int64_t>(g.members.size());
@@ -193,10 +206,6 @@ class PowerSgdReducer : public Reducer {
     }
   }
 
-  at::Tensor matrixView(const std::vector<at::Tensor>& tensors, size_t k) const {
-    return tensors[matrix_ids_[k]].view(shapes_[k]);
-  }
-
   Communicator& comm_;
   const int64_t rank_;
   const bool reuse_query_;
@@ -209,10 +218,8 @@ class PowerSgdReducer : public Reducer {
   int64_t calls_ = 0;
   bool initialized_ = false;
   bool queries_drawn_ = false;
-  std::vector<size_t> vector_ids_, matrix_ids_;
-  std::vector<std::vector<int64_t>> shapes_;
+  MatrixSplit split_;
   std::vector<ShapeGroup> groups_;
-  TensorBuffer vectors_;
   at::Tensor p_flat_, q_flat_;        // what goes on the wire, group after group
   std::vector<at::Tensor> ps_, qs_;   // per matrix, in tensor order: views into p_flat_, q_flat_
   at::Tensor restored_queries_;       // from loadState(), copied in once the buffers exist
@@ -220,8 +227,11 @@ class PowerSgdReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makePowerSgdReducer(const ReducerContext& context) {
-  return std::make_unique<PowerSgdReducer>(context);
+ReducerSpec powerSgdSpec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<PowerSgdReducer>(context, settings().read(context.options.settings));
+  };
+  return {make, "all-reduce", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, "RankKReducer"};
 }
 
 }  // namespace gcrun::reducers

@@ -9,6 +9,17 @@
 namespace gcrun::reducers {
 namespace {
 
+struct QsgdOptions {
+  int64_t quantization_levels = 256;
+};
+
+const hyperparams::SettingsSchema<QsgdOptions>& settings() {
+  static const auto schema = hyperparams::SettingsSchema<QsgdOptions>().add(
+      &QsgdOptions::quantization_levels, "quantization_levels", hyperparams::integerAtLeast(1),
+      "QSGD's number of quantization levels s.");
+  return schema;
+}
+
 // QSGD (Alistarh et al., 2017) with s = reducer.quantization_levels levels, one norm per tensor
 // (GRACE's torch flavour; its dist flavour uses 128-element buckets):
 //   level_i = floor(s * |g_i| / ||g||_2 + u_i), u_i ~ U[0, 1) from this worker's own generator,
@@ -61,10 +72,13 @@ class QsgdCodec : public GradientCodec {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeQsgdReducer(const ReducerContext& context) {
-  return makeAllGatherReducer(
-      context.comm, std::make_unique<QsgdCodec>(context.options.quantization_levels,
-                                                workerGenerator(context.seed, context.comm.rank())));
+ReducerSpec qsgdSpec() {
+  const auto make = [](const ReducerContext& context) {
+    return makeAllGatherReducer(context.comm,
+                                std::make_unique<QsgdCodec>(settings().read(context.options.settings).quantization_levels,
+                                                            workerGenerator(context.seed, context.comm.rank())));
+  };
+  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
 }
 
 }  // namespace gcrun::reducers

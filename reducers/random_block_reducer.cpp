@@ -7,11 +7,13 @@ namespace gcrun::reducers {
 // uniform random start, wrapping around the end of the tensor, so every element is covered with
 // probability k / numel and the rescaled variant is unbiased too. Cheaper than random-k: a
 // contiguous copy and no permutation. See random_sparse_reducer.h.
-std::unique_ptr<Reducer> makeRandomBlockReducer(const ReducerContext& context) {
-  return makeRandomSparseReducer(context, [](int64_t numel, int64_t count, at::Generator& shared) {
-    const auto start = at::randint(numel, {1}, shared, at::TensorOptions().dtype(at::kLong));
-    return at::arange(count, at::TensorOptions().dtype(at::kLong)).add_(start).remainder_(numel);
-  });
+ReducerSpec randomBlockSpec() {
+  return randomSparseSpec(
+      [](int64_t numel, int64_t count, at::Generator& shared) {
+        const auto start = at::randint(numel, {1}, shared, at::TensorOptions().dtype(at::kLong));
+        return at::arange(count, at::TensorOptions().dtype(at::kLong)).add_(start).remainder_(numel);
+      },
+      "UniformRandomSparseBlockReducer");
 }
 
 }  // namespace gcrun::reducers

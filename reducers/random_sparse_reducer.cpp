@@ -3,17 +3,29 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "reducers/generator_state.h"
+#include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
 namespace {
 
+struct RandomSparseOptions {
+  double compression = 0.01;
+  bool rescale = false;
+};
+
+const hyperparams::SettingsSchema<RandomSparseOptions>& settings() {
+  using O = RandomSparseOptions;
+  static const auto schema = withRescale(withCompression(hyperparams::SettingsSchema<O>(), &O::compression), &O::rescale);
+  return schema;
+}
+
 class RandomSparseReducer : public Reducer {
  public:
-  RandomSparseReducer(const ReducerContext& context, IndexSampler sampler)
+  RandomSparseReducer(const ReducerContext& context, const RandomSparseOptions& options, IndexSampler sampler)
       : comm_(context.comm),
-        compression_(context.options.compression),
-        rescale_(context.options.rescale),
+        compression_(options.compression),
+        rescale_(options.rescale),
         sampler_(std::move(sampler)),
         generator_(at::detail::createCPUGenerator(context.seed)) {}
 
@@ -79,8 +91,11 @@ class RandomSparseReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeRandomSparseReducer(const ReducerContext& context, IndexSampler sampler) {
-  return std::make_unique<RandomSparseReducer>(context, std::move(sampler));
+ReducerSpec randomSparseSpec(IndexSampler sampler, std::string reference_name) {
+  const auto make = [sampler](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<RandomSparseReducer>(context, settings().read(context.options.settings), sampler);
+  };
+  return {make, "all-reduce", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, std::move(reference_name)};
 }
 
 }  // namespace gcrun::reducers

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <ATen/ATen.h>
 
@@ -23,6 +24,7 @@ using IndexSampler = std::function<at::Tensor(int64_t numel, int64_t count, at::
 // element is sampled with probability k / numel, so the update becomes unbiased. Memory = g minus
 // what was delivered for it: g with the sampled entries zeroed, or (1 - numel / k) g there when
 // rescaling.
-std::unique_ptr<Reducer> makeRandomSparseReducer(const ReducerContext& context, IndexSampler sampler);
+// `reference_name`: the reference's class name of the variant.
+ReducerSpec randomSparseSpec(IndexSampler sampler, std::string reference_name);
 
 }  // namespace gcrun::reducers

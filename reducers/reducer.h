@@ -9,11 +9,17 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "hyperparams/base/registry.h"
+#include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
-#include "hyperparams/registry.h"
-#include "reducers/communicator.h"
+#include "hyperparams/settings.h"
+#include "reducers/comm/communicator.h"
 
 namespace gcrun::reducers {
+
+// Reducers talk to the other workers through the communicator.
+using comm::Communicator;
+using comm::PendingCollective;
 
 // A Reducer turns every worker's gradients into one shared update: exact averaging, or a compressor
 // with its collectives. It follows the reference's reduce(grad_in, grad_out, memory_out) -> bits.
@@ -49,13 +55,15 @@ class Reducer {
   // loadState() the next reduce() must return what it would have returned in the saved run.
   // Stateless reducers keep these defaults; loadState() throws std::invalid_argument naming a
   // missing or mis-shaped entry.
-  using State = std::map<std::string, at::Tensor>;
+  using State = TensorMap;
   virtual void saveState(State& /*state*/) const {}
   virtual void loadState(const State& /*state*/) {}
 };
 
-// What a factory gets. The seed is the same on every worker, so random choices (PowerSGD's initial
-// query, random-k indices) agree without communication.
+// What a factory gets. options.settings holds the values given for the reducer.* settings (those a
+// reducer declares in its ReducerSpec: it reads them with its SettingsSchema, whose defaults fill
+// in the rest). The seed is the same on every worker, so random choices (PowerSGD's initial query,
+// random-k indices) agree without communication.
 struct ReducerContext {
   Communicator& comm;
   const ReducerOptions& options;
@@ -67,17 +75,21 @@ struct ReducerSpec {
   std::function<std::unique_ptr<Reducer>(const ReducerContext&)> make;
   // "all-reduce" (summable messages) or "all-gather" (each worker decompresses every message).
   std::string collective = "all-reduce";
-  // The reducer.* keys it reads, for `gcrun list reducers` (which shows their defaults).
-  std::vector<std::string> parameters;
+  // The settings it reads, declared as reducer.<name> keys when the spec is registered: `--set`,
+  // `gcrun show`, `gcrun list keys|reducers` and the reference's aliases come from here.
+  std::vector<hyperparams::SettingSpec> settings;
   // False for reducers that are only meaningful without error feedback (the reference's signum
   // and atomo): a config with optimizer.memory on is refused.
   bool supports_memory = true;
   // The reducer.granularity values it accepts; others are refused before training.
-  std::vector<std::string> granularities = {"layer"};
+  std::vector<Granularity> granularities = {Granularity::layer};
+  // The reference's class name (optimizer_reducer: RankKReducer), if it has one.
+  std::string reference_name;
 };
 
-// The reducers gcrun knows; the built-ins are registered on first use. User code adds its own with
-// reducerRegistry().add(...) before the experiment starts.
+// The reducers gcrun knows; the built-ins are registered on first use, which also declares their
+// settings as config keys: call it before parsing a config. User code adds its own with
+// reducerRegistry().add(...) before the experiment starts (plugins: when they are loaded).
 Registry<ReducerSpec>& reducerRegistry();
 
 // 8 * numel * element size: what a tensor costs on the wire.

@@ -1,47 +1,53 @@
 #include "reducers/builtin_reducers.h"
 
 namespace gcrun::reducers {
+namespace {
+
+// Makes a reducer's settings config keys, and its reference class name a value of the reference's
+// optimizer_reducer.
+void declare(const Registry<ReducerSpec>::Entry& entry) {
+  for (const auto& setting : entry.factory.settings) hyperparams::declareSetting("reducer", entry.name, setting);
+  if (!entry.factory.reference_name.empty()) {
+    hyperparams::declareReferenceValue("reducer.name", entry.factory.reference_name, entry.name);
+  }
+}
+
+}  // namespace
 
 Registry<ReducerSpec>& reducerRegistry() {
   static Registry<ReducerSpec>* registry = [] {
-    auto* r = new Registry<ReducerSpec>("reducer");
-    r->add("exact", "all-reduce average of the full gradient (SGD; the reference's ExactReducer)",
-           ReducerSpec{makeExactReducer, "all-reduce", {}, true, {"layer", "model", "bucket"}});
+    auto* r = new Registry<ReducerSpec>("reducer", declare);
+    r->add("exact", "all-reduce average of the full gradient (SGD; the reference's ExactReducer)", exactSpec());
     r->add("powersgd",
            "rank-r PowerSGD: power iteration with a warm-started query (the reference's RankKReducer)",
-           ReducerSpec{makePowerSgdReducer, "all-reduce",
-                       {"reducer.rank", "reducer.reuse_query", "reducer.n_power_iterations",
-                        "reducer.orthogonalization_epsilon", "reducer.start_iter", "reducer.min_compression_rate"},
-                       true, {"layer", "model", "bucket"}});
+           powerSgdSpec());
     r->add("unbiased-rank",
            "half a power iteration per step, P and Q in turn, local error (the reference's HalfRankKReducer)",
-           ReducerSpec{makeUnbiasedRankReducer, "all-reduce", {"reducer.rank", "reducer.orthogonalization_epsilon"},
-                       true, {"layer", "model"}});
+           unbiasedRankSpec());
     r->add("svd", "each worker's best rank-r approximation, (u, s, v) all-gathered (the reference's SVDReducer)",
-           ReducerSpec{makeSvdReducer, "all-gather", {"reducer.rank"}, true, {"layer", "model"}});
+           svdSpec());
     r->add("atomo", "Atomo: r singular atoms sampled per tensor, rescaled, all-gathered (the reference's AtomoReducer)",
-           ReducerSpec{makeAtomoReducer, "all-gather", {"reducer.rank"}, false, {"layer", "model"}});
+           atomoSpec());
     r->add("signum", "majority vote of bit-packed signs, all-gathered (the reference's SignSGDwithMajorityVoteReducer)",
-           ReducerSpec{makeSignumReducer, "all-gather", {}, false, {"layer", "model", "bucket"}});
+           signumSpec());
     r->add("sign-norm", "bit-packed signs times each tensor's mean |g|, all-gathered (the reference's SignAndNormReducer)",
-           ReducerSpec{makeSignNormReducer, "all-gather", {}, true, {"layer", "model", "bucket"}});
+           signNormSpec());
     r->add("topk", "per-tensor top-k magnitudes, values and positions all-gathered (the reference's TopKReducer)",
-           ReducerSpec{makeTopKReducer, "all-gather", {"reducer.compression"}, true, {"layer", "model", "bucket"}});
+           topKSpec());
     r->add("global-topk", "top-k magnitudes of the whole gradient, all-gathered (the reference's GlobalTopKReducer)",
-           ReducerSpec{makeGlobalTopKReducer, "all-gather", {"reducer.compression"}, true, {"layer", "model", "bucket"}});
+           globalTopKSpec());
     r->add("random-k", "k random elements per tensor from a shared generator (the reference's UniformRandomSparseReducer)",
-           ReducerSpec{makeRandomKReducer, "all-reduce", {"reducer.compression", "reducer.rescale"}, true, {"layer", "model", "bucket"}});
+           randomKSpec());
     r->add("random-block",
            "a random contiguous block per tensor from a shared generator (the reference's UniformRandomSparseBlockReducer)",
-           ReducerSpec{makeRandomBlockReducer, "all-reduce", {"reducer.compression", "reducer.rescale"}, true, {"layer", "model", "bucket"}});
+           randomBlockSpec());
     r->add("qsgd", "QSGD: unbiased stochastic s-level quantization with a norm per tensor, bit-packed, all-gathered",
-           ReducerSpec{makeQsgdReducer, "all-gather", {"reducer.quantization_levels"}, true, {"layer", "model", "bucket"}});
+           qsgdSpec());
     r->add("terngrad", "TernGrad: unbiased stochastic ternary {-1, 0, 1} times max|g| per tensor, 2 bits, all-gathered",
-           ReducerSpec{makeTernGradReducer, "all-gather", {}, true, {"layer", "model", "bucket"}});
+           ternGradSpec());
     r->add("fp16", "half-precision all-reduce, divided by the workers before the cast (Horovod's fp16 compression)",
-           ReducerSpec{makeFp16Reducer, "all-reduce", {}, true, {"layer", "model", "bucket"}});
-    r->add("bf16", "bfloat16 all-reduce, divided by the workers before the cast (DDP's bf16_compress_hook)",
-           ReducerSpec{makeBf16Reducer, "all-reduce", {}, true, {"layer", "model", "bucket"}});
+           fp16Spec());
+    r->add("bf16", "bfloat16 all-reduce, divided by the workers before the cast (DDP's bf16_compress_hook)", bf16Spec());
     return r;
   }();
   return *registry;

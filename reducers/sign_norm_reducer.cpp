@@ -53,8 +53,11 @@ class SignNormReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeSignNormReducer(const ReducerContext& context) {
-  return std::make_unique<SignNormReducer>(context.comm);
+ReducerSpec signNormSpec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<SignNormReducer>(context.comm);
+  };
+  return {make, "all-gather", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, "SignAndNormReducer"};
 }
 
 }  // namespace gcrun::reducers

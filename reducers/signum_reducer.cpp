@@ -46,8 +46,11 @@ class SignumReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeSignumReducer(const ReducerContext& context) {
-  return std::make_unique<SignumReducer>(context.comm);
+ReducerSpec signumSpec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<SignumReducer>(context.comm);
+  };
+  return {make, "all-gather", {}, false, {Granularity::layer, Granularity::model, Granularity::bucket}, "SignSGDwithMajorityVoteReducer"};
 }
 
 }  // namespace gcrun::reducers

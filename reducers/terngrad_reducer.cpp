@@ -49,9 +49,12 @@ class TernGradCodec : public GradientCodec {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeTernGradReducer(const ReducerContext& context) {
-  return makeAllGatherReducer(context.comm,
-                              std::make_unique<TernGradCodec>(workerGenerator(context.seed, context.comm.rank())));
+ReducerSpec ternGradSpec() {
+  const auto make = [](const ReducerContext& context) {
+    return makeAllGatherReducer(context.comm,
+                                std::make_unique<TernGradCodec>(workerGenerator(context.seed, context.comm.rank())));
+  };
+  return {make, "all-gather", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
 }
 
 }  // namespace gcrun::reducers

@@ -1,10 +1,20 @@
 #include <ATen/ATen.h>
 
 #include "reducers/builtin_reducers.h"
+#include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
 namespace {
+
+struct TopKOptions {
+  double compression = 0.01;
+};
+
+const hyperparams::SettingsSchema<TopKOptions>& settings() {
+  static const auto schema = withCompression(hyperparams::SettingsSchema<TopKOptions>(), &TopKOptions::compression);
+  return schema;
+}
 
 // Elements a tensor of `numel` sends at compression c: max(1, floor(0.5 * c * numel)); values and
 // positions both count, so c is the fraction of the dense size on the wire.
@@ -86,8 +96,11 @@ class TopKReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeTopKReducer(const ReducerContext& context) {
-  return std::make_unique<TopKReducer>(context.comm, context.options.compression);
+ReducerSpec topKSpec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<TopKReducer>(context.comm, settings().read(context.options.settings).compression);
+  };
+  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, "TopKReducer"};
 }
 
 }  // namespace gcrun::reducers

@@ -6,10 +6,23 @@
 
 #include "reducers/builtin_reducers.h"
 #include "reducers/low_rank.h"
+#include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
 namespace {
+
+struct UnbiasedRankOptions {
+  int64_t rank = 4;
+  double orthogonalization_epsilon = 1e-8;
+};
+
+const hyperparams::SettingsSchema<UnbiasedRankOptions>& settings() {
+  using O = UnbiasedRankOptions;
+  static const auto schema = withOrthogonalizationEpsilon(withRank(hyperparams::SettingsSchema<O>(), &O::rank),
+                                                          &O::orthogonalization_epsilon);
+  return schema;
+}
 
 // The reference's HalfRankKReducer (powersgd.md 1.6): the paper's "Unbiased Rank r" (memory off)
 // and "Half Rank r (EF)". Half a power iteration per call, alternating:
@@ -24,10 +37,10 @@ namespace {
 // 32 * sum r*m on Q calls, plus 32 per vector element on every call.
 class UnbiasedRankReducer : public Reducer {
  public:
-  explicit UnbiasedRankReducer(const ReducerContext& context)
+  UnbiasedRankReducer(const ReducerContext& context, const UnbiasedRankOptions& options)
       : comm_(context.comm),
-        rank_(context.options.rank),
-        epsilon_(context.options.orthogonalization_epsilon),
+        rank_(options.rank),
+        epsilon_(options.orthogonalization_epsilon),
         generator_(at::detail::createCPUGenerator(context.seed)) {}
 
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
@@ -35,16 +48,14 @@ class UnbiasedRankReducer : public Reducer {
     if (!initialized_) allocate(send);
     if (restored_.defined()) restoreFactors();
 
-    vectors_.pack(pick(send, vector_ids_));
-    std::unique_ptr<PendingCollective> vectors_pending;
-    if (vectors_.numel() > 0) vectors_pending = comm_.allreduceSumAsync(vectors_.flat());
+    auto vectors_pending = split_.startVectors(send, comm_);
 
     const bool p_call = next_is_p_;
     next_is_p_ = !next_is_p_;
     if (!queries_drawn_) drawQueries();
     queries_drawn_ = true;
-    for (size_t k = 0; k < shapes_.size(); ++k) {
-      const auto m = matrixView(send, k);
+    for (size_t k = 0; k < split_.matrices(); ++k) {
+      const auto m = split_.matrix(send, k);
       if (p_call) {
         orthogonalize(qs_[k], epsilon_);
         at::matmul_out(ps_[k], m, qs_[k]);
@@ -52,21 +63,18 @@ class UnbiasedRankReducer : public Reducer {
         orthogonalize(ps_[k], epsilon_);
         at::matmul_out(qs_[k], m.t(), ps_[k]);
       }
-      auto error = matrixView(memory, k);
+      auto error = split_.matrix(memory, k);
       at::sub_out(error, m, at::matmul(ps_[k], qs_[k].t()));
     }
     at::Tensor& sent = p_call ? p_flat_ : q_flat_;
     if (sent.numel() > 0) comm_.allreduceSum(sent);  // Gloo can hang on empty tensors
     sent.div_(comm_.size());
-    for (size_t k = 0; k < shapes_.size(); ++k) {
-      auto approximation = matrixView(out, k);
+    for (size_t k = 0; k < split_.matrices(); ++k) {
+      auto approximation = split_.matrix(out, k);
       at::matmul_out(approximation, ps_[k], qs_[k].t());
     }
 
-    if (vectors_pending) vectors_pending->wait();
-    vectors_.unpack(pick(out, vector_ids_), 1.0 / comm_.size());
-    for (size_t i : vector_ids_) memory[i].zero_();
-    return bitsOf(sent) + bitsOf(vectors_.flat());
+    return bitsOf(sent) + split_.finishVectors(std::move(vectors_pending), out, memory, comm_.size());
   }
 
   // The generator, which half comes next, and both factors once drawn.
@@ -78,11 +86,7 @@ class UnbiasedRankReducer : public Reducer {
   }
 
   void loadState(const State& state) override {
-    const auto entry = [&](const std::string& name) {
-      const auto found = state.find(name);
-      if (found == state.end()) throw std::invalid_argument("unbiased-rank state: '" + name + "' is missing");
-      return found->second;
-    };
+    const auto entry = [&](const std::string& name) { return stateEntry(state, "unbiased-rank", name); };
     generator_.set_state(entry("generator"));
     next_is_p_ = entry("next_is_p").item<int64_t>() != 0;
     queries_drawn_ = entry("queries_drawn").item<int64_t>() != 0;
@@ -91,24 +95,17 @@ class UnbiasedRankReducer : public Reducer {
 
  private:
   void allocate(const std::vector<at::Tensor>& like) {
+    split_ = MatrixSplit(like, rank_);
     int64_t p_total = 0, q_total = 0;
-    for (size_t i = 0; i < like.size(); ++i) {
-      if (like[i].dim() <= 1) {
-        vector_ids_.push_back(i);
-        continue;
-      }
-      const MatrixShape shape = matrixShape(like[i], rank_);
-      matrix_ids_.push_back(i);
-      shapes_.push_back(shape);
+    for (const auto& shape : split_.shapes()) {
       p_total += shape.rows * shape.rank;
       q_total += shape.cols * shape.rank;
     }
-    vectors_ = TensorBuffer(pick(like, vector_ids_));
     const auto options = like.empty() ? at::TensorOptions() : like.front().options();
     p_flat_ = at::empty({p_total}, options);
     q_flat_ = at::empty({q_total}, options);
     int64_t p_offset = 0, q_offset = 0;
-    for (const auto& s : shapes_) {
+    for (const auto& s : split_.shapes()) {
       ps_.push_back(p_flat_.narrow(0, p_offset, s.rows * s.rank).view({s.rows, s.rank}));
       qs_.push_back(q_flat_.narrow(0, q_offset, s.cols * s.rank).view({s.cols, s.rank}));
       p_offset += s.rows * s.rank;
@@ -134,10 +131,6 @@ class UnbiasedRankReducer : public Reducer {
     }
   }
 
-  at::Tensor matrixView(const std::vector<at::Tensor>& tensors, size_t k) const {
-    return tensors[matrix_ids_[k]].view({shapes_[k].rows, shapes_[k].cols});
-  }
-
   Communicator& comm_;
   const int64_t rank_;
   const double epsilon_;
@@ -145,9 +138,7 @@ class UnbiasedRankReducer : public Reducer {
   bool initialized_ = false;
   bool queries_drawn_ = false;
   bool next_is_p_ = true;
-  std::vector<size_t> vector_ids_, matrix_ids_;
-  std::vector<MatrixShape> shapes_;
-  TensorBuffer vectors_;
+  MatrixSplit split_;
   at::Tensor p_flat_, q_flat_;       // what goes on the wire, matrix after matrix
   std::vector<at::Tensor> ps_, qs_;  // views into p_flat_ and q_flat_
   at::Tensor restored_;              // from loadState(), copied in once the buffers exist
@@ -155,8 +146,11 @@ class UnbiasedRankReducer : public Reducer {
 
 }  // namespace
 
-std::unique_ptr<Reducer> makeUnbiasedRankReducer(const ReducerContext& context) {
-  return std::make_unique<UnbiasedRankReducer>(context);
+ReducerSpec unbiasedRankSpec() {
+  const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+    return std::make_unique<UnbiasedRankReducer>(context, settings().read(context.options.settings));
+  };
+  return {make, "all-reduce", settings().specs(), true, {Granularity::layer, Granularity::model}, "HalfRankKReducer"};
 }
 
 }  // namespace gcrun::reducers

@@ -9,7 +9,7 @@
 #include <regex>
 #include <sstream>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 
 namespace gcrun::tasks {
 namespace {

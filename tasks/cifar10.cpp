@@ -16,7 +16,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "tasks/data_location.h"
 #include "tasks/models/models.h"
 #include "tasks/prefetch.h"

@@ -12,7 +12,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "tasks/idx_reader.h"
 #include "tasks/models/models.h"
 #include "tasks/sampler.h"

@@ -12,7 +12,7 @@
 
 #include <ATen/ATen.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 
 namespace gcrun::tasks {
 namespace {

@@ -11,8 +11,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
-#include "hyperparams/registry.h"
+#include "hyperparams/base/registry.h"
 
 namespace torch::nn {
 class Module;
@@ -83,7 +84,7 @@ class Task {
   // next trainLoss() is the saved run's. Resuming at an epoch start it does not call it. Data-side
   // randomness (augmentation) lives in the BatchStream, which the skipped next() calls replay.
   // loadState() throws std::invalid_argument naming a missing or mis-shaped entry.
-  using State = std::map<std::string, at::Tensor>;
+  using State = TensorMap;
   virtual void saveState(State& /*state*/) const {}
   virtual void loadState(const State& /*state*/) {}
 

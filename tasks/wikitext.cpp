@@ -14,7 +14,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "tasks/data_location.h"
 #include "tasks/models/rnn_model.h"
 #include "tasks/sampler.h"
@@ -159,12 +159,11 @@ class WikiText2Task : public Task {
   }
   void loadState(const State& state) override {
     const auto entry = [&](const std::string& name, const at::Tensor& like) {
-      const auto found = state.find(name);
-      if (found == state.end()) throw std::invalid_argument("wikitext2 state: '" + name + "' is missing");
-      if (like.defined() && !found->second.sizes().equals(like.sizes())) {
+      const auto& saved = stateEntry(state, "wikitext2", name);
+      if (like.defined() && !saved.sizes().equals(like.sizes())) {
         throw std::invalid_argument("wikitext2 state: '" + name + "' has another shape than this run's hidden state");
       }
-      return found->second;
+      return saved;
     };
     model_->setRandomState(entry("dropout_generator", at::Tensor()));
     hidden_ = {entry("hidden/h", hidden_.first).to(device_), entry("hidden/c", hidden_.second).to(device_)};

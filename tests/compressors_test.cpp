@@ -98,8 +98,8 @@ TEST(PowerSgdOptions, BatchedSameShapeMatricesMatchTheFloat64PerMatrixReference)
         const auto shapes = batchedShapes();
         const int64_t r = 2;
         ReducerOptions options;
-        options.rank = r;
-        options.n_power_iterations = iterations;
+        options.settings["rank"] = int64_t{r};
+        options.settings["n_power_iterations"] = int64_t{iterations};
         auto reducer = buildReducer("powersgd", comm, options);
 
         auto generator = at::detail::createCPUGenerator(42);
@@ -156,9 +156,9 @@ TEST(PowerSgdOptions, MorePowerIterationsApproachTheBestApproximationAndCostMore
       double previous = 1e9;
       for (int64_t iterations : {0, 1, 2, 4, 12}) {
         ReducerOptions options;
-        options.rank = r;
-        options.reuse_query = false;
-        options.n_power_iterations = iterations;
+        options.settings["rank"] = int64_t{r};
+        options.settings["reuse_query"] = false;
+        options.settings["n_power_iterations"] = int64_t{iterations};
         auto reducer = buildReducer("powersgd", comm, options);
         auto b = buffersFor(spectrumInputs(comm.rank()));
         const uint64_t bits = reducer->reduce(b.send, b.out, b.memory);
@@ -182,8 +182,8 @@ TEST(PowerSgdOptions, StartIterAveragesExactlyBeforeCompressing) {
   for (int world_size : {1, 2, 3, 4}) {
     runRanks(world_size, [&](Communicator& comm) {
       ReducerOptions options;
-      options.rank = 2;
-      options.start_iter = 2;
+      options.settings["rank"] = int64_t{2};
+      options.settings["start_iter"] = int64_t{2};
       auto reducer = buildReducer("powersgd", comm, options);
       for (int step = 0; step < 3; ++step) {
         auto b = buffersFor(inputsOf(shapes, comm.rank(), step));
@@ -209,8 +209,8 @@ TEST(PowerSgdOptions, MinCompressionRateSendsSmallMatricesUncompressed) {
   for (int world_size : {1, 2, 3, 4}) {
     runRanks(world_size, [&](Communicator& comm) {
       ReducerOptions options;
-      options.rank = 2;
-      options.min_compression_rate = 2.0;
+      options.settings["rank"] = int64_t{2};
+      options.settings["min_compression_rate"] = 2.0;
       auto reducer = buildReducer("powersgd", comm, options);
       auto b = buffersFor(inputsOf(shapes, comm.rank()));
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 32u * (15 + 7 + 2 * (40 + 30)));
@@ -227,8 +227,8 @@ TEST(PowerSgdOptions, MinCompressionRateSendsSmallMatricesUncompressed) {
 TEST(PowerSgdOptions, OrthogonalizationEpsilonIsTheOneGiven) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
-    options.rank = 1;
-    options.orthogonalization_epsilon = 1.0;
+    options.settings["rank"] = int64_t{1};
+    options.settings["orthogonalization_epsilon"] = 1.0;
     auto reducer = buildReducer("powersgd", comm, options);
     auto b = buffersFor({torch::ones({3, 4})});
     reducer->reduce(b.send, b.out, b.memory);
@@ -249,7 +249,7 @@ TEST(UnbiasedRankReducer, AlternatesPAndQAndAveragesLocalApproximations) {
     runRanks(world_size, [&](Communicator& comm) {
       const int64_t r = 2;
       ReducerOptions options;
-      options.rank = r;
+      options.settings["rank"] = int64_t{r};
       auto reducer = buildReducer("unbiased-rank", comm, options);
       const uint64_t p_bits = 32 * (r * 8 + r * 4 + 7), q_bits = 32 * (r * 5 + r * 27 + 7);
       auto generator = at::detail::createCPUGenerator(42);
@@ -286,7 +286,7 @@ TEST(SvdReducer, AveragesEachWorkersBestApproximation) {
     runRanks(world_size, [&](Communicator& comm) {
       const int64_t r = 3;
       ReducerOptions options;
-      options.rank = r;
+      options.settings["rank"] = int64_t{r};
       auto reducer = buildReducer("svd", comm, options);
       auto b = buffersFor(inputsOf(shapes, comm.rank()));
       // r * (n + m + 1) per matrix, at rank min(r, n, m); the vector whole.
@@ -318,7 +318,7 @@ TEST(AtomoReducer, MessageHoldsRankAtomsPerTensorInTheReferenceShapes) {
   for (int world_size : {1, 2, 3, 4}) {
     runRanks(world_size, [&](Communicator& comm) {
       ReducerOptions options;
-      options.rank = 2;
+      options.settings["rank"] = int64_t{2};
       auto reducer = buildReducer("atomo", comm, options);
       auto b = buffersFor(inputsOf(shapes, comm.rank()));
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 32u * (3 + 9 + 14 + 18 + 50 + 22));
@@ -336,7 +336,7 @@ TEST(AtomoReducer, IsUnbiasedInExpectationForEqualSingularValues) {
   const int world_size = 4, calls = 400;
   runRanks(world_size, [&](Communicator& comm) {
     ReducerOptions options;
-    options.rank = 2;
+    options.settings["rank"] = int64_t{2};
     auto reducer = buildReducer("atomo", comm, options);
     auto shared = at::detail::createCPUGenerator(9);
     const auto m = 3.0 * std::get<0>(torch::linalg_qr(torch::randn({6, 6}, shared, torch::kFloat64)));
@@ -356,7 +356,7 @@ TEST(AtomoReducer, IsUnbiasedInExpectationForEqualSingularValues) {
 TEST(AtomoReducer, SendsLowRankMatricesExactly) {
   runRanks(2, [&](Communicator& comm) {
     ReducerOptions options;
-    options.rank = 4;
+    options.settings["rank"] = int64_t{4};
     auto reducer = buildReducer("atomo", comm, options);
     auto own = at::detail::createCPUGenerator(50 + comm.rank());
     // Rank 1: the other singular values are rounding noise, below the numerical-rank tolerance.
@@ -370,7 +370,7 @@ TEST(AtomoReducer, SendsLowRankMatricesExactly) {
 TEST(AtomoReducer, GivesUpAfterAThousandDrawsWithoutExactlyRankAtoms) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
-    options.rank = 2;
+    options.settings["rank"] = int64_t{2};
     auto reducer = buildReducer("atomo", comm, options);
     // p = (1, 2e-6): the second atom is almost never drawn.
     auto b = buffersFor({torch::tensor({1e6f, 0.0f, 0.0f, 1.0f}).view({2, 2})});

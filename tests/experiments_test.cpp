@@ -13,7 +13,7 @@
 #include "experiments/lr_schedule.h"
 #include "experiments/presets.h"
 #include "experiments/runner.h"
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"
 #include "tasks/models/models.h"
 #include "tests/support/multi_rank.h"
@@ -142,11 +142,11 @@ TEST(PaperMessageSizes, ResNet18SendsWhatTheReferenceSends) {
   const std::vector<std::tuple<std::string, int64_t, uint64_t>> cases = {
       {"exact", 1, 11173962}, {"powersgd", 1, 45935}, {"powersgd", 2, 82260},
       {"powersgd", 4, 154910}, {"powersgd", 7, 263885}};
-  runRanks(1, [&](reducers::Communicator& comm) {
+  runRanks(1, [&](comm::Communicator& comm) {
     for (const auto& [name, rank, floats] : cases) {
       ReducerOptions options;
       options.name = name;
-      options.rank = rank;
+      options.settings["rank"] = int64_t{rank};
       auto reducer = reducers::reducerRegistry().at(name).factory.make({comm, options, /*seed=*/42});
       std::vector<at::Tensor> send, out, memory;
       for (const auto& t : shapes) {
@@ -178,7 +178,7 @@ TEST(Presets, ConfigFileOverridesThePresetAndSetOverridesBoth) {
   std::ofstream(dir.file("over.yaml")) << "training:\n  epochs: 7\n  batch_size: 16\nreducer:\n  rank: 3\n";
   const auto config = resolveExperiment("fashion-powersgd-rank2", dir.file("over.yaml"), {"training.epochs=9"});
   EXPECT_EQ(config.reducer.name, "powersgd");    // preset
-  EXPECT_EQ(config.reducer.rank, 3);             // file over preset
+  EXPECT_EQ(std::get<int64_t>(config.reducer.settings.at("rank")), 3);  // file over preset
   EXPECT_EQ(config.training.batch_size, 16);     // file
   EXPECT_EQ(config.training.epochs, 9);          // --set over file
   EXPECT_EQ(config.seed, ExperimentConfig{}.seed);  // default
@@ -287,7 +287,7 @@ TEST(Training, ANanGradientStopsTheRunNamingStepAndParameter) {
                             [](const tasks::TaskContext&) { return std::make_unique<NanGradientTask>(); });
   auto config = quadraticConfig({"task.name=nan-gradient", "reducer.name=signum", "optimizer.memory=false"});
   TempDir dir;
-  runRanks(1, [&](reducers::Communicator& comm) {
+  runRanks(1, [&](comm::Communicator& comm) {
     try {
       runWorker(config, RunOptions{dir.file("run")}, comm);
       ADD_FAILURE() << "a NaN gradient must stop the run";
@@ -333,7 +333,7 @@ TEST_P(OptimizerMatchesTheReference, OnAQuadratic) {
   const auto expected = referenceWeights(3, 0.1, c.momentum, c.weight_decay, c.type);
   for (int world_size : {1, 2}) {
     TempDir dir;
-    runRanks(world_size, [&](reducers::Communicator& comm) {
+    runRanks(world_size, [&](comm::Communicator& comm) {
       auto result = runWorker(config, RunOptions{dir.file("run")}, comm);
       EXPECT_EQ(result.training.steps, 3);
       const double loss = result.training.last_test.at("loss");
@@ -427,7 +427,7 @@ TEST(Training, RanksStayInLockstepAndCountTheirBits) {
                                     {"task.name=fashion-probe", "task.synthetic=true", "training.max_steps=2",
                                      "reducer.name=" + reducer, "output.sinks=[jsonl, csv]"});
     std::vector<uint64_t> bits(2);
-    runRanks(2, [&](reducers::Communicator& comm) {
+    runRanks(2, [&](comm::Communicator& comm) {
       auto result = runWorker(config, RunOptions{dir.file("run")}, comm);
       EXPECT_EQ(result.training.steps, 2);
       EXPECT_TRUE(result.training.last_test.count("accuracy"));
@@ -448,7 +448,7 @@ TEST(Training, SameSeedGivesIdenticalMetrics) {
   std::vector<std::map<std::string, double>> tests;
   for (int run = 0; run < 2; ++run) {
     TempDir dir;
-    runRanks(1, [&](reducers::Communicator& comm) {
+    runRanks(1, [&](comm::Communicator& comm) {
       tests.push_back(runWorker(config, RunOptions{dir.file("run")}, comm).training.last_test);
     });
   }

@@ -8,12 +8,20 @@
 #include <string>
 #include <vector>
 
+#include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
-#include "hyperparams/errors.h"
+#include "reducers/reducer.h"
 #include "tests/support/user_error.h"
 
 namespace gcrun::hyperparams {
 namespace {
+
+// The reducers declare their reducer.* settings when their registry is first used.
+class DeclareReducerSettings : public ::testing::Environment {
+ public:
+  void SetUp() override { reducers::reducerRegistry(); }
+};
+const auto* const declare_reducer_settings = ::testing::AddGlobalTestEnvironment(new DeclareReducerSettings);
 
 using gcrun::testing::expectMessageHas;
 using gcrun::testing::userErrorOf;
@@ -39,13 +47,13 @@ ExperimentConfig everyFieldChanged() {
   ExperimentConfig c;
   c.description = "Rank-2: PowerSGD # warm start";
   c.seed = 7;
-  c.device = "cuda";
+  c.device = Device::cuda;
   c.task = {"cifar10", "resnet18", "/data/null", true, 250};
   c.training = {300, 1200, 64};
   c.optimizer.learning_rate = 0.1 * 3;
   c.optimizer.conv_learning_rate = 1e-5;
   c.optimizer.momentum = 0.95;
-  c.optimizer.momentum_type = "exponential_moving_average";
+  c.optimizer.momentum_type = MomentumType::exponential_moving_average;
   c.optimizer.weight_decay = 5e-4;
   c.optimizer.weight_decay_conv = 0.0;
   c.optimizer.weight_decay_other = 2.5e-4;
@@ -57,8 +65,8 @@ ExperimentConfig everyFieldChanged() {
   c.optimizer.decay_with_factor = 3.0;
   c.optimizer.scale_lr_with_factor = 16;
   c.optimizer.warmup_epochs = 0.25;
-  c.reducer = {"powersgd", 2, false};
-  c.distributed = {"nccl", 1.0 / 3.0};
+  c.reducer = {"powersgd", Granularity::model, 0.5, {{"rank", int64_t{2}}, {"reuse_query", false}}};
+  c.distributed = {Backend::nccl, 1.0 / 3.0};
   c.output = {{"console", "tensorboard"}, 10};
   return c;
 }
@@ -93,8 +101,10 @@ void expectSameConfig(const ExperimentConfig& a, const ExperimentConfig& b) {
   EXPECT_EQ(x.scale_lr_with_factor, y.scale_lr_with_factor);
   EXPECT_EQ(x.warmup_epochs, y.warmup_epochs);
   EXPECT_EQ(a.reducer.name, b.reducer.name);
-  EXPECT_EQ(a.reducer.rank, b.reducer.rank);
-  EXPECT_EQ(a.reducer.reuse_query, b.reducer.reuse_query);
+  EXPECT_EQ(a.reducer.granularity, b.reducer.granularity);
+  EXPECT_EQ(a.reducer.bucket_mb, b.reducer.bucket_mb);
+  // The reducers' settings: a dump writes every declared one, so compare what they come to.
+  EXPECT_EQ(toYaml(a), toYaml(b));
   EXPECT_EQ(a.distributed.backend, b.distributed.backend);
   EXPECT_EQ(a.distributed.timeout_s, b.distributed.timeout_s);
   EXPECT_EQ(a.output.sinks, b.output.sinks);
@@ -178,11 +188,11 @@ TEST(ConfigApply, ReferenceScheduleKeys) {
   EXPECT_EQ(config.optimizer.weight_decay_conv, 1e-4);
   EXPECT_EQ(config.optimizer.weight_decay_other, 1e-4);
   EXPECT_TRUE(config.optimizer.mom_before_reduce);
-  EXPECT_EQ(config.optimizer.momentum_type, "heavy-ball");
+  EXPECT_EQ(config.optimizer.momentum_type, MomentumType::heavy_ball);
   EXPECT_EQ(config.optimizer.conv_learning_rate, 0.2);
-  EXPECT_FALSE(config.reducer.reuse_query);
+  EXPECT_FALSE(std::get<bool>(config.reducer.settings.at("reuse_query")));
   EXPECT_EQ(config.task.architecture, "ResNet18");
-  EXPECT_EQ(config.distributed.backend, "gloo");
+  EXPECT_EQ(config.distributed.backend, Backend::gloo);
   EXPECT_EQ(config.seed, 1);
   // The reference's None for the factor means the number of workers, which gcrun spells 0.
   EXPECT_EQ(fromYaml("optimizer_scale_lr_with_factor: 16\noptimizer_scale_lr_with_factor: null\n")
@@ -394,10 +404,10 @@ TEST(ConfigErrors, FailedApplyLeavesConfigUnchanged) {
 
 TEST(ConfigValidate, NcclNeedsCuda) {
   ExperimentConfig config;
-  config.distributed.backend = "nccl";
+  config.distributed.backend = Backend::nccl;
   expectMessageHas(userErrorOf([&] { validate(config); }),
                    {"distributed.backend = 'nccl'", "device", "set device=cuda or distributed.backend=gloo"});
-  config.device = "cuda";
+  config.device = Device::cuda;
   EXPECT_NO_THROW(validate(config));
   EXPECT_NO_THROW(validate(ExperimentConfig{}));
   EXPECT_NO_THROW(validate(everyFieldChanged()));

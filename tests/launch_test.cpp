@@ -3,15 +3,15 @@
 
 #include <map>
 
-#include "hyperparams/errors.h"
-#include "reducers/launch_environment.h"
+#include "hyperparams/base/errors.h"
+#include "experiments/launch/launch_environment.h"
 
 namespace {
 
-using gcrun::reducers::firstSlurmHost;
-using gcrun::reducers::worldFromVariables;
+using gcrun::launch::firstSlurmHost;
+using gcrun::launch::worldFromVariables;
 
-gcrun::reducers::EnvironmentLookup fake(std::map<std::string, std::string> variables) {
+gcrun::launch::EnvironmentLookup fake(std::map<std::string, std::string> variables) {
   return [variables](const std::string& name) -> std::optional<std::string> {
     const auto found = variables.find(name);
     if (found == variables.end()) return std::nullopt;
@@ -130,3 +130,24 @@ TEST(LaunchEnvironment, FirstSlurmHost) {
 }
 
 }  // namespace
+
+// Workers split the machine's cores by their launcher's local world size, whichever launcher set
+// it (srun and mpirun set no LOCAL_WORLD_SIZE); OMP_NUM_THREADS wins when set.
+TEST(LaunchEnvironment, ThreadsSplitTheCoresByTheLocalWorkers) {
+  using gcrun::launch::threadsPerWorker;
+  const std::map<std::string, std::string> slurm = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "8"},
+                                                    {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS_PER_NODE", "4"},
+                                                    {"SLURM_STEP_NODELIST", "n[1-2]"}};
+  EXPECT_EQ(threadsPerWorker(worldFromVariables(fake(slurm)), fake(slurm), 16), 4);
+  const std::map<std::string, std::string> mpi = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", "h"},
+                                                  {"MASTER_PORT", "1234"}};
+  EXPECT_EQ(threadsPerWorker(worldFromVariables(fake(mpi)), fake(mpi), 16), 8);
+  auto with_omp = mpi;
+  with_omp["OMP_NUM_THREADS"] = "3";
+  EXPECT_EQ(threadsPerWorker(worldFromVariables(fake(with_omp)), fake(with_omp), 16), 3);
+  // One worker alone takes every core; more local workers than cores get one thread each.
+  EXPECT_EQ(threadsPerWorker(worldFromVariables(fake({})), fake({}), 16), 16);
+  EXPECT_EQ(threadsPerWorker(worldFromVariables(fake(slurm)), fake(slurm), 2), 1);
+}

@@ -13,7 +13,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "outputs/builtin_sinks.h"
 #include "outputs/json.h"
 #include "outputs/metric_sink.h"

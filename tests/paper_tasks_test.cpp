@@ -13,7 +13,7 @@
 
 #include "experiments/presets.h"
 #include "experiments/runner.h"
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "tasks/brown_corpus.h"
 #include "tasks/cifar10.h"
 #include "tasks/models/models.h"
@@ -349,7 +349,7 @@ TEST(PaperTrainer, ClipsTheLocalGradientAndReportsTheValidationSplit) {
        "optimizer.scale_lr_with_factor=1", "optimizer.weight_decay=0", "optimizer.momentum=0",
        "optimizer.momentum_type=heavy-ball", "training.max_steps=1", "output.sinks=[csv, jsonl]"});
   TempDir dir;
-  testing::runRanks(1, [&](reducers::Communicator& comm) {
+  testing::runRanks(1, [&](comm::Communicator& comm) {
     auto result = experiments::runWorker(config, experiments::RunOptions{dir.file("run")}, comm);
     // torch.nn.utils.clip_grad_norm_: g = w * 0.4 / (5 + 1e-6); one step w -= 0.1 g.
     const double shrink = 1 - 0.1 * 0.4 / (5 + 1e-6);
@@ -377,7 +377,7 @@ TEST_P(EveryPreset, RunsOneSyntheticStep) {
       {"task.synthetic=true", "task.synthetic_samples=240", "training.max_steps=1", "training.batch_size=4",
        "task.test_batch_size=16", "output.sinks=[jsonl]"});
   TempDir dir;
-  testing::runRanks(1, [&](reducers::Communicator& comm) {
+  testing::runRanks(1, [&](comm::Communicator& comm) {
     auto result = experiments::runWorker(config, experiments::RunOptions{dir.file("run")}, comm);
     EXPECT_EQ(result.training.steps, 1);
     const auto& evaluated = config.task.name == "wikitext2" ? result.training.last_validation : result.training.last_test;

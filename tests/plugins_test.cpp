@@ -57,15 +57,42 @@ TEST(Plugins, TwoWorkersTrainWithThePluginReducer) {
   TempDir dir;
   const std::string run_dir = dir.file("run");
   const auto result = gcrun("experiment fashion-sgd " + kPlugin + " --nproc-per-node 2 --output-dir " + run_dir +
-                            " --set reducer.name=int8 --set task.synthetic=true --set training.max_steps=3");
+                            " --set reducer.name=int8 --set reducer.int8_levels=60 --set task.synthetic=true"
+                            " --set training.max_steps=3");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto config = YAML::LoadFile(run_dir + "/config.yaml");
   EXPECT_EQ(config["reducer"]["name"].as<std::string>(), "int8");
+  EXPECT_EQ(config["reducer"]["int8_levels"].as<int>(), 60);
   std::ifstream run_json(run_dir + "/run.json");
   std::stringstream text;
   text << run_json.rdbuf();
   EXPECT_TRUE(contains(text.str(), "\"completed\"")) << text.str();
   EXPECT_TRUE(contains(text.str(), "\"steps\": 3")) << text.str();
+}
+
+// The plugin's own setting, declared next to its reducer, works like a built-in key.
+TEST(Plugins, ThePluginDeclaresItsOwnSetting) {
+  const auto shown = gcrun("show fashion-sgd " + kPlugin + " --set reducer.name=int8 --set reducer.int8_levels=60");
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_TRUE(contains(shown.output, "  int8_levels: 60\n")) << shown.output;
+  const auto keys = gcrun("list keys " + kPlugin);
+  EXPECT_TRUE(contains(keys.output, "reducer.int8_levels")) << keys.output;
+  EXPECT_TRUE(contains(keys.output, "accepts an integer >= 0 (0: 127 - workers)")) << keys.output;
+  EXPECT_TRUE(contains(gcrun("list reducers " + kPlugin).output, "reducer.int8_levels = 0"));
+  // Without the plugin the key is unknown; a bad value is refused with what it accepts.
+  const auto unknown = gcrun("show fashion-sgd --set reducer.int8_levels=60");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_TRUE(contains(unknown.output, "unknown key 'reducer.int8_levels'")) << unknown.output;
+  const auto negative = gcrun("show fashion-sgd " + kPlugin + " --set reducer.int8_levels=-1");
+  EXPECT_EQ(negative.exit_code, 2) << negative.output;
+  EXPECT_TRUE(contains(negative.output, "reducer.int8_levels = '-1'")) << negative.output;
+  // The reducer itself refuses a level that could overflow, naming the key.
+  TempDir dir;
+  const auto overflow = gcrun("experiment fashion-sgd " + kPlugin +
+                              " --set reducer.name=int8 --set reducer.int8_levels=127 --set task.synthetic=true"
+                              " --set training.max_steps=1 --output-dir " + dir.file("run"));
+  EXPECT_EQ(overflow.exit_code, 2) << overflow.output;
+  EXPECT_TRUE(contains(overflow.output, "reducer.int8_levels: 127 with 1 workers")) << overflow.output;
 }
 
 TEST(Plugins, ShowAcceptsThePluginOption) {

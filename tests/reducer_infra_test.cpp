@@ -11,7 +11,7 @@
 #include "experiments/presets.h"
 #include "experiments/reducer_benchmark.h"
 #include "experiments/runner.h"
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "reducers/granularity.h"
 #include "reducers/reducer.h"
 #include "tests/support/multi_rank.h"
@@ -20,7 +20,7 @@
 namespace gcrun {
 namespace {
 
-using reducers::Communicator;
+using comm::Communicator;
 using reducers::Reducer;
 using testing::runRanks;
 using testing::TempDir;
@@ -45,8 +45,8 @@ std::vector<at::Tensor> like(const std::vector<at::Tensor>& tensors, double fill
 ReducerOptions optionsFor(const std::string& name, const std::string& granularity, int64_t rank = 4) {
   ReducerOptions options;
   options.name = name;
-  options.granularity = granularity;
-  options.rank = rank;
+  options.granularity = enumFromName<Granularity>(granularity);
+  options.settings["rank"] = int64_t{rank};
   // bucket_mb small enough to split kShapes in float64 (8 bytes each): see BucketPartition.
   options.bucket_mb = 100.0 / (1024 * 1024);
   return options;
@@ -78,12 +78,12 @@ TEST(Granularity, BucketPartitionFollowsDdp) {
 }
 
 TEST(Granularity, UnknownGranularityIsAUserError) {
-  ReducerOptions options = optionsFor("exact", "row");
   try {
-    reducers::withGranularity(nullptr, options);
+    experiments::resolveExperiment("fashion-sgd", "", {"reducer.granularity=row"});
     FAIL() << "no error";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("reducer.granularity"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layer, model, bucket"), std::string::npos) << e.what();
   }
 }
 
@@ -95,7 +95,7 @@ void expectExactMean(const std::string& reducer, const std::string& granularity,
   runRanks(kWorld, [&](Communicator& comm) {
     auto options = optionsFor(reducer, granularity, rank);
     // Gram-Schmidt's epsilon would shrink P's columns by up to eps / |column|.
-    options.orthogonalization_epsilon = 0;
+    options.settings["orthogonalization_epsilon"] = double{0};
     auto r = make(comm, options);
     for (int step = 0; step < 2; ++step) {
       auto send = filled(comm.rank());
@@ -179,11 +179,12 @@ TEST(Granularity, WrapperKeepsTheMemoryContract) {
 // per layer.
 void registerRestrictedReducers() {
   auto exact = reducers::reducerRegistry().at("exact").factory;
+  exact.reference_name.clear();  // the reference's ExactReducer stays the built-in
   auto no_memory = exact;
   no_memory.supports_memory = false;
   reducers::reducerRegistry().add("infra-no-memory", "exact without error feedback (test)", no_memory);
   auto layer_only = exact;
-  layer_only.granularities = {"layer"};
+  layer_only.granularities = {Granularity::layer};
   reducers::reducerRegistry().add("infra-layer-only", "exact per layer only (test)", layer_only);
 }
 
@@ -298,7 +299,7 @@ TEST(ReducerBenchmark, UnsupportedGranularityFallsBackToLayer) {
   options.world_sizes = {1};
   options.warmup = 0;
   options.repeats = 1;
-  options.reducer.granularity = "model";
+  options.reducer.granularity = Granularity::model;
   const auto rows = experiments::benchmarkReducers({{"tiny", {{3, 3}}}}, options);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].granularity, "layer");

@@ -5,7 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
 #include "tests/support/multi_rank.h"
@@ -307,7 +307,7 @@ TEST(PowerSgdReducer, ReconstructsLowRankInputsExactly) {
   for (int world_size : {1, 2, 3, 4}) {
     runRanks(world_size, [&](Communicator& comm) {
       ReducerOptions options;
-      options.rank = 2;
+      options.settings["rank"] = int64_t{2};
       auto reducer = buildReducer("powersgd", comm, options);
       auto b = lowRankInputs(comm.rank(), 2);
       auto sent = clones(b.send);
@@ -324,7 +324,7 @@ TEST(PowerSgdReducer, ReconstructsLowRankInputsExactly) {
 TEST(PowerSgdReducer, MemoryIsInputMinusTheAveragedApproximation) {
   runRanks(3, [&](Communicator& comm) {
     ReducerOptions options;
-    options.rank = 1;
+    options.settings["rank"] = int64_t{1};
     auto reducer = buildReducer("powersgd", comm, options);
     auto b = makeInputs(mixedShapes(), comm.rank());
     auto sent = clones(b.send);
@@ -343,7 +343,7 @@ TEST(PowerSgdReducer, SendsPAndQOfEachMatrixAndEveryVectorElement) {
   for (int64_t r : {1, 2, 4, 7}) {
     runRanks(2, [&](Communicator& comm) {
       ReducerOptions options;
-      options.rank = r;
+      options.settings["rank"] = int64_t{r};
       auto reducer = buildReducer("powersgd", comm, options);
       auto b = makeInputs(mixedShapes(), comm.rank());
       uint64_t floats = 0;
@@ -365,7 +365,7 @@ TEST(PowerSgdReducer, SendsPAndQOfEachMatrixAndEveryVectorElement) {
 TEST(PowerSgdReducer, WarmStartConvergesToTheBestRankRApproximation) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
-    options.rank = 2;
+    options.settings["rank"] = int64_t{2};
     auto reducer = buildReducer("powersgd", comm, options);
     torch::manual_seed(3);
     auto u = torch::linalg_qr(torch::randn({12, 12}, torch::kFloat64));
@@ -390,8 +390,8 @@ TEST(PowerSgdReducer, WarmStartConvergesToTheBestRankRApproximation) {
 TEST(PowerSgdReducer, WithoutWarmStartDrawsAFreshQueryEachStep) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
-    options.rank = 1;
-    options.reuse_query = false;
+    options.settings["rank"] = int64_t{1};
+    options.settings["reuse_query"] = false;
     auto reducer = buildReducer("powersgd", comm, options);
     torch::manual_seed(5);
     auto m = torch::randn({10, 8});

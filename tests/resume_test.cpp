@@ -20,7 +20,7 @@
 
 namespace {
 
-using gcrun::reducers::Communicator;
+using gcrun::comm::Communicator;
 using gcrun::reducers::Reducer;
 using gcrun::reducers::ReducerContext;
 using gcrun::reducers::reducerRegistry;
@@ -32,8 +32,8 @@ constexpr int kStepsAfter = 2;
 std::vector<std::tuple<std::string, std::string>> reducerCases() {
   std::vector<std::tuple<std::string, std::string>> cases;
   for (const auto* entry : reducerRegistry().entries()) {
-    for (const auto& granularity : entry->factory.granularities) {
-      if (granularity == "layer" || granularity == "model") cases.emplace_back(entry->name, granularity);
+    for (const auto granularity : entry->factory.granularities) {
+      if (granularity != gcrun::Granularity::bucket) cases.emplace_back(entry->name, gcrun::nameOf(granularity));
     }
   }
   return cases;
@@ -41,10 +41,10 @@ std::vector<std::tuple<std::string, std::string>> reducerCases() {
 
 gcrun::ReducerOptions reducerOptions(const std::string& granularity) {
   gcrun::ReducerOptions options;
-  options.rank = 2;
-  options.compression = 0.2;
-  options.quantization_levels = 16;
-  options.granularity = granularity;
+  options.settings["rank"] = int64_t{2};
+  options.settings["compression"] = 0.2;
+  options.settings["quantization_levels"] = int64_t{16};
+  options.granularity = gcrun::enumFromName<gcrun::Granularity>(granularity);
   return options;
 }
 

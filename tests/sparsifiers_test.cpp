@@ -84,7 +84,7 @@ TEST(Sparsifiers, SendTheBitsOfTheirFormulas) {
     runRanks(world_size, [&](Communicator& comm) {
       for (const auto& [name, bits] : expected) {
         ReducerOptions options;
-        options.compression = c;
+        options.settings["compression"] = double{c};
         auto reducer = buildReducer(name, comm, options);
         auto b = randomInputs(mixedShapes(), comm.rank());
         EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), bits) << name << " world " << world_size;
@@ -99,7 +99,7 @@ TEST(Qsgd, SendsCeilLog2OfSPlusOneLevelBitsAndASignBitPerElement) {
     const std::vector<std::pair<int64_t, uint64_t>> cases = {{1, 2}, {2, 3}, {3, 3}, {4, 4}, {255, 9}, {256, 10}};
     for (auto [levels, field_bits] : cases) {
       ReducerOptions options;
-      options.quantization_levels = levels;
+      options.settings["quantization_levels"] = int64_t{levels};
       auto reducer = buildReducer("qsgd", comm, options);
       auto b = randomInputs({{10, 3}}, 5);  // 30 elements, one norm
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 8 * (4 + (30 * field_bits + 7) / 8)) << "s = " << levels;
@@ -135,7 +135,7 @@ TEST(TopK, DeliversTheAverageOfEachWorkersLargestMagnitudes) {
       for (int j = 0; j < 40; ++j) mine[j] = value(comm.rank(), j);
       auto b = buffersFor({torch::tensor(mine).view({4, 10})});
       ReducerOptions options;
-      options.compression = 0.25;
+      options.settings["compression"] = 0.25;
       auto reducer = buildReducer("topk", comm, options);
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 64u * 5);
 
@@ -157,7 +157,7 @@ TEST(TopK, DeliversTheAverageOfEachWorkersLargestMagnitudes) {
 TEST(TopK, SendsAtLeastOneElementOfEveryTensor) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
-    options.compression = 0.01;  // 0.5 * c * 7 < 1
+    options.settings["compression"] = 0.01;  // 0.5 * c * 7 < 1
     auto reducer = buildReducer("topk", comm, options);
     auto b = buffersFor({torch::tensor({0.1f, -3.0f, 0.2f, 0.0f, 1.0f, -0.5f, 2.0f})});
     EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 64u);
@@ -175,7 +175,7 @@ TEST(GlobalTopK, SpendsTheBudgetOnTheLargestEntriesOfTheWholeGradient) {
       auto large = torch::arange(10, 20, torch::kFloat32).view({2, 5});
       auto b = buffersFor({small.clone(), large.clone()});
       ReducerOptions options;
-      options.compression = 0.5;
+      options.settings["compression"] = 0.5;
       auto reducer = buildReducer("global-topk", comm, options);
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 96u * 5);
       // Every worker sends the same gradient, so the average is its top 5.
@@ -205,7 +205,7 @@ TEST(RandomSparse, EveryRankPicksTheSameFreshIndicesEachStep) {
   for (const std::string name : {"random-k", "random-block"}) {
     runRanks(3, [&](Communicator& comm) {
       ReducerOptions options;
-      options.compression = 0.1;
+      options.settings["compression"] = 0.1;
       auto reducer = buildReducer(name, comm, options);
       at::Tensor previous;
       for (int step = 0; step < 4; ++step) {
@@ -237,8 +237,8 @@ TEST(RandomSparse, RescaledIsUnbiasedAndTheReferenceIsScaledByKOverN) {
     for (bool rescale : {true, false}) {
       runRanks(2, [&](Communicator& comm) {
         ReducerOptions options;
-        options.compression = 0.25;
-        options.rescale = rescale;
+        options.settings["compression"] = 0.25;
+        options.settings["rescale"] = rescale;
         auto reducer = buildReducer(name, comm, options);
         auto g = torch::arange(1, 17, torch::kFloat64) * (comm.rank() + 1.0);
         auto mean = sumOverRanks(comm, g) / 2;
@@ -282,7 +282,7 @@ TEST(Qsgd, IsUnbiased) {
   constexpr int kSteps = 1000;
   runRanks(2, [&](Communicator& comm) {
     ReducerOptions options;
-    options.quantization_levels = 2;
+    options.settings["quantization_levels"] = int64_t{2};
     auto reducer = buildReducer("qsgd", comm, options);
     auto g = torch::randn({32}, at::detail::createCPUGenerator(9), torch::kFloat32);
     const double norm = g.norm().item<double>();
@@ -298,7 +298,7 @@ TEST(Qsgd, IsUnbiased) {
 TEST(Qsgd, DeliversLevelsOfTheNormAndKeepsTheRoundingAsMemory) {
   runRanks(1, [&](Communicator& comm) {
     ReducerOptions options;
-    options.quantization_levels = 4;
+    options.settings["quantization_levels"] = int64_t{4};
     auto reducer = buildReducer("qsgd", comm, options);
     auto b = randomInputs({{6, 5}, {3}}, 11);
     auto sent = clones(b.send);

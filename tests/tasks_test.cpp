@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 #include <zlib.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 #include "tasks/fashion_mnist.h"
 #include "tasks/idx_reader.h"
 #include "tasks/models/models.h"

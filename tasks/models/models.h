@@ -8,7 +8,7 @@
 #include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 
-#include "hyperparams/registry.h"
+#include "hyperparams/base/registry.h"
 
 namespace gcrun::tasks::models {
 

@@ -11,7 +11,7 @@
 namespace gcrun::testing {
 
 // A registered reducer with `options` (its name set to `name`) and the tests' shared seed 42.
-inline std::unique_ptr<reducers::Reducer> buildReducer(const std::string& name, reducers::Communicator& comm,
+inline std::unique_ptr<reducers::Reducer> buildReducer(const std::string& name, comm::Communicator& comm,
                                                        ReducerOptions options = {}) {
   options.name = name;
   return reducers::reducerRegistry().at(name).factory.make(reducers::ReducerContext{comm, options, /*seed=*/42});

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 
 namespace gcrun::testing {
 

@@ -6,8 +6,9 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
-namespace gcrun::reducers {
+namespace gcrun::comm {
 
 class PendingCollective;
 
@@ -34,6 +35,11 @@ class Communicator {
   // In place: every rank gets root's tensor.
   virtual void broadcast(at::Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
+
+  // Where this group's collectives take their tensors: the current CUDA device for NCCL.
+  c10::Device device() const {
+    return backend() == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU);
+  }
 };
 
 class PendingCollective {
@@ -42,4 +48,4 @@ class PendingCollective {
   virtual void wait() = 0;
 };
 
-}  // namespace gcrun::reducers
+}  // namespace gcrun::comm

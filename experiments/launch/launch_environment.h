@@ -4,24 +4,12 @@
 #include <optional>
 #include <string>
 
-namespace gcrun::reducers {
+#include "reducers/comm/world.h"
 
-// Where this worker sits and how to reach the others.
-struct WorldSpec {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  // torchrun's static rendezvous hosts the store in its agent (TORCHELASTIC_USE_AGENT_STORE=True):
-  // then every worker, rank 0 included, connects as a client.
-  bool agent_store = false;
-  // torchrun's TORCHELASTIC_RESTART_COUNT: each attempt keeps its keys apart in a reused store.
-  int restart_count = 0;
-  // The launcher whose variables described this worker ("" when none did).
-  std::string launcher;
-};
+namespace gcrun::launch {
+
+using comm::WorldSpec;
+
 
 // Reads one environment variable; nullopt when unset or empty. Tests pass a fake environment.
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;
@@ -42,4 +30,15 @@ WorldSpec worldFromVariables(const EnvironmentLookup& lookup);
 // The first host of a Slurm node list: "gpu[03-05,09],cpu1" -> "gpu03".
 std::string firstSlurmHost(const std::string& nodelist);
 
-}  // namespace gcrun::reducers
+// This process's place, from its own environment.
+WorldSpec worldFromEnvironment();
+
+// gcrun's launcher names the run directory it made for its workers in this variable.
+constexpr const char* kLauncherRunDirVariable = "GCRUN_LAUNCHER_RUN_DIR";
+
+// The threads one worker of `world` uses: OMP_NUM_THREADS when set (torchrun sets it to 1, and
+// OpenBLAS reads it too), else the machine's cores split between the workers on this machine (the
+// launcher's local world size, whichever launcher it was).
+int threadsPerWorker(const WorldSpec& world, const EnvironmentLookup& lookup, int cores);
+
+}  // namespace gcrun::launch

@@ -1,4 +1,4 @@
-#include "reducers/process_group.h"
+#include "reducers/comm/process_group.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -10,10 +10,11 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "hyperparams/errors.h"
-#include "reducers/torch_compat.h"
+#include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
+#include "reducers/comm/torch_compat.h"
 
-namespace gcrun::reducers {
+namespace gcrun::comm {
 namespace {
 
 class C10dPending : public PendingCollective {
@@ -76,19 +77,12 @@ class C10dCommunicator : public Communicator {
   }
 
  private:
-  c10::Device device() const {
-    return backend_ == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU);
-  }
-
   c10::intrusive_ptr<c10d::Store> store_;  // kept alive for the group's lifetime
   c10::intrusive_ptr<compat::CollectiveGroup> group_;
   std::string backend_;
   int rank_;
   int size_;
 };
-
-// c10::Error messages carry a C++ backtrace after the first line.
-std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 bool isLoopback(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
@@ -220,10 +214,6 @@ std::unique_ptr<PeerMonitor> monitorPeers(const WorldSpec& world, std::chrono::m
   return std::make_unique<StorePeerMonitor>(world, timeout);
 }
 
-WorldSpec worldFromEnvironment() { return worldFromVariables(processEnvironment()); }
-
-bool launchedByLauncher() { return !worldFromEnvironment().launcher.empty(); }
-
 bool ncclAvailable() {
 #ifdef GCRUN_WITH_NCCL
   return true;
@@ -255,4 +245,4 @@ std::unique_ptr<Communicator> glooOverStore(const c10::intrusive_ptr<c10d::Store
   return makeGloo(store, rank, world_size, timeout, "127.0.0.1");
 }
 
-}  // namespace gcrun::reducers
+}  // namespace gcrun::comm

@@ -1,11 +1,12 @@
-#include "reducers/launch_environment.h"
+#include "experiments/launch/launch_environment.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 
-namespace gcrun::reducers {
+namespace gcrun::launch {
 namespace {
 
 constexpr int kDefaultPort = 29500;
@@ -122,4 +123,14 @@ WorldSpec worldFromVariables(const EnvironmentLookup& lookup) {
   return world;
 }
 
-}  // namespace gcrun::reducers
+WorldSpec worldFromEnvironment() { return worldFromVariables(processEnvironment()); }
+
+int threadsPerWorker(const WorldSpec& world, const EnvironmentLookup& lookup, int cores) {
+  if (const auto requested = lookup("OMP_NUM_THREADS")) {
+    const int threads = std::atoi(requested->c_str());
+    if (threads > 0) return threads;
+  }
+  return std::max(1, cores / std::max(1, world.local_world_size));
+}
+
+}  // namespace gcrun::launch

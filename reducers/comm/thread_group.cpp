@@ -1,4 +1,4 @@
-#include "reducers/thread_group.h"
+#include "reducers/comm/thread_group.h"
 
 #include <exception>
 #include <mutex>
@@ -9,9 +9,9 @@
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "reducers/process_group.h"
+#include "reducers/comm/process_group.h"
 
-namespace gcrun::reducers {
+namespace gcrun::comm {
 
 void runThreadGroup(int world_size, std::chrono::milliseconds timeout,
                     const std::function<void(Communicator&)>& fn) {
@@ -34,4 +34,4 @@ void runThreadGroup(int world_size, std::chrono::milliseconds timeout,
   if (!first_failure.empty()) throw std::runtime_error(first_failure);
 }
 
-}  // namespace gcrun::reducers
+}  // namespace gcrun::comm

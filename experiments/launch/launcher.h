@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-namespace gcrun::experiments {
+namespace gcrun::launch {
 
 // This node's part of a launch, with torchrun's meaning.
 struct LaunchOptions {
@@ -26,4 +26,4 @@ struct LaunchOptions {
 // Returns 0 when all succeed.
 int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::string>& argv);
 
-}  // namespace gcrun::experiments
+}  // namespace gcrun::launch

@@ -6,16 +6,10 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "reducers/communicator.h"
-#include "reducers/launch_environment.h"
+#include "reducers/comm/communicator.h"
+#include "reducers/comm/world.h"
 
-namespace gcrun::reducers {
-
-// Where this worker sits, from the variables of the launcher that started it (torchrun, gcrun's
-// own, srun, mpirun: see launch_environment.h). Single worker when none is set.
-WorldSpec worldFromEnvironment();
-// True when the environment says this process is one worker of a launched group.
-bool launchedByLauncher();
+namespace gcrun::comm {
 
 // Joins the group: rank 0 hosts a c10d TCPStore at master_addr:master_port (unless torchrun's agent
 // hosts it), every rank connects within `timeout` and builds the backend ("gloo" or "nccl"). A
@@ -44,4 +38,4 @@ std::unique_ptr<PeerMonitor> monitorPeers(const WorldSpec& world, std::chrono::m
 // Backends this build can use, for error messages and `auto` resolution.
 bool ncclAvailable();
 
-}  // namespace gcrun::reducers
+}  // namespace gcrun::comm

@@ -1,18 +1,20 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "hyperparams/errors.h"
+#include "hyperparams/base/errors.h"
 
 namespace gcrun {
 
 // A name -> factory table for one extension point (reducers, tasks, metric sinks). The names are
 // the values users type in the config, so an unknown name is a UserError listing the known ones.
-// add() replaces an existing entry: that is how user code overrides a built-in.
+// add() replaces an existing entry: that is how user code overrides a built-in. `on_add`, when
+// given, sees every entry as it is added (the reducer registry declares the reducer's settings).
 template <class Factory>
 class Registry {
  public:
@@ -22,10 +24,13 @@ class Registry {
     Factory factory;
   };
 
-  explicit Registry(std::string kind) : kind_(std::move(kind)) {}
+  explicit Registry(std::string kind, std::function<void(const Entry&)> on_add = nullptr)
+      : kind_(std::move(kind)), on_add_(std::move(on_add)) {}
 
   void add(const std::string& name, std::string description, Factory factory) {
-    entries_[name] = Entry{name, std::move(description), std::move(factory)};
+    Entry entry{name, std::move(description), std::move(factory)};
+    if (on_add_) on_add_(entry);
+    entries_[name] = std::move(entry);
   }
 
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
@@ -55,6 +60,7 @@ class Registry {
 
  private:
   std::string kind_;
+  std::function<void(const Entry&)> on_add_;
   std::map<std::string, Entry> entries_;
 };
 

@@ -1,4 +1,4 @@
-#include "experiments/launcher.h"
+#include "experiments/launch/launcher.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,10 +16,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "experiments/runner.h"
+#include "experiments/launch/launch_environment.h"
 #include "outputs/run_files.h"
 
-namespace gcrun::experiments {
+namespace gcrun::launch {
 namespace {
 
 constexpr auto kStopGracePeriod = std::chrono::seconds(30);
@@ -63,8 +63,10 @@ pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::strin
   // Read when OpenMP and OpenBLAS start, before main(): without it each worker's BLAS spins a thread
   // per core and the workers oversubscribe the machine (torchrun sets it to 1 for the same reason).
   if (!std::getenv("OMP_NUM_THREADS")) {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    set("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(options.nproc_per_node))));
+    comm::WorldSpec local;
+    local.local_world_size = options.nproc_per_node;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    set("OMP_NUM_THREADS", std::to_string(threadsPerWorker(local, processEnvironment(), cores)));
   }
   if (!options.run_dir.empty()) set(kLauncherRunDirVariable, options.run_dir);
   std::vector<char*> args;
@@ -174,4 +176,4 @@ int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::stri
   return exit_code;
 }
 
-}  // namespace gcrun::experiments
+}  // namespace gcrun::launch

@@ -9,7 +9,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-namespace gcrun::reducers::compat {
+namespace gcrun::comm::compat {
 
 #if TORCH_VERSION_MAJOR >= 2
 // 2.x: ProcessGroupGloo and ProcessGroupNCCL are Backends behind a dispatching ProcessGroup.
@@ -19,4 +19,4 @@ using CollectiveGroup = c10d::Backend;
 using CollectiveGroup = c10d::ProcessGroup;
 #endif
 
-}  // namespace gcrun::reducers::compat
+}  // namespace gcrun::comm::compat

@@ -3,9 +3,9 @@
 #include <chrono>
 #include <functional>
 
-#include "reducers/communicator.h"
+#include "reducers/comm/communicator.h"
 
-namespace gcrun::reducers {
+namespace gcrun::comm {
 
 // Runs fn on world_size threads in this process, one per rank, each with a real Gloo group on
 // loopback over a shared in-memory HashStore: benchmarks and tests get several workers without
@@ -13,4 +13,4 @@ namespace gcrun::reducers {
 void runThreadGroup(int world_size, std::chrono::milliseconds timeout,
                     const std::function<void(Communicator&)>& fn);
 
-}  // namespace gcrun::reducers
+}  // namespace gcrun::comm

@@ -1,0 +1,110 @@
+#include "experiments/training_state.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "hyperparams/base/errors.h"
+
+namespace gcrun::experiments {
+namespace {
+
+const at::Tensor& entry(const TensorMap& state, const std::string& name) {
+  const auto found = state.find(name);
+  if (found == state.end()) throw UserError("checkpoint entry '" + name + "' is missing");
+  return found->second;
+}
+
+std::string describe(const at::Tensor& t) {
+  std::string shape;
+  for (auto size : t.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(size);
+  return std::string(c10::toString(t.scalar_type())) + " [" + shape + "]";
+}
+
+void copyInto(const at::Tensor& target, const at::Tensor& saved, const std::string& name) {
+  if (!saved.sizes().equals(target.sizes()) || saved.scalar_type() != target.scalar_type()) {
+    throw UserError("checkpoint entry '" + name + "' is " + describe(saved) + ", this run's is " + describe(target) +
+                    " (a different model or setting)");
+  }
+  target.detach().copy_(saved);
+}
+
+// The entries under `prefix`, without it.
+TensorMap withPrefix(const TensorMap& state, const std::string& prefix) {
+  TensorMap out;
+  for (const auto& kv : state) {
+    if (kv.first.rfind(prefix, 0) == 0) out[kv.first.substr(prefix.size())] = kv.second;
+  }
+  return out;
+}
+
+}  // namespace
+
+TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& position) {
+  TensorMap state;
+  for (const auto& item : parts.task.model().named_parameters()) state["param/" + item.key()] = item.value();
+  for (const auto& item : parts.task.model().named_buffers()) state["buffer/" + item.key()] = item.value();
+  for (size_t i = 0; i < parts.names.size(); ++i) {
+    state["memory/" + parts.names[i]] = parts.memories[i];
+    if (parts.momenta[i].defined()) state["momentum/" + parts.names[i]] = parts.momenta[i];
+  }
+  reducers::Reducer::State reducer_state;
+  parts.reducer.saveState(reducer_state);
+  for (const auto& kv : reducer_state) state["reducer/" + kv.first] = kv.second;
+  tasks::Task::State task_state;
+  parts.task.saveState(task_state);
+  for (const auto& kv : task_state) state["task/" + kv.first] = kv.second;
+  const auto integer = [](int64_t v) { return torch::scalar_tensor(v, torch::kInt64); };
+  const auto real = [](double v) { return torch::scalar_tensor(v, torch::kFloat64); };
+  state["counter/step"] = integer(position.step);
+  state["counter/epoch"] = integer(position.epoch);
+  state["counter/batch"] = integer(position.batch_index);
+  state["counter/bits"] = integer(static_cast<int64_t>(position.bits));
+  state["counter/loss_sum"] = real(position.loss_sum);
+  state["counter/elapsed_s"] = real(position.elapsed_s);
+  state["train_sums/.weight"] = real(position.train_sums.weight);
+  for (const auto& kv : position.train_sums.sums) state["train_sums/" + kv.first] = real(kv.second);
+  return state;
+}
+
+LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
+                             std::optional<tasks::Task::State>& task_state) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : parts.task.model().named_parameters()) {
+    copyInto(item.value(), entry(state, "param/" + item.key()), "param/" + item.key());
+  }
+  for (const auto& item : parts.task.model().named_buffers()) {
+    copyInto(item.value(), entry(state, "buffer/" + item.key()), "buffer/" + item.key());
+  }
+  for (size_t i = 0; i < parts.names.size(); ++i) {
+    copyInto(parts.memories[i], entry(state, "memory/" + parts.names[i]), "memory/" + parts.names[i]);
+    const auto momentum = state.find("momentum/" + parts.names[i]);
+    if (momentum == state.end()) continue;
+    parts.momenta[i] = torch::empty_like(parts.memories[i]);
+    copyInto(parts.momenta[i], momentum->second, momentum->first);
+  }
+  try {
+    parts.reducer.loadState(withPrefix(state, "reducer/"));
+  } catch (const std::invalid_argument& e) {
+    throw UserError(std::string("checkpoint: ") + e.what());
+  }
+  LoopPosition position;
+  position.step = entry(state, "counter/step").item<int64_t>();
+  position.epoch = entry(state, "counter/epoch").item<int64_t>();
+  position.batch_index = entry(state, "counter/batch").item<int64_t>();
+  position.bits = static_cast<uint64_t>(entry(state, "counter/bits").item<int64_t>());
+  position.loss_sum = entry(state, "counter/loss_sum").item<double>();
+  position.elapsed_s = entry(state, "counter/elapsed_s").item<double>();
+  for (const auto& kv : withPrefix(state, "train_sums/")) {
+    if (kv.first == ".weight") {
+      position.train_sums.weight = kv.second.item<double>();
+    } else {
+      position.train_sums.sums[kv.first] = kv.second.item<double>();
+    }
+  }
+  task_state.reset();
+  if (position.batch_index > 0) task_state = withPrefix(state, "task/");
+  return position;
+}
+
+}  // namespace gcrun::experiments

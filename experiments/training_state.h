@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "hyperparams/base/tensor_map.h"
+#include "reducers/reducer.h"
+#include "tasks/task.h"
+
+namespace gcrun::experiments {
+
+// Where the training loop is and what it has counted: the next batch is `batch_index` of `epoch`.
+struct LoopPosition {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t batch_index = 0;
+  uint64_t bits = 0;
+  double loss_sum = 0;          // this epoch's, so far
+  double elapsed_s = 0;         // wall-clock time trained, across resumes
+  tasks::MetricSums train_sums;  // this epoch's, so far
+};
+
+// What one rank's checkpoint holds, by entry prefix: param/, buffer/ (the model), memory/ (error
+// feedback), momentum/, reducer/ and task/ (their saveState()), counter/ and train_sums/ (the
+// LoopPosition). Restoring it makes the rest of the run what the saved run would have done.
+struct TrainingParts {
+  tasks::Task& task;
+  reducers::Reducer& reducer;
+  const std::vector<std::string>& names;  // the model's parameter names, in order
+  const std::vector<at::Tensor>& memories;
+  std::vector<at::Tensor>& momenta;       // undefined before a parameter's first momentum step
+};
+
+TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& position);
+
+// Copies the saved tensors into `parts` and returns the position. The task's state comes back
+// separately (set only mid-epoch): it is loaded once the epoch's batches are set up again. A
+// missing entry, or one of another shape or dtype than this run's, is a UserError naming it.
+LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
+                             std::optional<tasks::Task::State>& task_state);
+
+}  // namespace gcrun::experiments

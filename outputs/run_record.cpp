@@ -1,0 +1,43 @@
+#include "outputs/run_record.h"
+
+#include "hyperparams/config_io.h"
+
+namespace gcrun::outputs {
+
+void RunRecord::start(const ExperimentConfig& config, const RunInfo& info) const {
+  if (!writes_) return;
+  writeFileAtomically(path("config.yaml"), hyperparams::toYaml(config));
+  writeFileAtomically(path("run.json"), runInfoJson(info));
+}
+
+PaperComparison RunRecord::finish(const PaperResult& paper, RunInfo info, const Timer& timer) const {
+  info.paper = comparePaper(paper, info, timer);
+  if (writes_) {
+    writeFileAtomically(path("timer_summary.json"), timer.summaryJson());
+    writeFileAtomically(path("run.json"), runInfoJson(info));
+  }
+  return info.paper;
+}
+
+PaperComparison comparePaper(const PaperResult& paper, const RunInfo& info, const Timer& timer) {
+  PaperComparison comparison{paper.metric, paper.source, {}};
+  if (paper.metric.empty()) return comparison;
+  auto& numbers = comparison.numbers;
+  numbers["value"] = paper.value;
+  if (auto it = info.final_metrics.find(paper.metric); it != info.final_metrics.end()) {
+    numbers["run_value"] = it->second;
+    numbers["difference"] = it->second - paper.value;
+  }
+  if (paper.data_per_epoch_mb > 0) numbers["data_per_epoch_mb"] = paper.data_per_epoch_mb;
+  if (info.epochs_done > 0) {
+    numbers["run_data_per_epoch_mb"] = static_cast<double>(info.bits_sent) / 8.0 / (1 << 20) / info.epochs_done;
+  }
+  if (paper.time_per_batch_ms > 0) numbers["time_per_batch_ms"] = paper.time_per_batch_ms;
+  const auto batch = timer.stats().find("batch");
+  if (batch != timer.stats().end() && batch->second.events > 0) {
+    numbers["run_time_per_batch_ms"] = 1000.0 * batch->second.total_s / batch->second.events;
+  }
+  return comparison;
+}
+
+}  // namespace gcrun::outputs
