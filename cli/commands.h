@@ -17,5 +17,7 @@ void addListCommand(CLI::App& app);
 void addShowCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
 void addDataCommand(CLI::App& app);
+void addStudyCommand(CLI::App& app, int& exit_code);
+void addReportCommand(CLI::App& app);
 
 }  // namespace gcrun::cli

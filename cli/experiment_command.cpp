@@ -30,6 +30,7 @@ void addExperimentCommand(CLI::App& app, const std::vector<std::string>& argv, i
     experiments::ExperimentRequest request;
     std::vector<std::string> plugins;
     std::string rdzv_endpoint;
+    int simulated_workers = 0;
   };
   auto flags = std::make_shared<Flags>();
   auto& request = flags->request;
@@ -49,6 +50,9 @@ void addExperimentCommand(CLI::App& app, const std::vector<std::string>& argv, i
   command->add_option("--master-port", launch.master_port, "Port of rank 0's store")->check(CLI::Range(1, 65535));
   command->add_option("--rdzv-endpoint", flags->rdzv_endpoint, "HOST:PORT, the same as --master-addr and --master-port");
   command->add_option("--resume", request.resume_dir, "Continue the run in this directory from its latest checkpoint");
+  command->add_option("--simulated-workers", flags->simulated_workers,
+                      "Logical workers per process (distributed.simulated_workers)")
+      ->check(CLI::Range(1, 4096));
   addPluginOption(*command, flags->plugins);
 
   command->callback([flags, &argv, &exit_code] {
@@ -56,6 +60,9 @@ void addExperimentCommand(CLI::App& app, const std::vector<std::string>& argv, i
     loadPlugins(flags->plugins);
     auto request = flags->request;
     if (!flags->rdzv_endpoint.empty()) applyEndpoint(flags->rdzv_endpoint, request.launch);
+    if (flags->simulated_workers > 0) {
+      request.assignments.push_back("distributed.simulated_workers=" + std::to_string(flags->simulated_workers));
+    }
     request.argv = argv;
     exit_code = experiments::runExperiment(request);
   });

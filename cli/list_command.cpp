@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/plugins.h"
 #include "experiments/presets.h"
+#include "experiments/study/study.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/settings.h"
 #include "outputs/metric_sink.h"
@@ -63,6 +64,12 @@ void printReducers() {
 const std::map<std::string, std::function<void()>>& listings() {
   static const std::map<std::string, std::function<void()>> table = {
       {"experiments", printPresets},
+      {"studies",
+       [] {
+         for (const auto& study : experiments::listStudies()) {
+           std::printf("  %-34s %s\n", study.name.c_str(), study.description.c_str());
+         }
+       }},
       {"reducers", printReducers},
       {"tasks", [] { printRegistry(tasks::taskRegistry()); }},
       {"sinks", [] { printRegistry(outputs::sinkRegistry()); }},
@@ -78,8 +85,8 @@ void addListCommand(CLI::App& app) {
   auto plugins = std::make_shared<std::vector<std::string>>();
   std::vector<std::string> choices;
   for (const auto& kv : listings()) choices.push_back(kv.first);
-  auto* command = app.add_subcommand("list", "List experiments, reducers, tasks, metric sinks or config keys");
-  command->add_option("what", *what, "experiments (default), reducers, tasks, sinks or keys")
+  auto* command = app.add_subcommand("list", "List experiments, studies, reducers, tasks, metric sinks or config keys");
+  command->add_option("what", *what, "experiments (default), studies, reducers, tasks, sinks or keys")
       ->check(CLI::IsMember(choices));
   addPluginOption(*command, *plugins);
   command->callback([what, plugins] {

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   gcrun::cli::addShowCommand(app);
   gcrun::cli::addBenchCommand(app);
   gcrun::cli::addDataCommand(app);
+  gcrun::cli::addStudyCommand(app, exit_code);
+  gcrun::cli::addReportCommand(app);
 
   try {
     if (argc > 1 && argv[1][0] != '-') checkCommand(app, argv[1]);

@@ -55,7 +55,8 @@ int runExperiment(const ExperimentRequest& request) {
   const bool worker = world.launched();
   const auto& nodes = request.launch;
   if (resume && (worker || nodes.node_rank == 0)) {
-    checkWorldSize(request.resume_dir, worker ? world.world_size : nodes.nnodes * nodes.nproc_per_node);
+    const int processes = worker ? world.world_size : nodes.nnodes * nodes.nproc_per_node;
+    checkWorldSize(request.resume_dir, processes * static_cast<int>(config.distributed.simulated_workers));
   }
   const RunOptions options{resume ? request.resume_dir : request.output_dir, resume};
   if (worker || (nodes.nproc_per_node == 1 && nodes.nnodes == 1)) {

@@ -5,7 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "experiments/preset_data.h"
+#include "experiments/embedded_yaml.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"
@@ -13,7 +13,7 @@
 namespace gcrun::experiments {
 namespace {
 
-const EmbeddedPreset& findPreset(const std::string& name) {
+const EmbeddedYaml& findPreset(const std::string& name) {
   std::string known;
   for (const auto& preset : embeddedPresets()) {
     if (preset.name == name) return preset;

@@ -1,5 +1,6 @@
 #include "experiments/runner.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -18,19 +19,23 @@
 #endif
 
 #include "experiments/launch/launch_environment.h"
+#include "experiments/simulated_workers.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "outputs/rank_logger.h"
 #include "outputs/run_record.h"
+#include "outputs/statistics.h"
 #include "reducers/comm/process_group.h"
 #include "reducers/granularity.h"
 
 namespace gcrun::experiments {
 namespace {
 
+// NCCL takes one rank per GPU, so simulated workers use Gloo.
 Backend resolveBackend(const ExperimentConfig& config) {
   if (config.distributed.backend != Backend::automatic) return config.distributed.backend;
-  return config.device == Device::cuda && comm::ncclAvailable() ? Backend::nccl : Backend::gloo;
+  const bool nccl = config.device == Device::cuda && comm::ncclAvailable() && config.distributed.simulated_workers == 1;
+  return nccl ? Backend::nccl : Backend::gloo;
 }
 
 c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
@@ -91,12 +96,15 @@ class StopOnSignals {
 // What runWorker(config, options) adds to a worker over its own group.
 struct WorkerHooks {
   bool stop_on_signals = false;
+  SharedParameters* shared = nullptr;  // simulated workers: the process's shared parameters
+  int logical = 0;                     // this simulated worker's index within its process
 };
 
-// Workers on one machine share its cores rather than each taking all of them.
-void limitThreads(const comm::WorldSpec& world) {
+// Workers on one machine share its cores rather than each taking all of them; simulated workers
+// count as workers, so a simulated run computes with the threads a real one would.
+void limitThreads(const comm::WorldSpec& world, int simulated) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  torch::set_num_threads(launch::threadsPerWorker(world, launch::processEnvironment(), cores));
+  torch::set_num_threads(std::max(1, launch::threadsPerWorker(world, launch::processEnvironment(), cores) / simulated));
 }
 
 // Every rank's peak resident memory (MiB), in rank order.
@@ -122,6 +130,8 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& c
   info.gcrun_version = GCRUN_VERSION;
   info.torch_version = TORCH_VERSION;
   info.world_size = comm.size();
+  info.simulated_workers = static_cast<int>(config.distributed.simulated_workers);
+  info.processes = comm.size() / info.simulated_workers;
   info.backend = comm.backend();
   info.device = nameOf(config.device);
   info.num_parameters = countParameters(task);
@@ -133,6 +143,16 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& c
 
 RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
                            comm::Communicator& comm, int local_rank, const WorkerHooks& hooks);
+
+// One worker's own compute per step: the medians of its forward and backward passes.
+double computePerBatchMs(const outputs::Timer& timer) {
+  double ms = 0;
+  for (const char* label : {"batch.forward", "batch.backward"}) {
+    const auto found = timer.stats().find(label);
+    if (found != timer.stats().end()) ms += 1000.0 * outputs::median(found->second.samples);
+  }
+  return ms;
+}
 
 void logPaperComparison(const outputs::PaperComparison& paper) {
   if (paper.metric.empty()) return;
@@ -170,23 +190,82 @@ void checkConfig(const ExperimentConfig& config) {
   if (resolveBackend(config) == Backend::nccl && !comm::ncclAvailable()) {
     throw UserError("distributed.backend: 'nccl' is not available in this build (LibTorch without NCCL); use gloo");
   }
+  if (config.distributed.simulated_workers > 1 && resolveBackend(config) == Backend::nccl) {
+    throw UserError("distributed.simulated_workers: NCCL takes one rank per GPU, so simulated workers need "
+                    "distributed.backend gloo or auto");
+  }
 }
+
+namespace {
+
+// The process's logical workers as threads over their own ranks; returns logical worker 0's
+// result. A failure ends the others (their waits throw, their collectives lose a peer) and the
+// failing worker's own error is what is rethrown.
+RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world,
+                       std::vector<std::unique_ptr<comm::Communicator>>& comms) {
+  const int workers = static_cast<int>(comms.size());
+  SharedParameters shared;
+  std::vector<RunResult> results(workers);
+  std::vector<std::exception_ptr> failures(workers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      try {
+        results[w] = runCheckedWorker(config, options, *comms[w], world.local_rank, WorkerHooks{true, &shared, w});
+      } catch (const std::exception&) {
+        failures[w] = std::current_exception();
+        shared.fail();
+        comms[w].reset();  // its peers' collectives fail now rather than at the timeout
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::exception_ptr first;
+  for (const auto& failure : failures) {
+    if (!failure) continue;
+    try {
+      std::rethrow_exception(failure);
+    } catch (const AnotherWorkerFailed&) {
+      if (!first) first = failure;
+    } catch (...) {
+      std::rethrow_exception(failure);
+    }
+  }
+  if (first) std::rethrow_exception(first);
+  return results.front();
+}
+
+}  // namespace
 
 RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world) {
   checkConfig(config);  // before waiting for the other workers
-  limitThreads(world);
+  const bool simulated = config.distributed.simulated_workers > 1;
+  limitThreads(world, static_cast<int>(config.distributed.simulated_workers));
 #ifdef GCRUN_WITH_CUDA
   // NCCL and the trainer's small collectives use the current device: make it this worker's GPU.
   if (config.device == Device::cuda) c10::cuda::set_device(workerDevice(config, world.local_rank).index());
 #endif
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.distributed.timeout_s * 1000));
-  auto comm = comm::connect(world, nameOf(resolveBackend(config)), timeout);
+#ifdef __GLIBC__
+  // glibc gives each thread its own heap, which keeps what one logical worker's passes freed from
+  // the next one's: 16 simulated workers doubled the process's memory. One heap is shared instead.
+  if (simulated) ::mallopt(M_ARENA_MAX, 1);
+#endif
+  // The group first: rank 0 hosts the store that the peer monitor then connects to.
+  std::unique_ptr<comm::Communicator> comm;
+  std::vector<std::unique_ptr<comm::Communicator>> simulated_comms;
+  if (simulated) {
+    simulated_comms = comm::connectSimulated(world, static_cast<int>(config.distributed.simulated_workers), timeout);
+  } else {
+    comm = comm::connect(world, nameOf(resolveBackend(config)), timeout);
+  }
   auto monitor = comm::monitorPeers(world, timeout);
   // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
   // peer died must not cut short the report of which peer it was.
   stop_signal = 0;
   StopOnSignals stop_on_signals;
   try {
+    if (simulated) return runSimulated(config, options, world, simulated_comms);
     return runCheckedWorker(config, options, *comm, world.local_rank, WorkerHooks{true});
   } catch (const UserError&) {
     throw;
@@ -212,10 +291,18 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   RunResult result;
   result.run_dir = shareRunDirectory(config, options, comm);
   const bool leader = comm.rank() == 0;
-  outputs::installRankLogger(result.run_dir, comm.rank());
+  // Simulated workers share the process's logger (spdlog's default): logical worker 0's.
+  if (!hooks.shared || hooks.logical == 0) outputs::installRankLogger(result.run_dir, comm.rank());
+  // Simulated workers build their models in turn, then all but the first give up their parameters
+  // for the first one's.
+  auto turn = hooks.shared ? std::unique_lock<std::mutex>(hooks.shared->compute()) : std::unique_lock<std::mutex>();
   auto task = tasks::taskRegistry().at(config.task.name).factory(
       tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed),
                          workerDevice(config, local_rank)});
+  if (hooks.shared) {
+    turn.unlock();
+    hooks.logical == 0 ? hooks.shared->publish(task->model()) : hooks.shared->adopt(task->model());
+  }
   auto reducer = reducers::withGranularity(
       reducers::reducerRegistry().at(config.reducer.name).factory.make(
           reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed)}),
@@ -227,6 +314,7 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   if (config.device == Device::cuda) timer.setSynchronize([] { torch::cuda::synchronize(); });
 #endif
   Trainer trainer(config, *task, comm, *reducer, timer, sinks);
+  if (hooks.shared) trainer.shareParameters(hooks.shared, hooks.logical == 0);
   CheckpointStore checkpoints(result.run_dir, comm, comm.device());
   trainer.setCheckpoints(&checkpoints);
   if (options.resume) {
@@ -234,7 +322,9 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
     if (!state) {
       throw UserError("--resume " + result.run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
     }
+    if (hooks.shared) turn.lock();  // the shared parameters are restored by one worker at a time
     trainer.resumeFrom(*state, result.run_dir + "/checkpoints");
+    if (hooks.shared) turn.unlock();
     spdlog::info("resuming {} from the checkpoint of step {}", result.run_dir, checkpoints.lastStep());
   }
   if (leader) {
@@ -246,8 +336,10 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   auto info = startInfo(config, comm, *task);
   const outputs::RunRecord record(result.run_dir, leader);
   record.start(config, info);
-  spdlog::info("{}: {} workers on {}, {} parameters, reducer {}, run directory {}", config.experiment,
-               comm.size(), comm.backend(), info.num_parameters, config.reducer.name, result.run_dir);
+  const std::string simulated = info.simulated_workers == 1 ? "" : fmt::format(
+      " ({} processes x {} simulated, their compute in turn)", info.processes, info.simulated_workers);
+  spdlog::info("{}: {} workers{} on {}, {} parameters, reducer {}, run directory {}", config.experiment, comm.size(),
+               simulated, comm.backend(), info.num_parameters, config.reducer.name, result.run_dir);
 
   std::exception_ptr failure;
   try {
@@ -271,6 +363,7 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   }
   for (const auto& kv : result.training.last_test) info.final_metrics["test." + kv.first] = kv.second;
   for (auto& sink : sinks) sink->close();
+  if (hooks.shared) info.compute_per_batch_ms = computePerBatchMs(timer);
   info.paper = record.finish(config.paper, info, timer);
   if (failure) std::rethrow_exception(failure);
   if (result.stop_signal != 0) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -46,6 +47,9 @@ struct Trainer::State {
   // A mid-epoch checkpoint's task state, loaded once its epoch's batches are set up again.
   std::optional<tasks::Task::State> resumed_task_state;
   CheckpointStore* checkpoints = nullptr;
+  SharedParameters* shared = nullptr;  // simulated workers of one process: see simulated_workers.h
+  bool owner = true;                   // this worker updates the parameters
+  bool lossless = false;               // the reducer delivers the exact average
   bool set_up = false;
   std::function<bool()> stop_requested;
 
@@ -66,6 +70,7 @@ struct Trainer::State {
           if (config.optimizer.mom_before_reduce) optimizer->applyMomentum(i);
         });
     optimizer = std::make_unique<Optimizer>(options, params, names, exchange->gradients());
+    lossless = reducers::reducerRegistry().at(config.reducer.name).factory.lossless;
     shard = {comm.rank(), comm.size()};
     batches_per_epoch = task.batchesPerEpoch(shard);
     if (batches_per_epoch == 0) {
@@ -81,8 +86,8 @@ struct Trainer::State {
 
   double position() const { return at.epoch + static_cast<double>(at.batch_index) / batches_per_epoch; }
 
-  void emit(const std::string& name, double value, const std::string& split, double epoch_position) {
-    for (auto& sink : sinks) sink->metric({name, value, split, epoch_position, at.step, at.bits});
+  void emit(const std::string& name, double value, double epoch_position, int64_t window = 0) {
+    for (auto& sink : sinks) sink->metric({name, value, "train", epoch_position, at.step, at.bits, window});
   }
 
   // The reference's sampled compression metrics (powersgd.md 1.4), every output.log_every_steps
@@ -92,14 +97,29 @@ struct Trainer::State {
   }
 
   // After the step, outside the `batch` timer: the memory norm and the events, split "train", at
-  // the step's start.
+  // the step's start. A lossless reducer's memory is always zero, and without error feedback no
+  // memory is kept: those are not logged.
   void emitCompressionSample(double step_position) {
     const auto& sample = exchange->sampledNorms();
     if (!sample) return;
+    emit("grad_norm", sample->gradient, step_position);
+    if (lossless) return;
     const double memory_norm = globalNorm(exchange->memories());
-    emit("grad_norm", sample->gradient, "train", step_position);
-    emit("memory_norm", memory_norm, "train", step_position);
-    if (sample->send > 0) emit("rel_compression_error", memory_norm / sample->send, "train", step_position);
+    if (config.optimizer.memory) emit("memory_norm", memory_norm, step_position);
+    if (sample->send > 0) emit("rel_compression_error", memory_norm / sample->send, step_position);
+  }
+
+  // Every output.log_every_steps steps, on every rank (one all-reduce): the training loss averaged
+  // over the workers and the steps since the last log, and the learning rate of the last step.
+  void logWindow(double step_position) {
+    if (config.output.log_every_steps <= 0 || at.step % config.output.log_every_steps != 0) return;
+    auto total = torch::full({1}, at.window_loss, torch::TensorOptions().dtype(torch::kFloat64).device(comm.device()));
+    comm.allreduceSum(total);
+    const int64_t window = std::exchange(at.window_steps, 0);
+    at.window_loss = 0;
+    emit(task.lossName(), total.cpu().item<double>() / static_cast<double>(comm.size() * window), position(), window);
+    const auto& o = config.optimizer;
+    emit("learning_rate", learningRate(o, o.learning_rate, comm.size(), step_position), position(), window);
   }
 
   // The reference's step: forward, backward (whose hooks prepare the sends and start the reducer's
@@ -109,16 +129,19 @@ struct Trainer::State {
     auto batch_scope = timer.scope("batch");
     at::Tensor loss;
     {
-      auto scope = timer.scope("batch.forward");
-      loss = task.trainLoss(batch, at.train_sums);
-    }
-    {
+      auto turn = shared ? std::unique_lock<std::mutex>(shared->compute()) : std::unique_lock<std::mutex>();
+      {
+        auto scope = timer.scope("batch.forward");
+        loss = task.trainLoss(batch, at.train_sums);
+      }
       auto scope = timer.scope("batch.backward");
       exchange->startStep(sampling());
       loss.backward();
     }
     const double loss_value = loss.item<double>();
     at.loss_sum += loss_value;
+    at.window_loss += loss_value;
+    ++at.window_steps;
     if (!std::isfinite(loss_value)) throw TrainingDiverged(divergedAt("the loss is " + std::to_string(loss_value)));
     torch::NoGradGuard no_grad;
     {
@@ -129,6 +152,7 @@ struct Trainer::State {
         throw TrainingDiverged(divergedAt(e.what()));
       }
     }
+    if (!owner) return shared->waitForStep(at.step + 1);
     if (!config.optimizer.wd_before_reduce) {
       auto scope = timer.scope("batch.wd");
       for (size_t i = 0; i < optimizer->size(); ++i) optimizer->addWeightDecay(i);
@@ -139,21 +163,11 @@ struct Trainer::State {
     }
     auto scope = timer.scope("batch.step");
     optimizer->step(comm.size(), position());
+    if (shared) shared->stepped(at.step + 1);
   }
 
   void endEpoch(TrainingResult& result) {
-    outputs::EpochSummary summary;
-    {
-      auto scope = timer.scope("epoch_metrics.collect");
-      summary.train = reduceMetrics(at.train_sums, task, comm);
-    }
-    {
-      auto scope = timer.scope("test.last");
-      for (const auto& split : task.evaluationSplits()) {
-        auto metrics = reduceMetrics(task.evaluate(shard, split), task, comm);
-        (split == "validation" ? summary.validation : summary.test) = std::move(metrics);
-      }
-    }
+    auto summary = summarizeEpoch(task, comm, shard, at.train_sums, timer, shared ? &shared->compute() : nullptr);
     summary.epoch = at.epoch + 1;
     summary.step = at.step;
     summary.bits = at.bits;
@@ -162,17 +176,7 @@ struct Trainer::State {
     result.last_train = summary.train;
     result.last_test = summary.test;
     result.last_validation = summary.validation;
-    if (sinks.empty()) return;
-    const double end = position();
-    for (const auto& kv : summary.train) emit(kv.first, kv.second, "train", end);
-    for (const auto& kv : summary.validation) emit(kv.first, kv.second, "validation", end);
-    for (const auto& kv : summary.test) emit(kv.first, kv.second, "test", end);
-    const auto batch_stats = timer.stats().find("batch");
-    if (batch_stats != timer.stats().end() && batch_stats->second.events > 0) {
-      emit("time_per_batch", batch_stats->second.total_s / batch_stats->second.events, "train", end);
-    }
-    emit("learning_rate", summary.learning_rate, "train", end);
-    for (auto& sink : sinks) sink->epochEnd(summary);
+    reportEpoch(sinks, summary, timer, position());
   }
 
   std::string divergedAt(const std::string& what) const {
@@ -196,20 +200,6 @@ struct Trainer::State {
     checkpoints->save(at.step, snapshotTraining(parts(), at));
   }
 
-  // The saved epoch's batches, at the batch the run stopped before, with the task's state then.
-  std::unique_ptr<tasks::BatchStream> batchesFromPosition() {
-    auto batches = task.trainBatches(shard, at.epoch);
-    for (int64_t skipped = 0; skipped < at.batch_index; ++skipped) batches->next();
-    if (resumed_task_state) {
-      try {
-        task.loadState(*resumed_task_state);
-      } catch (const std::invalid_argument& e) {
-        throw UserError(std::string("checkpoint: ") + e.what());
-      }
-      resumed_task_state.reset();
-    }
-    return batches;
-  }
 };
 
 Trainer::Trainer(const ExperimentConfig& config, tasks::Task& task, comm::Communicator& comm,
@@ -239,6 +229,11 @@ void Trainer::resumeFrom(const TensorMap& state, const std::string& source) {
 
 void Trainer::setStopRequest(std::function<bool()> requested) { state_->stop_requested = std::move(requested); }
 
+void Trainer::shareParameters(SharedParameters* shared, bool owner) {
+  state_->shared = shared;
+  state_->owner = owner;
+}
+
 // The reference's train.py loop: epochs of steps, each epoch closed by its evaluation, with
 // checkpoints at the configured steps and epochs, on a stop request and at the end.
 TrainingResult Trainer::run() {
@@ -254,7 +249,7 @@ TrainingResult Trainer::run() {
       at.train_sums = {};
       at.loss_sum = 0;
     }
-    auto batches = s.batchesFromPosition();
+    auto batches = batchesFrom(s.task, s.shard, at, s.resumed_task_state);
     bool checkpoint_due = false;
     while (at.step < s.total_steps) {
       auto batch = batches->next();
@@ -264,6 +259,7 @@ TrainingResult Trainer::run() {
       ++at.step;
       ++at.batch_index;
       s.emitCompressionSample(step_position);
+      s.logWindow(step_position);
       const double elapsed = secondsSince(s.start);
       for (auto& sink : s.sinks) {
         sink->progress({at.step, s.total_steps, at.epoch + 1, training.epochs, at.loss_sum / at.batch_index,

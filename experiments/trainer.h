@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "experiments/checkpoint.h"
+#include "experiments/simulated_workers.h"
 #include "hyperparams/config.h"
 #include "outputs/metric_sink.h"
 #include "outputs/timer.h"
@@ -53,6 +54,9 @@ class Trainer {
   void resumeFrom(const TensorMap& state, const std::string& source);
   // Polled after every step; when it returns true on any rank, every rank stops after that step.
   void setStopRequest(std::function<bool()> requested);
+  // A simulated worker (see simulated_workers.h): it computes in turns with the others of its
+  // process, and only the owner applies the update to the shared parameters.
+  void shareParameters(SharedParameters* shared, bool owner);
 
   // Throws TrainingDiverged naming the step (and parameter) when the loss or the reduced gradient
   // stops being finite.

@@ -62,6 +62,8 @@ TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& posit
   state["counter/bits"] = integer(static_cast<int64_t>(position.bits));
   state["counter/loss_sum"] = real(position.loss_sum);
   state["counter/elapsed_s"] = real(position.elapsed_s);
+  state["counter/window_loss"] = real(position.window_loss);
+  state["counter/window_steps"] = integer(position.window_steps);
   state["train_sums/.weight"] = real(position.train_sums.weight);
   for (const auto& kv : position.train_sums.sums) state["train_sums/" + kv.first] = real(kv.second);
   return state;
@@ -95,6 +97,10 @@ LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
   position.bits = static_cast<uint64_t>(entry(state, "counter/bits").item<int64_t>());
   position.loss_sum = entry(state, "counter/loss_sum").item<double>();
   position.elapsed_s = entry(state, "counter/elapsed_s").item<double>();
+  if (state.count("counter/window_steps") > 0) {
+    position.window_loss = entry(state, "counter/window_loss").item<double>();
+    position.window_steps = entry(state, "counter/window_steps").item<int64_t>();
+  }
   for (const auto& kv : withPrefix(state, "train_sums/")) {
     if (kv.first == ".weight") {
       position.train_sums.weight = kv.second.item<double>();
@@ -105,6 +111,22 @@ LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
   task_state.reset();
   if (position.batch_index > 0) task_state = withPrefix(state, "task/");
   return position;
+}
+
+std::unique_ptr<tasks::BatchStream> batchesFrom(tasks::Task& task, const tasks::Shard& shard,
+                                                const LoopPosition& position,
+                                                std::optional<tasks::Task::State>& task_state) {
+  auto batches = task.trainBatches(shard, position.epoch);
+  for (int64_t skipped = 0; skipped < position.batch_index; ++skipped) batches->next();
+  if (task_state) {
+    try {
+      task.loadState(*task_state);
+    } catch (const std::invalid_argument& e) {
+      throw UserError(std::string("checkpoint: ") + e.what());
+    }
+    task_state.reset();
+  }
+  return batches;
 }
 
 }  // namespace gcrun::experiments

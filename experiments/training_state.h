@@ -20,13 +20,15 @@ struct LoopPosition {
   int64_t batch_index = 0;
   uint64_t bits = 0;
   double loss_sum = 0;          // this epoch's, so far
+  double window_loss = 0;       // this worker's loss summed since the last per-step log
+  int64_t window_steps = 0;
   double elapsed_s = 0;         // wall-clock time trained, across resumes
   tasks::MetricSums train_sums;  // this epoch's, so far
 };
 
 // What one rank's checkpoint holds, by entry prefix: param/, buffer/ (the model), memory/ (error
 // feedback), momentum/, reducer/ and task/ (their saveState()), counter/ and train_sums/ (the
-// LoopPosition). Restoring it makes the rest of the run what the saved run would have done.
+// LoopPosition; counter/window_* are optional, for checkpoints written before they existed). Restoring it makes the rest of the run what the saved run would have done.
 struct TrainingParts {
   tasks::Task& task;
   reducers::Reducer& reducer;
@@ -40,6 +42,12 @@ TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& posit
 // Copies the saved tensors into `parts` and returns the position. The task's state comes back
 // separately (set only mid-epoch): it is loaded once the epoch's batches are set up again. A
 // missing entry, or one of another shape or dtype than this run's, is a UserError naming it.
+// The batches of `position`'s epoch from its batch on; a mid-epoch resume's task state is loaded
+// (and reset) once they are set up, as Task::loadState() requires.
+std::unique_ptr<tasks::BatchStream> batchesFrom(tasks::Task& task, const tasks::Shard& shard,
+                                                const LoopPosition& position,
+                                                std::optional<tasks::Task::State>& task_state);
+
 LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
                              std::optional<tasks::Task::State>& task_state);
 

@@ -25,4 +25,41 @@ double globalNorm(const std::vector<at::Tensor>& tensors) {
   return at::stack(norms).norm().item<double>();
 }
 
+outputs::EpochSummary summarizeEpoch(tasks::Task& task, comm::Communicator& comm, const tasks::Shard& shard,
+                                     const tasks::MetricSums& train_sums, outputs::Timer& timer, std::mutex* compute) {
+  outputs::EpochSummary summary;
+  {
+    auto scope = timer.scope("epoch_metrics.collect");
+    summary.train = reduceMetrics(train_sums, task, comm);
+  }
+  auto scope = timer.scope("test.last");
+  std::vector<tasks::MetricSums> local;
+  {
+    auto turn = compute ? std::unique_lock<std::mutex>(*compute) : std::unique_lock<std::mutex>();
+    for (const auto& split : task.evaluationSplits()) local.push_back(task.evaluate(shard, split));
+  }
+  const auto splits = task.evaluationSplits();
+  for (size_t i = 0; i < splits.size(); ++i) {
+    (splits[i] == "validation" ? summary.validation : summary.test) = reduceMetrics(local[i], task, comm);
+  }
+  return summary;
+}
+
+void reportEpoch(const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks, const outputs::EpochSummary& summary,
+                 const outputs::Timer& timer, double position) {
+  const auto emit = [&](const std::string& name, double value, const std::string& split) {
+    for (auto& sink : sinks) sink->metric({name, value, split, position, summary.step, summary.bits});
+  };
+  for (const auto& kv : summary.train) emit(kv.first, kv.second, "train");
+  for (const auto& kv : summary.validation) emit(kv.first, kv.second, "validation");
+  for (const auto& kv : summary.test) emit(kv.first, kv.second, "test");
+  const auto batch_stats = timer.stats().find("batch");
+  if (batch_stats != timer.stats().end() && batch_stats->second.events > 0) {
+    emit("time_per_batch", batch_stats->second.total_s / batch_stats->second.events, "train");
+  }
+  emit("learning_rate", summary.learning_rate, "train");
+  emit("elapsed_s", summary.elapsed_s, "train");
+  for (auto& sink : sinks) sink->epochEnd(summary);
+}
+
 }  // namespace gcrun::experiments

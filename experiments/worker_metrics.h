@@ -1,11 +1,15 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "outputs/metric_sink.h"
+#include "outputs/timer.h"
 #include "reducers/comm/communicator.h"
 #include "tasks/task.h"
 
@@ -17,5 +21,17 @@ std::map<std::string, double> reduceMetrics(const tasks::MetricSums& local, cons
 
 // The 2-norm of all the tensors together, in float64.
 double globalNorm(const std::vector<at::Tensor>& tensors);
+
+// An epoch's metrics, reduced over the workers: its training sums, then every evaluation split
+// (timed as epoch_metrics.collect and test.last). The evaluation holds `compute`, when given, and
+// the collectives do not. The caller fills in the counters.
+outputs::EpochSummary summarizeEpoch(tasks::Task& task, comm::Communicator& comm, const tasks::Shard& shard,
+                                     const tasks::MetricSums& train_sums, outputs::Timer& timer,
+                                     std::mutex* compute = nullptr);
+
+// The summary as events at fractional epoch `position` (every metric by split, time_per_batch,
+// learning_rate and elapsed_s, split train), then each sink's epochEnd().
+void reportEpoch(const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks, const outputs::EpochSummary& summary,
+                 const outputs::Timer& timer, double position);
 
 }  // namespace gcrun::experiments

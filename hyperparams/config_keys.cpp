@@ -1,7 +1,6 @@
 #include "hyperparams/config_keys.h"
 
-#include "hyperparams/base/errors.h"
-#include "hyperparams/settings.h"
+#include "hyperparams/yaml_values.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,89 +14,8 @@
 namespace gcrun::hyperparams {
 namespace {
 
-// Reading one value of each field type; false when the node is of the wrong shape or type.
-bool parse(const YAML::Node& node, int64_t& out) { return YAML::convert<int64_t>::decode(node, out); }
-bool parse(const YAML::Node& node, bool& out) { return YAML::convert<bool>::decode(node, out); }
-
-bool parse(const YAML::Node& node, double& out) {
-  return YAML::convert<double>::decode(node, out) && std::isfinite(out);
-}
-
-bool parse(const YAML::Node& node, std::string& out) {
-  if (!node.IsScalar()) return false;
-  out = node.Scalar();
-  return true;
-}
-
-bool parse(const YAML::Node& node, std::optional<double>& out) {
-  if (node.IsNull()) {
-    out.reset();
-    return true;
-  }
-  double value = 0.0;
-  if (!parse(node, value)) return false;
-  out = value;
-  return true;
-}
-
-// A single scalar is read as a one-element list.
-template <class T>
-bool parse(const YAML::Node& node, std::vector<T>& out) {
-  std::vector<T> values;
-  if (node.IsScalar()) {
-    values.emplace_back();
-    if (!parse(node, values.back())) return false;
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) {
-      values.emplace_back();
-      if (!parse(item, values.back())) return false;
-    }
-  } else {
-    return false;
-  }
-  out = std::move(values);
-  return true;
-}
-
-template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
-bool parse(const YAML::Node& node, E& out) {
-  if (!node.IsScalar()) return false;
-  const auto& names = enumNames<E>();
-  const auto found = std::find(names.begin(), names.end(), node.Scalar());
-  if (found == names.end()) return false;
-  out = static_cast<E>(found - names.begin());
-  return true;
-}
-
-bool parse(const YAML::Node& node, SettingValue& out) {
-  return std::visit([&](auto& value) { return parse(node, value); }, out);
-}
-
-YAML::Node toNode(int64_t value) { return YAML::Node(value); }
-YAML::Node toNode(bool value) { return YAML::Node(value); }
-YAML::Node toNode(double value) { return YAML::Node(formatNumber(value)); }
-YAML::Node toNode(const std::string& value) { return YAML::Node(value); }
-
-template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
-YAML::Node toNode(E value) {
-  return YAML::Node(nameOf(value));
-}
-
-YAML::Node toNode(const SettingValue& value) {
-  return std::visit([](const auto& v) { return toNode(v); }, value);
-}
-
-YAML::Node toNode(const std::optional<double>& value) {
-  return value ? toNode(*value) : YAML::Node(YAML::NodeType::Null);
-}
-
-template <class T>
-YAML::Node toNode(const std::vector<T>& values) {
-  YAML::Node node(YAML::NodeType::Sequence);
-  for (const auto& value : values) node.push_back(toNode(value));
-  node.SetStyle(YAML::EmitterStyle::Flow);
-  return node;
-}
+using yaml_values::parse;
+using yaml_values::toNode;
 
 // `access` is a generic lambda returning a reference to the field, so the same lambda serves the
 // setter (mutable config) and the getter (const config).
@@ -254,6 +172,9 @@ std::vector<KeySpec> makeKeyTable() {
       field("distributed.timeout_s", numberAbove(0),
             [](auto& c) -> auto& { return c.distributed.timeout_s; },
             "Seconds a collective may wait before the run fails."),
+      field("distributed.simulated_workers", integerAtLeast(1),
+            [](auto& c) -> auto& { return c.distributed.simulated_workers; },
+            "Logical workers per process (the paper's 16 workers on one machine); compute runs in turn."),
       field("checkpoint.every_steps", integerAtLeast(0, " (0: off)"),
             [](auto& c) -> auto& { return c.checkpoint.every_steps; },
             "Steps between checkpoints (one is always written at the end and on Ctrl-C)."),
@@ -316,105 +237,24 @@ std::vector<AliasSpec>& mutableAliasTable() {
   return table;
 }
 
-// Where a section's declared settings live in the config, and which of their owners it selects.
-struct SettingSection {
-  std::function<SettingValues&(ExperimentConfig&)> values;
-  std::function<const SettingValues&(const ExperimentConfig&)> given;
-  std::function<const std::string&(const ExperimentConfig&)> selected_owner;
-};
-
-const std::map<std::string, SettingSection>& settingSections() {
-  static const std::map<std::string, SettingSection> sections = {
-      {"reducer",
-       {[](ExperimentConfig& c) -> SettingValues& { return c.reducer.settings; },
-        [](const ExperimentConfig& c) -> const SettingValues& { return c.reducer.settings; },
-        [](const ExperimentConfig& c) -> const std::string& { return c.reducer.name; }}},
-  };
-  return sections;
-}
-
-// Every declaration of one key, by owner; they agree on type and rule.
-struct Declarations {
-  std::map<std::string, SettingSpec> by_owner;
-  std::string first_owner;
-};
-
-std::map<std::string, Declarations>& declarations() {
-  static std::map<std::string, Declarations> table;
-  return table;
-}
-
-const char* typeName(const SettingValue& value) {
-  static const char* const names[] = {"an integer", "a number", "a boolean", "a string"};
-  return names[value.index()];
-}
-
-KeySpec declaredKey(const std::string& key, const SettingSection& section, const SettingSpec& first) {
-  const std::string name = first.name;
-  KeySpec spec{key, first.accepted, first.help, nullptr, nullptr};
-  spec.set = [section, name, first](ExperimentConfig& config, const YAML::Node& node) {
-    SettingValue value = first.default_value;
-    if (!parse(node, value) || (first.ok && !first.ok(value))) return false;
-    section.values(config)[name] = std::move(value);
-    return true;
-  };
-  spec.get = [section, name, key](const ExperimentConfig& config) {
-    const auto& values = section.given(config);
-    if (const auto given = values.find(name); given != values.end()) return toNode(given->second);
-    const auto& declared = declarations().at(key);
-    const auto owner = declared.by_owner.find(section.selected_owner(config));
-    return toNode((owner != declared.by_owner.end() ? owner->second : declared.by_owner.at(declared.first_owner))
-                      .default_value);
-  };
-  return spec;
-}
-
 }  // namespace
 
 const std::vector<KeySpec>& keyTable() { return mutableKeyTable(); }
 
 const std::vector<AliasSpec>& aliasTable() { return mutableAliasTable(); }
 
-void declareSetting(const std::string& section_name, const std::string& owner, const SettingSpec& spec) {
-  const auto section = settingSections().find(section_name);
-  if (section == settingSections().end()) {
-    throw std::logic_error("declareSetting: no settings section '" + section_name + "'");
-  }
-  const std::string key = section_name + "." + spec.name;
-  auto& declared = declarations()[key];
-  if (declared.by_owner.empty()) {
-    if (std::any_of(keyTable().begin(), keyTable().end(), [&](const KeySpec& k) { return k.key == key; })) {
-      throw UserError(section_name + " '" + owner + "' declares the setting " + key + ", a built-in key");
-    }
-    declared.first_owner = owner;
-    mutableKeyTable().push_back(declaredKey(key, section->second, spec));
-  } else {
-    const auto& first = declared.by_owner.at(declared.first_owner);
-    if (first.default_value.index() != spec.default_value.index() || first.accepted != spec.accepted) {
-      throw UserError(section_name + " '" + owner + "' declares " + key + " as " + typeName(spec.default_value) +
-                      " (" + spec.accepted + "), but '" + declared.first_owner + "' declares it as " +
-                      typeName(first.default_value) + " (" + first.accepted + ")");
-    }
-  }
-  declared.by_owner[owner] = spec;
-  for (const auto& alias : spec.aliases) {
-    auto& aliases = mutableAliasTable();
-    if (std::none_of(aliases.begin(), aliases.end(), [&](const AliasSpec& a) { return a.alias == alias; })) {
-      aliases.push_back({alias, key, {}});
-    }
-  }
+void addKey(KeySpec spec) { mutableKeyTable().push_back(std::move(spec)); }
+
+void addAlias(AliasSpec alias) {
+  auto& aliases = mutableAliasTable();
+  const auto same = [&](const AliasSpec& a) { return a.alias == alias.alias; };
+  if (std::none_of(aliases.begin(), aliases.end(), same)) aliases.push_back(std::move(alias));
 }
 
-void declareReferenceValue(const std::string& key, const std::string& reference_value, const std::string& value) {
+void addReferenceValue(const std::string& key, const std::string& reference_value, const std::string& value) {
   for (auto& alias : mutableAliasTable()) {
     if (alias.key == key) alias.values[reference_value] = value;
   }
-}
-
-std::string formatSetting(const SettingValue& value) {
-  YAML::Emitter out;
-  out << toNode(value);
-  return out.c_str();
 }
 
 }  // namespace gcrun::hyperparams

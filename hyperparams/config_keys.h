@@ -37,4 +37,10 @@ struct AliasSpec {
 const std::vector<KeySpec>& keyTable();
 const std::vector<AliasSpec>& aliasTable();
 
+// How declared settings (settings.cpp) join the tables: a key, an alias (unless it exists), and a
+// reference value of every alias of `key`.
+void addKey(KeySpec spec);
+void addAlias(AliasSpec alias);
+void addReferenceValue(const std::string& key, const std::string& reference_value, const std::string& value);
+
 }  // namespace gcrun::hyperparams

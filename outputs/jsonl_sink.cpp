@@ -21,7 +21,9 @@ class JsonlSink : public MetricSink {
   void metric(const MetricEvent& event) override {
     out_ << "{\"name\": " << jsonString(event.name) << ", \"value\": " << jsonNumber(event.value)
          << ", \"split\": " << jsonString(event.split) << ", \"epoch\": " << jsonNumber(event.epoch)
-         << ", \"step\": " << event.step << ", \"bits\": " << event.bits << "}\n";
+         << ", \"step\": " << event.step << ", \"bits\": " << event.bits;
+    if (event.window > 0) out_ << ", \"window\": " << event.window;
+    out_ << "}\n";
   }
 
   // Flushing per epoch rather than per line: a crash loses at most the current epoch's events.

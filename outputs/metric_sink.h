@@ -19,6 +19,7 @@ struct MetricEvent {
   double epoch = 0;   // fractional epoch at which it was measured
   int64_t step = 0;   // optimizer steps done
   uint64_t bits = 0;  // cumulative bits sent by one worker
+  int64_t window = 0; // steps averaged into value, for the per-step training metrics; 0 otherwise
 };
 
 // Training progress, emitted after every optimizer step.

@@ -157,6 +157,9 @@ std::string runInfoJson(const RunInfo& info) {
          field("gcrun_version", jsonString(info.gcrun_version)) + ",\n" +
          field("torch_version", jsonString(info.torch_version)) + ",\n" +
          field("world_size", std::to_string(info.world_size)) + ",\n" +
+         field("processes", std::to_string(info.processes)) + ",\n" +
+         field("simulated_workers", std::to_string(info.simulated_workers)) + ",\n" +
+         (info.simulated_workers > 1 ? field("compute_per_batch_ms", jsonNumber(info.compute_per_batch_ms)) + ",\n" : "") +
          field("backend", jsonString(info.backend)) + ",\n" +
          field("device", jsonString(info.device)) + ",\n" +
          field("num_parameters", std::to_string(info.num_parameters)) + ",\n" +

@@ -32,7 +32,10 @@ struct RunInfo {
   std::string experiment;
   std::string gcrun_version;
   std::string torch_version;
-  int world_size = 1;
+  int world_size = 1;     // workers, simulated ones included
+  int processes = 1;
+  int simulated_workers = 1;  // logical workers per process
+  double compute_per_batch_ms = 0;  // with simulated workers: one logical worker's forward and backward
   std::string backend;
   std::string device;
   int64_t num_parameters = 0;

@@ -85,6 +85,8 @@ struct ReducerSpec {
   std::vector<Granularity> granularities = {Granularity::layer};
   // The reference's class name (optimizer_reducer: RankKReducer), if it has one.
   std::string reference_name;
+  // Delivers the exact average, so the memory it leaves is always zero (not worth logging).
+  bool lossless = false;
 };
 
 // The reducers gcrun knows; the built-ins are registered on first use, which also declares their

@@ -75,6 +75,8 @@ class Task {
   virtual at::Tensor trainLoss(const Batch& batch, MetricSums& metrics) = 0;
   virtual MetricSums evaluate(const Shard& shard, const std::string& split) = 0;
   virtual std::vector<std::string> evaluationSplits() const { return {"test"}; }
+  // The metric trainLoss() returns, as it names it in `metrics` (the per-step training loss).
+  virtual std::string lossName() const { return "cross_entropy"; }
   virtual double localGradientClipNorm() const { return 0; }
 
   // Checkpoints: what trainLoss() carries from batch to batch within an epoch besides the

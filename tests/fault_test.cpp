@@ -120,7 +120,8 @@ std::map<std::string, double> metricsAt(const std::string& run_dir, int64_t step
   std::stringstream stream(readFile(run_dir + "/metrics.jsonl"));
   for (std::string line; std::getline(stream, line);) {
     const auto node = YAML::Load(line);
-    if (node["step"].as<int64_t>() != step || node["name"].as<std::string>() == "time_per_batch") continue;
+    const auto name = node["name"].as<std::string>();
+    if (node["step"].as<int64_t>() != step || name == "time_per_batch" || name == "elapsed_s") continue;
     values[node["split"].as<std::string>() + "." + node["name"].as<std::string>()] = node["value"].as<double>();
   }
   return values;

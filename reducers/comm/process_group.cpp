@@ -240,6 +240,31 @@ std::unique_ptr<Communicator> connect(const WorldSpec& world, const std::string&
   return makeGloo(store, world.rank, world.world_size, timeout, world.master_addr);
 }
 
+std::vector<std::unique_ptr<Communicator>> connectSimulated(const WorldSpec& world, int workers,
+                                                            std::chrono::milliseconds timeout) {
+  const c10::intrusive_ptr<c10d::Store> store = world.world_size == 1
+                                                    ? c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::HashStore>())
+                                                    : connectStore(world, timeout, /*join=*/true);
+  std::vector<std::unique_ptr<Communicator>> comms(static_cast<size_t>(workers));
+  std::vector<std::string> failures(static_cast<size_t>(workers));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      const int rank = world.rank * workers + w;
+      try {
+        comms[w] = makeGloo(store, rank, world.world_size * workers, timeout, world.master_addr);
+      } catch (const std::exception& e) {
+        failures[w] = "simulated worker rank " + std::to_string(rank) + " could not join its group: " + firstLine(e.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const auto& failure : failures) {
+    if (!failure.empty()) throw std::runtime_error(failure);
+  }
+  return comms;
+}
+
 std::unique_ptr<Communicator> glooOverStore(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                             int world_size, std::chrono::milliseconds timeout) {
   return makeGloo(store, rank, world_size, timeout, "127.0.0.1");

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -16,6 +17,13 @@ namespace gcrun::comm {
 // single worker needs no store or sockets. A store that cannot be reached throws naming its address.
 std::unique_ptr<Communicator> connect(const WorldSpec& world, const std::string& backend,
                                       std::chrono::milliseconds timeout);
+
+// `workers` Gloo ranks in this process, for simulated workers (distributed.simulated_workers):
+// ranks world.rank * workers + w of world.world_size * workers, over the group's store (rank 0's
+// TCPStore, or one in this process when it is alone). The groups are built side by side (building
+// one waits for all its peers); a failure throws naming the rank.
+std::vector<std::unique_ptr<Communicator>> connectSimulated(const WorldSpec& world, int workers,
+                                                            std::chrono::milliseconds timeout);
 
 // A Gloo group over an existing store, bound to loopback: multi-rank tests in one process use it
 // with a thread per rank over a shared HashStore or FileStore.

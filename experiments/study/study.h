@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gcrun::experiments {
+
+// A study: the configurations of a paper table (or any comparison), each run with several seeds.
+// Written as YAML (a file, or a built-in from experiments/study/studies/):
+//   description: SGD vs PowerSGD ranks on Fashion-MNIST
+//   base: fashion-sgd                 # the preset every run starts from
+//   set: {training.epochs: 3}         # overrides for every run
+//   runs:                             # the configurations: a name, a preset (default: base), overrides
+//     - {name: sgd}
+//     - {name: rank1, preset: fashion-powersgd-rank1}
+//   grid: {reducer.rank: [2, 4]}      # more configurations, see below
+//   seeds: [1, 2, 3]
+// The grid's combinations of values are added to every run that reads all the grid's keys (a
+// reducer.* setting is read by the reducers that declare it, any other key by every run) as new
+// configurations named <run>-<key><value>..., except where a combination changes nothing in that
+// run (rank1 with reducer.rank: 1). Without runs the grid applies to the base.
+struct StudySpec {
+  struct Entry {
+    std::string name;
+    std::string preset;
+    std::vector<std::string> assignments;  // key=value
+  };
+  std::string name;    // the built-in's name or the file's stem
+  std::string source;  // "study NAME" or "file PATH", for messages
+  std::string file;    // the file it came from, "" for a built-in
+  std::string description;
+  std::string base;
+  std::vector<std::string> assignments;
+  std::vector<Entry> runs;
+  std::vector<std::pair<std::string, std::vector<std::string>>> grid;  // key, values as YAML text
+  std::vector<int64_t> seeds = {1};
+};
+
+// A built-in study by name, else a YAML file. Throws UserError naming the file and the key at fault.
+StudySpec loadStudy(const std::string& name_or_file);
+
+struct StudyInfo {
+  std::string name;
+  std::string description;
+};
+std::vector<StudyInfo> listStudies();
+
+// Whether a run with reducer `reducer` reads the config key `key`: a reducer's own setting only
+// when that reducer declares it, every other key always; an unknown reducer reads everything.
+bool reducerReads(const std::string& reducer, const std::string& key);
+
+// One run of a study: a configuration with one seed, in DIR/runs/<dir_name>.
+struct StudyRun {
+  size_t index = 0;
+  std::string config;  // the configuration's name
+  int64_t seed = 0;
+  std::string preset;
+  std::vector<std::string> assignments;  // the study's, the configuration's, --set, then seed=<k>
+  std::string dir_name;                  // <config>-seed<k>
+  std::string config_yaml;               // the resolved configuration, as the run writes it
+};
+
+// Every (configuration x seed) in order, each resolved as `gcrun experiment` would: a bad preset,
+// key or value in any of them is a UserError naming the run, before anything runs.
+// `extra_assignments` (--set on `gcrun study`) apply to every run after the study's own.
+std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::string>& extra_assignments);
+
+}  // namespace gcrun::experiments

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiments/study/study.h"
+
+namespace gcrun::experiments {
+
+struct StudyOptions {
+  std::string output_dir;                // empty: outputs/<study name>, so that the same command resumes
+  std::vector<std::string> assignments;  // --set, on top of the study's own
+  int nproc_per_node = 1;                // workers per run
+  int jobs = 1;                          // runs at once on this machine; they split its cores
+  bool dry_run = false;                  // print the plan only
+  bool slurm = false;                    // write DIR/slurm.sbatch (a job array) instead of running
+  std::optional<size_t> only;            // run just this index of the plan (a Slurm array task)
+  std::vector<std::string> plugins;      // passed on to every run
+};
+
+// Runs every run of the study that is not done yet, each as its own `gcrun experiment` process in
+// DIR/runs/<config>-seed<k> (its console output in DIR/logs/), `jobs` at once:
+//  - a completed run is skipped (if its config.yaml is not what the study asks for now, the study
+//    is refused: another --output-dir is needed);
+//  - an interrupted one, or one whose process died, resumes from its checkpoint; one without a
+//    checkpoint, or that failed, runs again from the start;
+//  - a run that fails is recorded in DIR/study.json (status, exit code, its error line) and the
+//    others go on.
+// DIR/study.json and the report (report.md, report.csv, report.html, plots/) are written after
+// every finished run. A second study on the same DIR waits for the first (a lock). SIGINT and
+// SIGTERM stop the runs after a checkpoint and return 128 + the signal. Returns 0 when every run
+// completed; throws std::runtime_error naming the failed runs otherwise.
+int runStudy(const StudySpec& spec, const StudyOptions& options);
+
+}  // namespace gcrun::experiments
