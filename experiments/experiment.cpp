@@ -1,10 +1,21 @@
 #include "experiments/experiment.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <yaml-cpp/yaml.h>
+
 #include "experiments/checkpoint.h"
 #include "experiments/launch/launch_environment.h"
 #include "experiments/presets.h"
 #include "experiments/runner.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/config_keys.h"
 #include "outputs/run_files.h"
 
 namespace gcrun::experiments {
@@ -42,6 +53,53 @@ void checkWorldSize(const std::string& dir, int world_size) {
   }
 }
 
+// The settings a resumed run may change: how long it goes on, and how it records and checkpoints.
+// Anything else would not fit the state its checkpoint holds.
+bool mayChangeOnResume(const std::string& key) {
+  for (const char* prefix : {"training.epochs", "training.max_steps", "checkpoint.", "output.", "distributed.timeout_s",
+                             "description", "paper."}) {
+    if (key.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+void checkResumedSettings(const ExperimentRequest& request, const ExperimentConfig& config) {
+  const std::string saved_file = request.resume_dir + "/config.yaml";
+  const auto saved = resolveExperiment(request.preset, saved_file, {});
+  for (const auto& spec : hyperparams::keyTable()) {
+    if (mayChangeOnResume(spec.key)) continue;
+    YAML::Emitter now, before;
+    now << YAML::Flow << spec.get(config);
+    before << YAML::Flow << spec.get(saved);
+    if (std::string(now.c_str()) != before.c_str()) {
+      throw UserError("--resume " + request.resume_dir + ": " + spec.key + " is " + now.c_str() + " here but " +
+                      before.c_str() + " in " + saved_file + ", whose checkpoint holds that run's state; a resumed "
+                      "run may change only training.epochs, training.max_steps, checkpoint.*, output.* and "
+                      "distributed.timeout_s");
+    }
+  }
+}
+
+// Holds <dir>/.gcrun.lock (flock) for the rest of this process's life, and so for its workers,
+// which inherit it: a second gcrun on the same run directory is refused. The kernel drops the
+// lock when its holders exit, so a crashed run leaves none behind.
+void lockRunDirectory(const std::string& dir) {
+  const std::string path = dir + "/.gcrun.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  if (fd < 0) throw UserError("--resume " + dir + ": cannot open " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    throw UserError("--resume " + dir + ": another gcrun" + (n > 0 ? " (pid " + std::string(pid, n) + ")" : "") +
+                    " is using this run directory; wait for it to end");
+  }
+  const std::string me = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+    // The pid only helps the message of a second gcrun; the lock holds without it.
+  }
+}
+
 }  // namespace
 
 int runExperiment(const ExperimentRequest& request) {
@@ -54,6 +112,12 @@ int runExperiment(const ExperimentRequest& request) {
                                         request.assignments);
   const bool worker = world.launched();
   const auto& nodes = request.launch;
+  if (resume) {
+    // gcrun's own launcher holds the lock for its workers; a worker of another launcher is rank 0's.
+    const bool by_gcrun = std::getenv(launch::kLauncherRunDirVariable) != nullptr;
+    if (!worker || (world.rank == 0 && !by_gcrun)) lockRunDirectory(request.resume_dir);
+    checkResumedSettings(request, config);
+  }
   if (resume && (worker || nodes.node_rank == 0)) {
     const int processes = worker ? world.world_size : nodes.nnodes * nodes.nproc_per_node;
     checkWorldSize(request.resume_dir, processes * static_cast<int>(config.distributed.simulated_workers));
@@ -66,6 +130,7 @@ int runExperiment(const ExperimentRequest& request) {
   // The launcher: check everything the workers would reject; node 0 makes the run directory
   // once and hands it to its workers (rank 0 tells the other nodes' workers through the group).
   checkConfig(config);
+  checkInputs(config, nodes.nnodes * nodes.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
   auto launch = nodes;
   std::vector<std::string> worker_argv = request.argv;
   if (resume) {

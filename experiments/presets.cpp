@@ -1,8 +1,10 @@
 #include "experiments/presets.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include "experiments/embedded_yaml.h"
@@ -22,11 +24,22 @@ const EmbeddedYaml& findPreset(const std::string& name) {
   throw UserError("unknown experiment '" + name + "'; known: " + known + " (see `gcrun list`)");
 }
 
+// A regular file's text: a directory or a device (/dev/null) is no settings file, even though
+// reading one gives nothing, which would pass for empty settings.
 std::string readConfigFile(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    const bool exists = std::filesystem::exists(path, error);
+    throw UserError("config file '" + path + "' " + (exists ? "is not a regular file" : "does not exist") +
+                    "; --config takes a YAML file of settings");
+  }
   std::ifstream in(path);
   if (!in) throw UserError("config file '" + path + "' cannot be read; --config takes a YAML file of settings");
   std::stringstream text;
   text << in.rdbuf();
+  if (text.str().find_first_not_of(" \t\r\n") == std::string::npos) {
+    spdlog::info("config file '{}' is empty: the preset's settings apply", path);
+  }
   return text.str();
 }
 

@@ -19,6 +19,7 @@
 #endif
 
 #include "experiments/launch/launch_environment.h"
+#include "experiments/run_info.h"
 #include "experiments/simulated_workers.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
@@ -107,60 +108,31 @@ void limitThreads(const comm::WorldSpec& world, int simulated) {
   torch::set_num_threads(std::max(1, launch::threadsPerWorker(world, launch::processEnvironment(), cores) / simulated));
 }
 
-// Every rank's peak resident memory (MiB), in rank order.
-std::vector<double> gatherPeakRss(comm::Communicator& comm) {
-  struct rusage usage {};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto mine = torch::full({1}, static_cast<double>(usage.ru_maxrss) / 1024.0,
-                          torch::TensorOptions().dtype(torch::kFloat64).device(comm.device()));
-  std::vector<double> peaks;
-  for (const auto& peak : comm.allgather(mine)) peaks.push_back(peak.cpu().item<double>());
-  return peaks;
+// Every rank says whether its input (`problem`: empty, or its own error) passed its checks, in one
+// all-reduce, so that all stop together, each rank with its own error or `others`.
+void agreeOnInput(comm::Communicator& comm, const std::string& problem, const std::string& others) {
+  auto failed = torch::full({1}, problem.empty() ? 0.0f : 1.0f, torch::TensorOptions().device(comm.device()));
+  comm.allreduceSum(failed);
+  if (!problem.empty()) throw UserError(problem);
+  if (failed.item<float>() > 0) throw UserError(others);
 }
 
-int64_t countParameters(tasks::Task& task) {
-  int64_t count = 0;
-  for (const auto& p : task.model().parameters()) count += p.numel();
-  return count;
-}
-
-outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& comm, tasks::Task& task) {
-  outputs::RunInfo info;
-  info.experiment = config.experiment;
-  info.gcrun_version = GCRUN_VERSION;
-  info.torch_version = TORCH_VERSION;
-  info.world_size = comm.size();
-  info.simulated_workers = static_cast<int>(config.distributed.simulated_workers);
-  info.processes = comm.size() / info.simulated_workers;
-  info.backend = comm.backend();
-  info.device = nameOf(config.device);
-  info.num_parameters = countParameters(task);
-  info.synthetic_data = task.synthetic();
-  info.status = "running";
-  info.start_time = outputs::isoTimeNow();
-  return info;
-}
-
-RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
-                           comm::Communicator& comm, int local_rank, const WorkerHooks& hooks);
-
-// One worker's own compute per step: the medians of its forward and backward passes.
-double computePerBatchMs(const outputs::Timer& timer) {
-  double ms = 0;
-  for (const char* label : {"batch.forward", "batch.backward"}) {
-    const auto found = timer.stats().find(label);
-    if (found != timer.stats().end()) ms += 1000.0 * outputs::median(found->second.samples);
+// Every rank loads and checks its own checkpoint file, and all agree (one all-reduce) before any
+// file of the run is touched: a bad file on one rank leaves the run's record as it was.
+void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const std::string& run_dir,
+                     comm::Communicator& comm, std::unique_lock<std::mutex>* turn) {
+  std::string problem;
+  try {
+    const auto state = checkpoints.loadLatest();
+    if (!state) throw UserError("--resume " + run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
+    if (turn) turn->lock();  // simulated workers restore their shared parameters one at a time
+    trainer.resumeFrom(*state, run_dir + "/checkpoints");
+    if (turn) turn->unlock();
+  } catch (const UserError& e) {
+    if (turn && turn->owns_lock()) turn->unlock();
+    problem = e.what();
   }
-  return ms;
-}
-
-void logPaperComparison(const outputs::PaperComparison& paper) {
-  if (paper.metric.empty()) return;
-  const auto& n = paper.numbers;
-  const auto run = n.find("run_value");
-  spdlog::info("paper ({}): {} {:.4g}, this run {}", paper.source, paper.metric, n.at("value"),
-               run == n.end() ? std::string("did not measure it")
-                              : fmt::format("{:.4g} (difference {:+.4g})", run->second, n.at("difference")));
+  agreeOnInput(comm, problem, "--resume " + run_dir + ": another rank's checkpoint failed its checks (its message says why)");
 }
 
 void checkReducer(const ExperimentConfig& config) {
@@ -178,6 +150,9 @@ void checkReducer(const ExperimentConfig& config) {
   }
 }
 
+RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+                           int local_rank, const WorkerHooks& hooks);
+
 }  // namespace
 
 void checkConfig(const ExperimentConfig& config) {
@@ -194,6 +169,12 @@ void checkConfig(const ExperimentConfig& config) {
     throw UserError("distributed.simulated_workers: NCCL takes one rank per GPU, so simulated workers need "
                     "distributed.backend gloo or auto");
   }
+}
+
+void checkInputs(const ExperimentConfig& config, int world_size) {
+  auto task = tasks::taskRegistry().at(config.task.name).factory(
+      tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), c10::kCPU});
+  batchesPerEpochOf(*task, {0, world_size}, config.training);
 }
 
 namespace {
@@ -289,24 +270,40 @@ namespace {
 RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
                            comm::Communicator& comm, int local_rank, const WorkerHooks& hooks) {
   RunResult result;
-  result.run_dir = shareRunDirectory(config, options, comm);
   const bool leader = comm.rank() == 0;
-  // Simulated workers share the process's logger (spdlog's default): logical worker 0's.
-  if (!hooks.shared || hooks.logical == 0) outputs::installRankLogger(result.run_dir, comm.rank());
+  // The task and the reducer come first: bad input (a data file, the architecture, a batch larger
+  // than a worker's data, a reducer's setting) stops every rank before the run directory exists.
   // Simulated workers build their models in turn, then all but the first give up their parameters
   // for the first one's.
   auto turn = hooks.shared ? std::unique_lock<std::mutex>(hooks.shared->compute()) : std::unique_lock<std::mutex>();
-  auto task = tasks::taskRegistry().at(config.task.name).factory(
-      tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed),
-                         workerDevice(config, local_rank)});
+  std::unique_ptr<tasks::Task> task;
+  std::unique_ptr<reducers::Reducer> reducer;
+  std::string problem;
+  try {
+    task = tasks::taskRegistry().at(config.task.name).factory(
+        tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed),
+                           workerDevice(config, local_rank)});
+    batchesPerEpochOf(*task, {comm.rank(), comm.size()}, config.training);
+    reducer = reducers::withGranularity(
+        reducers::reducerRegistry().at(config.reducer.name).factory.make(
+            reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed)}),
+        config.reducer);
+  } catch (const UserError& e) {
+    if (hooks.shared) {
+      hooks.shared->fail();  // the process's other logical workers stop too
+      throw;
+    }
+    problem = e.what();
+  }
   if (hooks.shared) {
     turn.unlock();
     hooks.logical == 0 ? hooks.shared->publish(task->model()) : hooks.shared->adopt(task->model());
+  } else {
+    agreeOnInput(comm, problem, "another rank's input failed its checks (its message says why)");
   }
-  auto reducer = reducers::withGranularity(
-      reducers::reducerRegistry().at(config.reducer.name).factory.make(
-          reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed)}),
-      config.reducer);
+  result.run_dir = shareRunDirectory(config, options, comm);
+  // Simulated workers share the process's logger (spdlog's default): logical worker 0's.
+  if (!hooks.shared || hooks.logical == 0) outputs::installRankLogger(result.run_dir, comm.rank());
   std::vector<std::unique_ptr<outputs::MetricSink>> sinks;
   outputs::Timer timer;
 #ifdef GCRUN_WITH_CUDA
@@ -318,13 +315,12 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   CheckpointStore checkpoints(result.run_dir, comm, comm.device());
   trainer.setCheckpoints(&checkpoints);
   if (options.resume) {
-    const auto state = checkpoints.loadLatest();
-    if (!state) {
-      throw UserError("--resume " + result.run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
+    resumeEveryRank(trainer, checkpoints, result.run_dir, comm, hooks.shared ? &turn : nullptr);
+    if (trainer.finished()) {
+      spdlog::info("{}: its checkpoint of step {} is where the run ends (training.epochs, training.max_steps): "
+                   "nothing to do, nothing changed", result.run_dir, checkpoints.lastStep());
+      return result;
     }
-    if (hooks.shared) turn.lock();  // the shared parameters are restored by one worker at a time
-    trainer.resumeFrom(*state, result.run_dir + "/checkpoints");
-    if (hooks.shared) turn.unlock();
     spdlog::info("resuming {} from the checkpoint of step {}", result.run_dir, checkpoints.lastStep());
   }
   if (leader) {

@@ -27,6 +27,11 @@ struct RunResult {
 // and the device and backend against this build, so bad input fails before any worker starts.
 void checkConfig(const ExperimentConfig& config);
 
+// Builds the task once, as a worker would, to find bad input (data files, the architecture, a
+// batch larger than each of `world_size` workers' data) before anything is written: the launcher's
+// check. Throws UserError.
+void checkInputs(const ExperimentConfig& config, int world_size);
+
 // Runs this process's worker of the experiment: joins the group that `world` describes (one worker
 // alone when nothing launched it; see experiments/launch/launch_environment.h), then as runWorker
 // below. Beyond it: SIGINT and SIGTERM stop every

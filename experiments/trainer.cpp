@@ -24,6 +24,13 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+int64_t batchesPerEpochOf(tasks::Task& task, const tasks::Shard& shard, const TrainingOptions& training) {
+  const int64_t batches = task.batchesPerEpoch(shard);
+  if (batches > 0) return batches;
+  throw UserError("training.batch_size = " + std::to_string(training.batch_size) + " leaves no full batch for each of " +
+                  std::to_string(shard.world_size) + " workers; use a smaller batch size");
+}
+
 struct Trainer::State {
   State(const ExperimentConfig& config, tasks::Task& task, comm::Communicator& comm, reducers::Reducer& reducer,
         outputs::Timer& timer, std::vector<std::unique_ptr<outputs::MetricSink>>& sinks)
@@ -72,12 +79,7 @@ struct Trainer::State {
     optimizer = std::make_unique<Optimizer>(options, params, names, exchange->gradients());
     lossless = reducers::reducerRegistry().at(config.reducer.name).factory.lossless;
     shard = {comm.rank(), comm.size()};
-    batches_per_epoch = task.batchesPerEpoch(shard);
-    if (batches_per_epoch == 0) {
-      throw UserError("training.batch_size = " + std::to_string(config.training.batch_size) +
-                      " leaves no full batch for each of " + std::to_string(comm.size()) +
-                      " workers; use a smaller batch size");
-    }
+    batches_per_epoch = batchesPerEpochOf(task, shard, config.training);
     total_steps = config.training.epochs * batches_per_epoch;
     if (config.training.max_steps > 0) total_steps = std::min(total_steps, config.training.max_steps);
   }
@@ -85,6 +87,7 @@ struct Trainer::State {
   TrainingParts parts() { return {task, reducer, names, exchange->memories(), optimizer->momenta()}; }
 
   double position() const { return at.epoch + static_cast<double>(at.batch_index) / batches_per_epoch; }
+  bool done() const { return at.epoch >= config.training.epochs || at.step >= total_steps; }
 
   void emit(const std::string& name, double value, double epoch_position, int64_t window = 0) {
     for (auto& sink : sinks) sink->metric({name, value, "train", epoch_position, at.step, at.bits, window});
@@ -199,7 +202,6 @@ struct Trainer::State {
     at.elapsed_s = secondsSince(start);
     checkpoints->save(at.step, snapshotTraining(parts(), at));
   }
-
 };
 
 Trainer::Trainer(const ExperimentConfig& config, tasks::Task& task, comm::Communicator& comm,
@@ -229,6 +231,8 @@ void Trainer::resumeFrom(const TensorMap& state, const std::string& source) {
 
 void Trainer::setStopRequest(std::function<bool()> requested) { state_->stop_requested = std::move(requested); }
 
+bool Trainer::finished() { return state_->setUp(), state_->done(); }
+
 void Trainer::shareParameters(SharedParameters* shared, bool owner) {
   state_->shared = shared;
   state_->owner = owner;
@@ -244,7 +248,7 @@ TrainingResult Trainer::run() {
   const auto& training = s.config.training;
   const auto& checkpoint = s.config.checkpoint;
   const int64_t samples_per_step = training.batch_size * s.comm.size();
-  while (at.epoch < training.epochs && at.step < s.total_steps) {
+  while (!s.done()) {
     if (at.batch_index == 0) {
       at.train_sums = {};
       at.loss_sum = 0;

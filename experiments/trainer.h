@@ -35,6 +35,10 @@ class TrainingDiverged : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How many batches each of `shard.size` workers gets per epoch; a UserError when the data leaves
+// none (a batch larger than a worker's share).
+int64_t batchesPerEpochOf(tasks::Task& task, const tasks::Shard& shard, const TrainingOptions& training);
+
 // The reference's training loop (powersgd.md 1.3) for one worker. Every worker runs it in
 // lockstep; `sinks` is empty on all ranks but 0.
 class Trainer {
@@ -57,6 +61,9 @@ class Trainer {
   // A simulated worker (see simulated_workers.h): it computes in turns with the others of its
   // process, and only the owner applies the update to the shared parameters.
   void shareParameters(SharedParameters* shared, bool owner);
+
+  // Whether run() has nothing left to do (a resumed run already at its end).
+  bool finished();
 
   // Throws TrainingDiverged naming the step (and parameter) when the loss or the reduced gradient
   // stops being finite.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <utility>
 
 #include "hyperparams/config_keys.h"
@@ -93,11 +94,19 @@ UserError unknownKey(const std::string& name, const std::string& source) {
                                        : " (did you mean '" + suggestion + "'?)"));
 }
 
+// The keys one document has set, each with the spelling it was given first (a key or an alias).
+using Given = std::map<std::string, std::string>;
+
 // Sets one key or alias; an alias's value may first be translated from the reference's names.
 void applyValue(ExperimentConfig& config, const std::string& name, const YAML::Node& value,
-                const std::string& source) {
+                const std::string& source, Given& given) {
   const AliasSpec* alias = findAlias(name);
   const KeySpec& spec = *findKey(alias ? alias->key : name);
+  if (const auto [first, added] = given.emplace(spec.key, name); !added) {
+    throw UserError("config: " + spec.key + " is given twice in " + source +
+                    (first->second == name ? "" : " (as " + first->second + " and as " + name + ")") +
+                    "; keep one (--set may override a file)");
+  }
   YAML::Node translated = value;
   if (alias && value.IsScalar()) {
     auto it = alias->values.find(value.Scalar());
@@ -112,17 +121,17 @@ void applyValue(ExperimentConfig& config, const std::string& name, const YAML::N
 
 // Walks a mapping whose keys may be nested sections, dotted keys or aliases, all relative to `prefix`.
 void applyMapping(ExperimentConfig& config, const YAML::Node& mapping, const std::string& prefix,
-                  const std::string& source) {
+                  const std::string& source, Given& given) {
   for (const auto& entry : mapping) {
-    const std::string name = prefix + render(entry.first);
+    const std::string name = prefix + clipForMessage(render(entry.first));
     const YAML::Node& value = entry.second;
     // `task` is both a section and the reference's alias of task.name: a mapping means the section.
     if (value.IsMap() && isSection(name)) {
-      applyMapping(config, value, name + ".", source);
+      applyMapping(config, value, name + ".", source, given);
     } else if (findKey(name) || findAlias(name)) {
-      applyValue(config, name, value, source);
+      applyValue(config, name, value, source, given);
     } else if (value.IsMap() && value.size() > 0) {
-      applyMapping(config, value, name + ".", source);  // reports the misspelt leaves in full
+      applyMapping(config, value, name + ".", source, given);  // reports the misspelt leaves in full
     } else {
       throw unknownKey(name, source);
     }
@@ -134,12 +143,39 @@ std::string position(const YAML::Mark& mark) {
   return " at line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
 }
 
+// A configuration has a few dozen values; YAML aliases can make a few bytes stand for billions
+// ("billion laughs"), which would hang whatever walks them.
+constexpr size_t kMaxValues = 10000;
+
+// Counts the values under `node`, aliases expanded, stopping once past `budget`.
+size_t countValues(const YAML::Node& node, size_t budget) {
+  size_t count = 1;
+  const auto add = [&](const YAML::Node& child) {
+    if (count <= budget) count += countValues(child, budget - count);
+  };
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end() && count <= budget; ++it) {
+      add(it->first);
+      add(it->second);
+    }
+  } else if (node.IsSequence()) {
+    for (auto it = node.begin(); it != node.end() && count <= budget; ++it) add(*it);
+  }
+  return count;
+}
+
 YAML::Node load(const std::string& text, const std::string& what) {
+  YAML::Node root;
   try {
-    return YAML::Load(text);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw UserError("config: invalid YAML in " + what + position(e.mark) + ": " + e.msg);
   }
+  if (countValues(root, kMaxValues) > kMaxValues) {
+    throw UserError("config: " + what + " holds more than " + std::to_string(kMaxValues) +
+                    " values once its YAML aliases are expanded; a configuration needs far fewer");
+  }
+  return root;
 }
 
 std::string trim(const std::string& text) {
@@ -171,7 +207,8 @@ void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std
   }
   // Applied to a copy so that a bad key leaves the config as it was.
   ExperimentConfig updated = config;
-  applyMapping(updated, root, "", source);
+  Given given;
+  applyMapping(updated, root, "", source, given);
   config = std::move(updated);
 }
 
@@ -186,7 +223,8 @@ void applyAssignment(ExperimentConfig& config, const std::string& assignment) {
   document[key] = load(assignment.substr(equals + 1),
                        "the value of " + std::string(kAssignmentSource) + " '" + assignment + "'");
   ExperimentConfig updated = config;
-  applyMapping(updated, document, "", kAssignmentSource);
+  Given given;
+  applyMapping(updated, document, "", kAssignmentSource, given);
   config = std::move(updated);
 }
 

@@ -169,7 +169,7 @@ std::vector<KeySpec> makeKeyTable() {
       field("distributed.backend", oneOfEnum<Backend>(),
             [](auto& c) -> auto& { return c.distributed.backend; },
             "Collective backend between workers; auto picks one for the device."),
-      field("distributed.timeout_s", numberAbove(0),
+      field("distributed.timeout_s", numberFromTo(1, 7 * 24 * 3600, " (seconds: 1 s to 7 days)"),
             [](auto& c) -> auto& { return c.distributed.timeout_s; },
             "Seconds a collective may wait before the run fails."),
       field("distributed.simulated_workers", integerAtLeast(1),
@@ -231,7 +231,7 @@ std::vector<AliasSpec>& mutableAliasTable() {
       {"optimizer_weight_decay_other", "optimizer.weight_decay_other", {}},
       {"optimizer_weight_decay_bn", "optimizer.weight_decay_bn", {}},
       {"task", "task.name", {{"Cifar", "cifar10"}, {"LanguageModeling", "wikitext2"}}},
-      {"task_architecture", "task.architecture", {}},
+      {"task_architecture", "task.architecture", {{"ResNet18", "resnet18"}, {"VGG16", "vgg16"}, {"LSTM", "lstm"}}},
       {"distributed_backend", "distributed.backend", {}},
   };
   return table;

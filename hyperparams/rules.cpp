@@ -19,6 +19,11 @@ Rule<double> numberAbove(double min) {
   return {"a number > " + formatNumber(min), [min](double v) { return v > min; }, {}};
 }
 
+Rule<double> numberFromTo(double min, double max, const std::string& note) {
+  return {"a number from " + formatNumber(min) + " to " + formatNumber(max) + note,
+          [min, max](double v) { return v >= min && v <= max; }, {}};
+}
+
 Rule<double> fraction() {
   return {"a number in [0, 1)", [](double v) { return v >= 0.0 && v < 1.0; }, {}};
 }

@@ -21,6 +21,7 @@ struct Rule {
 Rule<int64_t> integerAtLeast(int64_t min, const std::string& note = "");
 Rule<double> numberAtLeast(double min);
 Rule<double> numberAbove(double min);
+Rule<double> numberFromTo(double min, double max, const std::string& note = "");
 Rule<double> fraction();          // [0, 1)
 Rule<double> positiveFraction();  // (0, 1]
 Rule<bool> boolean();

@@ -4,6 +4,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <mutex>
+#include <vector>
+
 namespace gcrun::outputs {
 
 std::shared_ptr<spdlog::logger> installRankLogger(const std::string& run_dir, int rank) {
@@ -21,6 +24,15 @@ std::shared_ptr<spdlog::logger> installRankLogger(const std::string& run_dir, in
   logger->set_level(spdlog::level::debug);
   // The log file is what survives a crash; info lines are rare enough to flush each one.
   logger->flush_on(spdlog::level::info);
+  // Another thread (a rank of a thread group, a simulated worker) may be logging through the
+  // default logger's raw pointer right now: the loggers replaced stay alive for the process's life.
+  static std::mutex mutex;
+  static std::vector<std::shared_ptr<spdlog::logger>> replaced;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    replaced.push_back(spdlog::default_logger());
+    replaced.push_back(logger);
+  }
   // set_default_logger replaces any logger of the same name, so installing twice is fine.
   spdlog::set_default_logger(logger);
   return logger;

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -31,28 +32,39 @@ std::string hex32(uint32_t value) {
   return text;
 }
 
-// The whole decompressed content; gzread passes plain files through unchanged.
-std::vector<uint8_t> readAll(const std::string& path) {
-  errno = 0;
-  std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
-  if (!file) {
-    const char* reason = errno != 0 ? std::strerror(errno) : "out of memory";
-    throw UserError(path + ": cannot open (" + reason + ")");
-  }
-  std::vector<uint8_t> data;
-  while (true) {
-    size_t old_size = data.size();
-    data.resize(old_size + kReadChunk);
-    int got = gzread(file.get(), data.data() + old_size, kReadChunk);
-    if (got < 0) {
-      int code = 0;
-      throw UserError(path + ": corrupt gzip data (" + gzerror(file.get(), &code) + ")");
+// A gzipped (or plain: gzread passes those through) file, read in order.
+class GzReader {
+ public:
+  explicit GzReader(const std::string& path) : path_(path) {
+    errno = 0;
+    file_.reset(gzopen(path.c_str(), "rb"));
+    if (!file_) {
+      const char* reason = errno != 0 ? std::strerror(errno) : "out of memory";
+      throw UserError(path + ": cannot open (" + reason + ")");
     }
-    data.resize(old_size + static_cast<size_t>(got));
-    if (got == 0) break;
   }
-  return data;
-}
+
+  // Appends up to `count` bytes to `out`; fewer only at the end of the data.
+  void readInto(std::vector<uint8_t>& out, uint64_t count) {
+    while (count > 0) {
+      const unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(count, kReadChunk));
+      const size_t old_size = out.size();
+      out.resize(old_size + chunk);
+      const int got = gzread(file_.get(), out.data() + old_size, chunk);
+      if (got < 0) {
+        int code = 0;
+        throw UserError(path_ + ": corrupt gzip data (" + gzerror(file_.get(), &code) + ")");
+      }
+      out.resize(old_size + static_cast<size_t>(got));
+      if (got == 0) return;
+      count -= static_cast<uint64_t>(got);
+    }
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<gzFile_s, GzCloser> file_;
+};
 
 uint32_t bigEndian32(const uint8_t* bytes) {
   return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) |
@@ -69,34 +81,39 @@ std::optional<uint64_t> checkedProduct(const std::vector<int64_t>& dims) {
   return product;
 }
 
-// Parses magic and dimensions, checks the data fills the file exactly, and copies it out.
+// Parses magic and dimensions, then reads exactly the data they declare and one byte more: the
+// decompressed stream is never read past what the header announces, so a small file that inflates
+// to gigabytes costs no more memory than its header says.
 at::Tensor readIdx(const std::string& path, uint32_t magic, const char* what) {
-  std::vector<uint8_t> data = readAll(path);
-  const size_t num_dims = magic & 0xff;
-  const size_t header = 4 * (1 + num_dims);
+  GzReader reader(path);
+  std::vector<uint8_t> data;
+  reader.readInto(data, 4);
   if (data.size() < 4 || bigEndian32(data.data()) != magic) {
     std::string found = data.size() < 4 ? "a file of " + std::to_string(data.size()) + " bytes"
                                         : "magic " + hex32(bigEndian32(data.data()));
     throw UserError(path + ": not an IDX file of " + what + ": found " + found + ", expected magic " +
                     hex32(magic));
   }
+  const size_t num_dims = magic & 0xff;
+  const size_t header = 4 * (1 + num_dims);
+  reader.readInto(data, header - 4);
   if (data.size() < header) {
     throw UserError(path + ": truncated IDX header: expected " + std::to_string(header) +
                     " bytes, got " + std::to_string(data.size()));
   }
   std::vector<int64_t> dims;
   for (size_t i = 0; i < num_dims; ++i) dims.push_back(bigEndian32(data.data() + 4 * (i + 1)));
-  const size_t payload = data.size() - header;
-  std::optional<uint64_t> expected = checkedProduct(dims);
-  if (!expected || *expected > payload) {
-    throw UserError(path + ": truncated IDX data: the header declares " +
-                    (expected ? std::to_string(*expected) : std::string("over 2^64")) +
+  const std::optional<uint64_t> expected = checkedProduct(dims);
+  if (!expected) throw UserError(path + ": the IDX header declares over 2^64 bytes of " + what);
+  reader.readInto(data, *expected + 1);
+  const uint64_t payload = data.size() - header;
+  if (*expected > payload) {
+    throw UserError(path + ": truncated IDX data: the header declares " + std::to_string(*expected) +
                     " bytes of " + what + ", got " + std::to_string(payload));
   }
   if (*expected < payload) {
-    throw UserError(path + ": " + std::to_string(payload - *expected) +
-                    " unexpected bytes after the " + std::to_string(*expected) +
-                    " bytes of " + what + " the IDX header declares");
+    throw UserError(path + ": unexpected bytes after the " + std::to_string(*expected) + " bytes of " + what +
+                    " the IDX header declares");
   }
   at::Tensor out = at::empty(dims, at::kByte);
   std::memcpy(out.data_ptr<uint8_t>(), data.data() + header, payload);

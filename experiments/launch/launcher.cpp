@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,9 +49,14 @@ int freePort() {
 
 pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::string& master_addr,
                   int master_port, const std::vector<std::string>& argv) {
+  const pid_t launcher = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("launcher: fork: ") + std::strerror(errno));
   if (pid > 0) return pid;
+  // A worker outlives no launcher: when it dies (even by SIGKILL) the worker gets SIGTERM and
+  // stops after a checkpoint. The check covers a launcher that died before the request.
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != launcher) std::_Exit(1);
   const auto set = [](const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); };
   set("RANK", std::to_string(options.node_rank * options.nproc_per_node + local_rank));
   set("LOCAL_RANK", std::to_string(local_rank));
@@ -112,8 +118,10 @@ bool anyRunning(const std::vector<pid_t>& pids) {
   return false;
 }
 
+// SIGTERM lets a worker stop after a checkpoint; SIGCONT lets a stopped one (SIGSTOP) receive it.
 void stopAll(std::vector<pid_t>& pids) {
   signalAll(pids, SIGTERM);
+  signalAll(pids, SIGCONT);
   const auto deadline = std::chrono::steady_clock::now() + kStopGracePeriod;
   int ignored = 0;
   while (anyRunning(pids) && std::chrono::steady_clock::now() < deadline) {

@@ -161,13 +161,19 @@ void writeStudyJson(const StudySpec& spec, const std::string& dir, const std::ve
   outputs::writeFileAtomically(dir + "/study.json", json + "\n  ]\n}\n");
 }
 
-// The report of the runs that have started, in the study's order.
-void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::vector<StudyRun>& plan) {
+// The report of the runs that have started, or failed before they could, in the study's order.
+void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::vector<StudyRun>& plan,
+                      const std::vector<Outcome>& outcomes) {
   try {
     std::vector<outputs::RunData> runs;
     for (const auto& run : plan) {
       const std::string run_dir = dir + "/runs/" + run.dir_name;
-      if (fs::is_regular_file(run_dir + "/run.json")) runs.push_back(outputs::loadRun(run_dir));
+      const auto& outcome = outcomes[run.index];
+      if (fs::is_regular_file(run_dir + "/run.json")) {
+        runs.push_back(outputs::loadRun(run_dir));
+      } else if (outcome.status == "failed") {
+        runs.push_back(outputs::runThatDidNotStart(run_dir, run.config_yaml, outcome.status, outcome.error));
+      }
     }
     const auto result = outputs::writeReport(runs, {dir, outputs::reportFormats(), spec.description, reducerReads});
     if (!result.note.empty()) std::printf("study: %s\n", result.note.c_str());
@@ -315,14 +321,14 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
     std::fflush(stdout);
     if (whole) {
       writeStudyJson(spec, dir, runs, outcomes);
-      writeStudyReport(spec, dir, runs);
+      writeStudyReport(spec, dir, runs, outcomes);
     }
   }
   ::sigaction(SIGINT, &previous_int, nullptr);
   ::sigaction(SIGTERM, &previous_term, nullptr);
   if (whole) {
     writeStudyJson(spec, dir, runs, outcomes);
-    writeStudyReport(spec, dir, runs);
+    writeStudyReport(spec, dir, runs, outcomes);
     std::printf("study %s: report in %s/report.md\n", spec.name.c_str(), dir.c_str());
   }
   if (stop_signal != 0) return 128 + stop_signal;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -139,59 +141,94 @@ c10::intrusive_ptr<c10d::Store> connectStore(const WorldSpec& world, std::chrono
 
 constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
 constexpr auto kHeartbeatSilence = std::chrono::seconds(2);
+// How long a diagnosis waits for the store beyond the silence it measures.
+constexpr auto kStoreAnswerLimit = std::chrono::seconds(4);
+
+// The heartbeat's own state, shared with its thread: a thread stuck on a store whose host is
+// stopped must not keep its monitor (and so the failing worker) from going away.
+struct Heartbeat {
+  WorldSpec world;
+  c10::intrusive_ptr<c10d::Store> store;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+};
+
+std::string heartbeatKey(int rank) { return "heartbeat/" + std::to_string(rank); }
+
+std::vector<int64_t> heartbeatCounters(c10d::Store& store, int world_size) {
+  std::vector<int64_t> values;
+  for (int r = 0; r < world_size; ++r) values.push_back(store.add(heartbeatKey(r), 0));
+  return values;
+}
+
+// Which ranks' counters stand still for kHeartbeatSilence, over a fresh connection to the store.
+std::string silentRanks(const WorldSpec& world, std::chrono::milliseconds timeout) {
+  auto store = connectStore(world, timeout, /*join=*/false);
+  const auto before = heartbeatCounters(*store, world.world_size);
+  std::this_thread::sleep_for(kHeartbeatSilence);
+  const auto after = heartbeatCounters(*store, world.world_size);
+  std::string silent;
+  for (int r = 0; r < world.world_size; ++r) {
+    if (r != world.rank && after[r] == before[r]) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (silent.empty()) return "no peer stopped its heartbeat";
+  return (silent.find(',') == std::string::npos ? "rank " : "ranks ") + silent + " failed (no heartbeat for " +
+         std::to_string(kHeartbeatSilence.count()) + " s)";
+}
 
 class StorePeerMonitor : public PeerMonitor {
  public:
   StorePeerMonitor(const WorldSpec& world, std::chrono::milliseconds timeout)
-      : world_(world), store_(connectStore(world, timeout, /*join=*/false)) {
-    beat();
-    thread_ = std::thread([this] { run(); });
+      : world_(world), timeout_(timeout), heartbeat_(std::make_shared<Heartbeat>()) {
+    heartbeat_->world = world;
+    heartbeat_->store = connectStore(world, timeout, /*join=*/false);
+    heartbeat_->store->add(heartbeatKey(world.rank), 1);
+    thread_ = std::thread([heartbeat = heartbeat_] { run(*heartbeat); });
   }
 
   ~StorePeerMonitor() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
+      std::lock_guard<std::mutex> lock(heartbeat_->mutex);
+      heartbeat_->stopping = true;
     }
-    wake_.notify_all();
-    thread_.join();
+    heartbeat_->wake.notify_all();
+    thread_.detach();  // it ends at its next wake-up, or with the process if the store hangs it
   }
 
+  // Asks in a thread of its own and waits a bounded time: a store whose host is stopped (SIGSTOP)
+  // accepts connections but never answers.
   std::string diagnose() override {
-    try {
-      const auto before = counters();
-      std::this_thread::sleep_for(kHeartbeatSilence);
-      const auto after = counters();
-      std::string silent;
-      for (int r = 0; r < world_.world_size; ++r) {
-        if (r != world_.rank && after[r] == before[r]) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+    auto answer = std::make_shared<std::promise<std::string>>();
+    auto result = answer->get_future();
+    std::thread([world = world_, timeout = timeout_, answer] {
+      try {
+        answer->set_value(silentRanks(world, timeout));
+      } catch (const std::exception&) {
+        answer->set_value("");
       }
-      if (silent.empty()) return "no peer stopped its heartbeat";
-      return (silent.find(',') == std::string::npos ? "rank " : "ranks ") + silent + " failed (no heartbeat for " +
-             std::to_string(kHeartbeatSilence.count()) + " s)";
-    } catch (const std::exception&) {
-      return std::string("the store at ") + world_.master_addr + ":" + std::to_string(world_.master_port) +
-             " is gone, so its host " + (world_.agent_store ? "(torchrun's agent)" : "rank 0") + " failed";
+    }).detach();
+    const std::string host = std::string(world_.agent_store ? "torchrun's agent" : "rank 0");
+    const std::string store = world_.master_addr + ":" + std::to_string(world_.master_port);
+    if (result.wait_for(kHeartbeatSilence + kStoreAnswerLimit) != std::future_status::ready) {
+      return "the store at " + store + " did not answer within " +
+             std::to_string((kHeartbeatSilence + kStoreAnswerLimit).count()) + " s, so its host " + host +
+             " is stopped or gone";
     }
+    const std::string silent = result.get();
+    return silent.empty() ? "the store at " + store + " is gone, so its host " + host + " failed" : silent;
   }
 
  private:
-  std::string key(int rank) const { return "heartbeat/" + std::to_string(rank); }
-  void beat() { store_->add(key(world_.rank), 1); }
-
-  std::vector<int64_t> counters() {
-    std::lock_guard<std::mutex> lock(store_mutex_);
-    std::vector<int64_t> values;
-    for (int r = 0; r < world_.world_size; ++r) values.push_back(store_->add(key(r), 0));
-    return values;
-  }
-
-  void run() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!wake_.wait_for(lock, kHeartbeatPeriod, [this] { return stopping_; })) {
+  // The store call runs without the lock, so that stopping never waits on a store that hangs.
+  static void run(Heartbeat& heartbeat) {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(heartbeat.mutex);
+        if (heartbeat.wake.wait_for(lock, kHeartbeatPeriod, [&] { return heartbeat.stopping; })) return;
+      }
       try {
-        std::lock_guard<std::mutex> store_lock(store_mutex_);
-        beat();
+        heartbeat.store->add(heartbeatKey(heartbeat.world.rank), 1);
       } catch (const std::exception&) {
         return;  // the store's host is gone; diagnose() says so
       }
@@ -199,11 +236,8 @@ class StorePeerMonitor : public PeerMonitor {
   }
 
   WorldSpec world_;
-  c10::intrusive_ptr<c10d::Store> store_;
-  std::mutex store_mutex_;  // one connection, shared by the heartbeat and diagnose()
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<Heartbeat> heartbeat_;
   std::thread thread_;
 };
 
@@ -242,17 +276,22 @@ std::unique_ptr<Communicator> connect(const WorldSpec& world, const std::string&
 
 std::vector<std::unique_ptr<Communicator>> connectSimulated(const WorldSpec& world, int workers,
                                                             std::chrono::milliseconds timeout) {
-  const c10::intrusive_ptr<c10d::Store> store = world.world_size == 1
-                                                    ? c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::HashStore>())
-                                                    : connectStore(world, timeout, /*join=*/true);
+  // Alone, the ranks share one in-process store; across processes each rank gets a store connection
+  // of its own (a TCPStore client serves one request at a time), logical rank 0 hosting the store.
+  c10::intrusive_ptr<c10d::Store> shared;
+  if (world.world_size == 1) shared = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::unique_ptr<Communicator>> comms(static_cast<size_t>(workers));
   std::vector<std::string> failures(static_cast<size_t>(workers));
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      const int rank = world.rank * workers + w;
+      WorldSpec logical = world;
+      logical.rank = world.rank * workers + w;
+      logical.world_size = world.world_size * workers;
+      const int rank = logical.rank;
       try {
-        comms[w] = makeGloo(store, rank, world.world_size * workers, timeout, world.master_addr);
+        const auto store = shared ? shared : connectStore(logical, timeout, /*join=*/true);
+        comms[w] = makeGloo(store, rank, logical.world_size, timeout, world.master_addr);
       } catch (const std::exception& e) {
         failures[w] = "simulated worker rank " + std::to_string(rank) + " could not join its group: " + firstLine(e.what());
       }
