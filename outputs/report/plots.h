@@ -1,0 +1,35 @@
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "outputs/report/summary.h"
+
+namespace gcrun::outputs {
+
+// One configuration's curve across its seeds: per x, the mean of y and its min-max band.
+struct Curve {
+  std::string label;
+  std::vector<std::array<double, 4>> points;  // x, mean y, min y, max y
+};
+
+struct Plot {
+  std::string name;  // file stem: <name>.dat, .gp, .png, .svg
+  std::string title, x_label, y_label;
+  std::vector<Curve> curves;  // one per configuration that has data for it
+};
+
+// The report's figures: the final metric against epochs, MiB sent per worker and wall-clock time
+// (points aligned by their index across seeds, x averaged), and the training loss against steps.
+std::vector<Plot> reportPlots(const std::vector<ConfigGroup>& groups);
+
+// The data file a plot's gnuplot script reads: one block per curve ("# label", then
+// "x mean min max" lines), blocks separated by two blank lines (gnuplot's `index`).
+std::string plotData(const Plot& plot);
+
+// Writes each plot's .dat and .gp into `dir` and runs gnuplot on it for <name>.png and <name>.svg.
+// Returns "" or a note saying why some images are missing (no gnuplot, or its error).
+std::string renderPlots(const std::vector<Plot>& plots, const std::string& dir);
+
+}  // namespace gcrun::outputs

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "outputs/report/run_data.h"
+#include "outputs/report/summary.h"
+
+namespace gcrun::outputs {
+
+struct ReportOptions {
+  std::string output_dir;  // where report.* and plots/ go
+  std::vector<std::string> formats = {"md", "csv", "html"};
+  std::string title;       // a line under the heading (a study's description)
+  ReadsSetting reads;      // which reducer settings matter to which reducer (summary.h)
+};
+
+struct ReportResult {
+  std::vector<std::string> files;  // written, report files first
+  size_t runs = 0;
+  size_t configurations = 0;
+  std::string note;  // why plots are missing, if they are
+};
+
+// The formats `gcrun report --format` accepts.
+const std::vector<std::string>& reportFormats();
+
+// Writes the report of `runs` into options.output_dir: report.md and report.csv (one row per
+// configuration, its seeds grouped: the final metric's mean ± std and range, median time per
+// batch, MiB sent per worker and epoch, compression against a float32 all-reduce, the paper's value
+// and the distance to it), plots/ (PNG and SVG through gnuplot, with the data they were drawn
+// from) and report.html (one page, no network: the tables and the SVG plots inline). Runs that
+// failed or are still going are listed as such.
+ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& options);
+
+}  // namespace gcrun::outputs

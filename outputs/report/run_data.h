@@ -1,0 +1,63 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gcrun::outputs {
+
+// One point of a run's curve: at the end of an epoch (or the last step of a shortened one).
+struct EpochPoint {
+  double epoch = 0;      // fractional, as metrics.jsonl has it
+  double metric = 0;     // the run's final metric (RunData::metric) at that point
+  double mib = 0;        // MiB sent by one worker so far
+  double elapsed_s = 0;  // wall-clock time trained so far
+};
+
+// The per-step training loss, averaged over the workers and the steps of its window.
+struct LossPoint {
+  int64_t step = 0;
+  double loss = 0;
+};
+
+// What a report needs of one run directory (one with a run.json), read from its run.json,
+// config.yaml, timer_summary.json and metrics.jsonl. Missing or unreadable files leave the fields
+// empty rather than fail: a run that is still going has only some of them.
+struct RunData {
+  std::string dir;
+  std::string name;          // the directory's name without its -seed<k> suffix
+  std::string config_key;    // the resolved configuration without its seed: runs that share it differ only by seed
+  std::map<std::string, std::string> settings;  // the configuration, flattened: "reducer.rank" -> "2"
+  int64_t seed = 0;
+  std::string status;        // completed, failed, interrupted, running; "unreadable" when run.json is not JSON
+  std::string error;
+  std::string experiment;
+  bool synthetic = false;
+  int world_size = 1;
+  int simulated_workers = 1;        // per process; their compute ran in turn
+  double compute_per_batch_ms = 0;  // with simulated workers: one logical worker's forward and backward
+  std::string metric;        // the final metric reported: paper.metric, else test.accuracy, else ...
+  std::optional<double> final_value;
+  double mib_per_epoch = 0;  // per worker
+  double compression = 0;    // float32 all-reduce bits / bits sent; 0 when nothing was sent
+  std::optional<double> time_per_batch_ms;  // median
+  std::optional<double> paper_value;
+  std::string paper_source;
+  std::vector<EpochPoint> epochs;
+  std::vector<LossPoint> losses;
+};
+
+// Every run directory at or below each of `paths` (a directory holding run.json), sorted by path.
+// A path that does not exist is a UserError naming it.
+std::vector<std::string> findRunDirectories(const std::vector<std::string>& paths);
+
+RunData loadRun(const std::string& dir);
+
+// A run that never wrote its directory (refused input, say): what its configuration says, and its
+// status and error as whoever started it recorded them.
+RunData runThatDidNotStart(const std::string& dir, const std::string& config_yaml, const std::string& status,
+                           const std::string& error);
+
+}  // namespace gcrun::outputs

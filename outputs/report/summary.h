@@ -1,0 +1,56 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "outputs/report/run_data.h"
+
+namespace gcrun::outputs {
+
+// Mean, sample standard deviation (n - 1; 0 for one value), minimum and maximum.
+struct Spread {
+  size_t count = 0;
+  double mean = 0, std = 0, min = 0, max = 0;
+};
+Spread spreadOf(const std::vector<double>& values);
+
+// The runs of one configuration: those whose resolved settings differ only by seed.
+struct ConfigGroup {
+  std::string name;                 // the runs' common name, else their experiment's
+  std::vector<const RunData*> runs;  // ordered by seed
+  std::string settings;             // the settings that tell this configuration from the others
+  std::string reducer;
+  std::string metric;
+  Spread final_metric;              // over the completed runs that reported it
+  std::optional<double> time_per_batch_ms;  // mean of the runs' medians
+  int workers = 1;                  // the world size
+  int simulated_workers = 1;        // per process, computing in turn
+  double compute_per_batch_ms = 0;  // one simulated worker's forward and backward
+  double mib_per_epoch = 0;
+  double compression = 0;
+  std::optional<double> paper_value;
+  std::string paper_source;
+  std::string status;               // "3 completed", "2 completed, 1 failed", ...
+};
+
+// Whether reducer `reducer` reads the setting `key` (reducer.rank, ...); the report lists a
+// reducer's own settings only for the reducers that read them. Null: every key counts.
+using ReadsSetting = std::function<bool(const std::string& reducer, const std::string& key)>;
+
+// Groups the runs, in order of first appearance, and works out each group's numbers; `settings`
+// lists the configuration keys whose values differ between groups.
+std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs, const ReadsSetting& reads = nullptr);
+
+// The report's table in the layout of the paper's Tables 3-7, as text cells (Markdown and HTML
+// render the same cells), and as CSV with raw numbers.
+struct TextTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+TextTable resultTable(const std::vector<ConfigGroup>& groups);
+std::string markdownTable(const TextTable& table);
+std::string csvTable(const std::vector<ConfigGroup>& groups);
+
+}  // namespace gcrun::outputs
