@@ -230,5 +230,41 @@ TEST(InputFaults, OneRunDirectoryOneGcrunAndNoOrphans) {
   }
 }
 
+// A stopped worker (SIGSTOP) hangs nothing: its peers give up after distributed.timeout_s, name
+// it, and the launcher ends within timeout_s + 10 s.
+void expectAStoppedRankEndsTheRun(int stopped) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run +
+                                               kQuick + " --set training.epochs=1000" +
+                                               " --set distributed.timeout_s=20",
+                                           dir.file("launch.log"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!contains(readFile(run + "/metrics.jsonl"), "accuracy") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(fs::exists(run + "/workers.json")) << readFile(dir.file("launch.log"));
+  const auto workers = YAML::LoadFile(run + "/workers.json")["workers"];
+  const pid_t target = workers[stopped]["pid"].as<pid_t>();
+  const auto start = std::chrono::steady_clock::now();
+  ::kill(target, SIGSTOP);
+  int status = 0;
+  while (::waitpid(launcher, &status, WNOHANG) == 0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::kill(target, SIGKILL);
+  EXPECT_LT(took, std::chrono::seconds(30)) << readFile(dir.file("launch.log"));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << readFile(dir.file("launch.log"));
+  if (stopped == 0) {
+    EXPECT_TRUE(contains(readFile(dir.file("launch.log")), "rank 0")) << readFile(dir.file("launch.log"));
+  }
+}
+
+TEST(StoppedRank, ZeroEndsTheRunWithinTheTimeout) { expectAStoppedRankEndsTheRun(0); }
+
+TEST(StoppedRank, OneEndsTheRunWithinTheTimeout) { expectAStoppedRankEndsTheRun(1); }
+
 }  // namespace
 }  // namespace gcrun
