@@ -65,6 +65,17 @@ std::optional<Manifest> readManifest(const std::string& dir) {
       manifest.sizes.push_back(file["bytes"].as<uint64_t>());
       manifest.checksums.push_back(std::stoull(file["fnv1a"].as<std::string>(), nullptr, 16));
     }
+    if (manifest.step < 0) throw UserError(path + ": step " + std::to_string(manifest.step) + " is negative");
+    if (manifest.world_size < 1) {
+      throw UserError(path + ": world_size " + std::to_string(manifest.world_size) + " is not a positive count");
+    }
+    for (const auto& file : manifest.files) {
+      // The files sit beside the manifest: a path could make a resume read (or a cleanup touch)
+      // something outside the checkpoint directory.
+      if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
+        throw UserError(path + ": file name '" + clipForMessage(file) + "' is not a plain file name in this directory");
+      }
+    }
     if (static_cast<int>(manifest.files.size()) != manifest.world_size) {
       throw UserError(path + ": lists " + std::to_string(manifest.files.size()) + " rank files for world size " +
                       std::to_string(manifest.world_size));

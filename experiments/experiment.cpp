@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include <yaml-cpp/yaml.h>
 
@@ -39,6 +40,13 @@ void checkResumable(const ExperimentRequest& request) {
     throw UserError("--resume: the settings come from " + dir + "/config.yaml; drop --config");
   }
   if (!request.output_dir.empty()) throw UserError("--resume: the run continues in " + dir + "; drop --output-dir");
+  if (!std::filesystem::is_directory(dir)) {
+    throw UserError("--resume " + dir + ": no such directory; expected the --output-dir of an earlier run");
+  }
+  if (!std::filesystem::is_regular_file(dir + "/config.yaml")) {
+    throw UserError("--resume " + dir + ": not a gcrun run directory (it has no config.yaml); expected the "
+                    "--output-dir of an earlier run");
+  }
 }
 
 void checkWorldSize(const std::string& dir, int world_size) {

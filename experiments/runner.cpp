@@ -240,6 +240,12 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   } else {
     comm = comm::connect(world, nameOf(resolveBackend(config)), timeout);
   }
+  if (world.rank == 0 && world.world_size > 1 && world.store_file.empty() && !world.agent_store &&
+      world.run_token.empty()) {
+    spdlog::warn("the store at {}:{} accepts any client that reaches the port: set GCRUN_RUN_TOKEN to the same "
+                 "secret on every node to keep other clients out of the group",
+                 world.master_addr, world.master_port);
+  }
   auto monitor = comm::monitorPeers(world, timeout);
   // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
   // peer died must not cut short the report of which peer it was.
@@ -255,7 +261,9 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   } catch (const std::exception& e) {
     // Most likely a collective that failed because a peer died: name the peer.
     if (!monitor) throw;
-    throw std::runtime_error(monitor->diagnose() + "; this worker stops (" + firstLine(e.what()) + ")");
+    const std::string failed_peers = monitor->diagnose();
+    if (failed_peers.empty()) throw;
+    throw std::runtime_error(failed_peers + "; this worker stops (" + firstLine(e.what()) + ")");
   }
 }
 
@@ -362,9 +370,12 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   if (hooks.shared) info.compute_per_batch_ms = computePerBatchMs(timer);
   info.paper = record.finish(config.paper, info, timer);
   if (failure) std::rethrow_exception(failure);
-  if (result.stop_signal != 0) {
-    spdlog::warn("stopped by signal {} after step {}; checkpoint written, continue with --resume {}",
-                 result.stop_signal, info.steps, result.run_dir);
+  if (result.training.stopped) {
+    // A worker that got no signal itself stops with the one that did (the stop is agreed on).
+    const std::string cause = result.stop_signal != 0 ? "by signal " + std::to_string(result.stop_signal)
+                                                      : "with a worker that received a stop signal";
+    spdlog::warn("stopped {} after step {}; checkpoint written, continue with --resume {}", cause, info.steps,
+                 result.run_dir);
     return result;
   }
   logPaperComparison(info.paper);

@@ -23,11 +23,14 @@
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
+using gcrun::testing::Process;
 using gcrun::testing::TempDir;
+using gcrun::testing::waitFor;
 using Clock = std::chrono::steady_clock;
 
 // Short timeouts so that failures surface in seconds; small synthetic batches.
@@ -42,48 +45,6 @@ std::string readFile(const std::string& path) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// A gcrun process in the background, its stdout and stderr in one file.
-class Process {
- public:
-  Process(const std::string& arguments, const std::string& log) : log_(log) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::execl("/bin/sh", "sh", "-c", ("exec " + arguments).c_str(), static_cast<char*>(nullptr));
-      std::_Exit(127);
-    }
-  }
-  ~Process() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  pid_t pid() const { return pid_; }
-  std::string output() const { return readFile(log_); }
-
-  // The exit code (128 + signal when killed), or -1 after `limit`.
-  int wait(std::chrono::seconds limit) {
-    const auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return -1;
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
-
 struct Result {
   int exit_code;
   std::string output;
@@ -94,15 +55,6 @@ Result gcrun(const std::string& arguments, const TempDir& dir, std::chrono::seco
                                                                             "-" + std::to_string(Clock::now().time_since_epoch().count())));
   const int code = process.wait(limit);
   return {code, process.output()};
-}
-
-bool waitFor(const std::function<bool()>& condition, std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
 }
 
 std::vector<std::string> errorLines(const std::string& output) {

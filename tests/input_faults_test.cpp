@@ -180,6 +180,33 @@ TEST(InputFaults, ResumesThatCannotWorkChangeNothing) {
   EXPECT_EQ(runFiles(run), before) << "rank 0 touched nothing before every rank's checkpoint passed";
 }
 
+TEST(InputFaults, ResumeWantsARunDirectory) {
+  TempDir dir;
+  expectRefused(runCommand(kGcrun + " experiment fashion-sgd --resume " + dir.file("nowhere")), "no such directory");
+  expectRefused(runCommand(kGcrun + " experiment fashion-sgd --resume " + dir.path().string()),
+                "not a gcrun run directory");
+}
+
+TEST(InputFaults, ManifestsNamingOtherPlacesOrNegativeStepsAreRefused) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  ASSERT_EQ(runCommand(kGcrun + " experiment fashion-sgd --output-dir " + run + kQuick + " --set training.max_steps=2")
+                .exit_code,
+            0);
+  const std::string manifest = run + "/checkpoints/manifest.json";
+  const std::string good = readFile(manifest);
+  const auto resume = kGcrun + " experiment fashion-sgd --resume " + run + " --set training.max_steps=4";
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    std::ofstream(manifest) << text;
+  };
+  edited("\"step\": 2", "\"step\": -2");
+  expectRefused(runCommand(resume), "step -2 is negative");
+  edited("\"rank-0-step-2.pt\"", "\"../rank-0-step-2.pt\"");
+  expectRefused(runCommand(resume), "is not a plain file name");
+}
+
 pid_t startInBackground(const std::string& command, const std::string& log) {
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -265,6 +292,50 @@ void expectAStoppedRankEndsTheRun(int stopped) {
 TEST(StoppedRank, ZeroEndsTheRunWithinTheTimeout) { expectAStoppedRankEndsTheRun(0); }
 
 TEST(StoppedRank, OneEndsTheRunWithinTheTimeout) { expectAStoppedRankEndsTheRun(1); }
+
+// Ctrl-C that reaches one worker only (its own terminal, a scheduler's signal) stops them all at
+// one step, and no worker reports the run as done.
+TEST(InputFaults, AStopSignalToOneWorkerStopsThemAll) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run +
+                                               kQuick + " --set training.epochs=1000 --set output.log_every_steps=1",
+                                           dir.file("launch.log"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!contains(readFile(run + "/metrics.jsonl"), "window") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto workers = YAML::LoadFile(run + "/workers.json")["workers"];
+  ::kill(workers[1]["pid"].as<pid_t>(), SIGINT);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  const std::string log = readFile(dir.file("launch.log"));
+  EXPECT_EQ(YAML::LoadFile(run + "/run.json")["status"].as<std::string>(), "interrupted") << log;
+  EXPECT_FALSE(contains(log, "done:")) << log;
+  EXPECT_TRUE(contains(log, "stopped with a worker that received a stop signal")) << log;
+}
+
+// A worker's own failure (here: its checkpoint cannot be written, as on a full disk) is reported
+// as it is, not blamed on its peers.
+TEST(InputFaults, AWorkersOwnWriteErrorIsReportedAsItIs) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run +
+                                               kQuick + " --set training.epochs=1000 --set checkpoint.every_steps=20",
+                                           dir.file("launch.log"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(run + "/checkpoints/manifest.json") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  fs::remove_all(run + "/checkpoints");
+  std::ofstream(run + "/checkpoints") << "not a directory";
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  const std::string log = readFile(dir.file("launch.log"));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << log;
+  EXPECT_TRUE(contains(log, "checkpoints")) << log;
+  EXPECT_FALSE(contains(log, "heartbeat")) << log;
+}
 
 }  // namespace
 }  // namespace gcrun

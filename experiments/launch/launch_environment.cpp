@@ -1,6 +1,7 @@
 #include "experiments/launch/launch_environment.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <vector>
 
@@ -48,6 +49,18 @@ int integerVariable(const EnvironmentLookup& lookup, const std::string& name, in
   }
   throw UserError("environment: " + name + "='" + *text + "' is not valid; expected an integer from " +
                   std::to_string(min_value) + " to " + std::to_string(max_value));
+}
+
+// Long enough not to be guessed, and safe inside a store key.
+std::string checkedRunToken(const std::string& token) {
+  const bool safe = std::all_of(token.begin(), token.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  if (token.size() < 16 || token.size() > 256 || !safe) {
+    throw UserError(std::string("environment: ") + kRunTokenVariable + " is not a usable run token; expected 16 to 256 " +
+                    "letters, digits, '-', '_' or '.' (e.g. the output of `openssl rand -hex 16`), the same on every node");
+  }
+  return token;
 }
 
 }  // namespace
@@ -117,6 +130,8 @@ WorldSpec worldFromVariables(const EnvironmentLookup& lookup) {
   }
   const auto agent = lookup("TORCHELASTIC_USE_AGENT_STORE");
   world.agent_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
+  if (const auto file = lookup(kStoreFileVariable)) world.store_file = *file;
+  if (const auto token = lookup(kRunTokenVariable)) world.run_token = checkedRunToken(*token);
   if (lookup("TORCHELASTIC_RESTART_COUNT")) {
     world.restart_count = integerVariable(lookup, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 20);
   }

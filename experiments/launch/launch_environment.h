@@ -21,6 +21,8 @@ EnvironmentLookup processEnvironment();
 //   Open MPI (mpirun):  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
 //   Slurm (srun):       SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE or the
 //                       first count of SLURM_STEP_TASKS_PER_NODE ("4(x2)" -> 4)
+// GCRUN_STORE_FILE (set by gcrun's one-machine launcher) replaces the TCP store by a FileStore;
+// GCRUN_RUN_TOKEN (16+ characters, the same on every node) prefixes the group's keys.
 // The store's address is MASTER_ADDR and MASTER_PORT; under Slurm they default to the first host
 // of SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST) and port 29500. Returns a single-worker spec when
 // no launcher's variables are set; throws UserError naming the variable when one is malformed,
@@ -32,6 +34,9 @@ std::string firstSlurmHost(const std::string& nodelist);
 
 // This process's place, from its own environment.
 WorldSpec worldFromEnvironment();
+
+constexpr const char* kStoreFileVariable = "GCRUN_STORE_FILE";
+constexpr const char* kRunTokenVariable = "GCRUN_RUN_TOKEN";
 
 // gcrun's launcher names the run directory it made for its workers in this variable.
 constexpr const char* kLauncherRunDirVariable = "GCRUN_LAUNCHER_RUN_DIR";

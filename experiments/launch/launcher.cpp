@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -47,8 +49,31 @@ int freePort() {
   return ntohs(address.sin_port);
 }
 
+// A directory only this user can enter, for the one-machine group's FileStore: with no store
+// listening on a port, no other machine (or user) can reach the group.
+class PrivateStoreDirectory {
+ public:
+  PrivateStoreDirectory() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/gcrun-store-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("launcher: cannot create a directory for the workers' store in " + pattern + ": " +
+                               std::strerror(errno));
+    }
+    dir_ = pattern;
+  }
+  ~PrivateStoreDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  std::string storeFile() const { return dir_ + "/store"; }
+
+ private:
+  std::string dir_;
+};
+
 pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::string& master_addr,
-                  int master_port, const std::vector<std::string>& argv) {
+                  int master_port, const std::string& store_file, const std::vector<std::string>& argv) {
   const pid_t launcher = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("launcher: fork: ") + std::strerror(errno));
@@ -65,7 +90,12 @@ pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::strin
   set("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node));
   set("MASTER_ADDR", master_addr);
   set("MASTER_PORT", std::to_string(master_port));
-  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");  // rank 0 hosts the store, not an agent
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");  // rank 0 (or the file) holds the store, not an agent
+  if (store_file.empty()) {
+    ::unsetenv(kStoreFileVariable);
+  } else {
+    set(kStoreFileVariable, store_file);
+  }
   // Read when OpenMP and OpenBLAS start, before main(): without it each worker's BLAS spins a thread
   // per core and the workers oversubscribe the machine (torchrun sets it to 1 for the same reason).
   if (!std::getenv("OMP_NUM_THREADS")) {
@@ -152,6 +182,9 @@ void writeWorkerPids(const LaunchOptions& options, const std::vector<pid_t>& pid
 int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::string>& argv) {
   const std::string master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
   const int port = options.master_port > 0 ? options.master_port : freePort();
+  std::optional<PrivateStoreDirectory> store_dir;
+  if (options.nnodes == 1) store_dir.emplace();
+  const std::string store_file = store_dir ? store_dir->storeFile() : "";
   std::fflush(nullptr);  // the children must not repeat buffered output
   struct sigaction action {};
   action.sa_handler = rememberSignal;
@@ -160,7 +193,7 @@ int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::stri
 
   std::vector<pid_t> pids;
   for (int local = 0; local < options.nproc_per_node; ++local) {
-    pids.push_back(spawnWorker(local, options, master_addr, port, argv));
+    pids.push_back(spawnWorker(local, options, master_addr, port, store_file, argv));
   }
   writeWorkerPids(options, pids);
 

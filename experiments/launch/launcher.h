@@ -19,7 +19,9 @@ struct LaunchOptions {
 
 // Starts this node's workers, as torchrun's local agent does: each is this executable run again
 // with `argv`, and RANK (node_rank * nproc_per_node + local rank), LOCAL_RANK, WORLD_SIZE,
-// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT in its environment. Waits for all of
+// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT in its environment. On one node
+// (nnodes 1) the group's store is a file in a private temporary directory (GCRUN_STORE_FILE), removed
+// when the workers are done; across nodes it is rank 0's TCP store. Waits for all of
 // them. When one fails, the others are stopped (SIGTERM, then SIGKILL after a grace period that
 // leaves them time to report and checkpoint) and its exit code is returned; SIGINT and SIGTERM
 // sent to the launcher are passed on to the workers as SIGTERM and it returns 128 + the signal.

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -119,10 +120,23 @@ std::unique_ptr<Communicator> makeNccl(const c10::intrusive_ptr<c10d::Store>& st
 }
 #endif
 
-// The group's keys live under "gcrun/attempt_<n>/": torchrun's agent store holds its own keys and
-// outlives a restarted attempt's workers.
+std::string storeAddress(const WorldSpec& world) {
+  if (!world.store_file.empty()) return "file " + world.store_file;
+  return world.master_addr + ":" + std::to_string(world.master_port);
+}
+
+// The group's keys live under "gcrun/[<run token>/]attempt_<n>/": torchrun's agent store holds its
+// own keys and outlives a restarted attempt's workers.
 c10::intrusive_ptr<c10d::Store> connectStore(const WorldSpec& world, std::chrono::milliseconds timeout,
                                              bool join) {
+  const std::string prefix = "gcrun/" + (world.run_token.empty() ? "" : world.run_token + "/") + "attempt_" +
+                             std::to_string(world.restart_count);
+  if (!world.store_file.empty()) {
+    // numWorkers -1: no instance deletes the file (a worker holds several); the launcher removes it.
+    auto store = c10::make_intrusive<c10d::FileStore>(world.store_file, -1);
+    store->setTimeout(timeout);
+    return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  }
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(world.master_port);
   options.isServer = join && world.rank == 0 && !world.agent_store;
@@ -131,10 +145,14 @@ c10::intrusive_ptr<c10d::Store> connectStore(const WorldSpec& world, std::chrono
   options.timeout = timeout;
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
-    return c10::make_intrusive<c10d::PrefixStore>("gcrun/attempt_" + std::to_string(world.restart_count), store);
+    return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
   } catch (const std::exception& e) {
-    throw std::runtime_error("rank " + std::to_string(world.rank) + " could not reach the store at " +
-                             world.master_addr + ":" + std::to_string(world.master_port) + " within " +
+    const std::string rank = "rank " + std::to_string(world.rank);
+    if (options.isServer && std::string(e.what()).find("already in use") != std::string::npos) {
+      throw std::runtime_error(rank + " could not host the store on port " + std::to_string(world.master_port) +
+                               ": the port is in use; choose another with --master-port or MASTER_PORT");
+    }
+    throw std::runtime_error(rank + " could not reach the store at " + storeAddress(world) + " within " +
                              std::to_string(timeout.count() / 1000) + " s: " + firstLine(e.what()));
   }
 }
@@ -172,7 +190,7 @@ std::string silentRanks(const WorldSpec& world, std::chrono::milliseconds timeou
   for (int r = 0; r < world.world_size; ++r) {
     if (r != world.rank && after[r] == before[r]) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
   }
-  if (silent.empty()) return "no peer stopped its heartbeat";
+  if (silent.empty()) return "";
   return (silent.find(',') == std::string::npos ? "rank " : "ranks ") + silent + " failed (no heartbeat for " +
          std::to_string(kHeartbeatSilence.count()) + " s)";
 }
@@ -199,24 +217,29 @@ class StorePeerMonitor : public PeerMonitor {
   // Asks in a thread of its own and waits a bounded time: a store whose host is stopped (SIGSTOP)
   // accepts connections but never answers.
   std::string diagnose() override {
-    auto answer = std::make_shared<std::promise<std::string>>();
+    struct Answer {
+      bool store_answered = false;
+      std::string silent;
+    };
+    auto answer = std::make_shared<std::promise<Answer>>();
     auto result = answer->get_future();
     std::thread([world = world_, timeout = timeout_, answer] {
       try {
-        answer->set_value(silentRanks(world, timeout));
+        answer->set_value(Answer{true, silentRanks(world, timeout)});
       } catch (const std::exception&) {
-        answer->set_value("");
+        answer->set_value(Answer{});
       }
     }).detach();
     const std::string host = std::string(world_.agent_store ? "torchrun's agent" : "rank 0");
-    const std::string store = world_.master_addr + ":" + std::to_string(world_.master_port);
+    const std::string store = storeAddress(world_);
     if (result.wait_for(kHeartbeatSilence + kStoreAnswerLimit) != std::future_status::ready) {
       return "the store at " + store + " did not answer within " +
              std::to_string((kHeartbeatSilence + kStoreAnswerLimit).count()) + " s, so its host " + host +
              " is stopped or gone";
     }
-    const std::string silent = result.get();
-    return silent.empty() ? "the store at " + store + " is gone, so its host " + host + " failed" : silent;
+    const Answer found = result.get();
+    if (!found.store_answered) return "the store at " + store + " is gone, so its host " + host + " failed";
+    return found.silent;
   }
 
  private:

@@ -37,7 +37,8 @@ std::unique_ptr<Communicator> glooOverStore(const c10::intrusive_ptr<c10d::Store
 class PeerMonitor {
  public:
   virtual ~PeerMonitor() = default;
-  // One line naming the failed ranks (or the store's host); waits about two seconds.
+  // One line naming the failed ranks (or the store's host); "" when every peer is alive, so the
+  // error is this worker's own. Waits about two seconds.
   virtual std::string diagnose() = 0;
 };
 // Starts this worker's heartbeat; nullptr for a single worker.

@@ -18,6 +18,12 @@ struct WorldSpec {
   bool agent_store = false;
   // torchrun's TORCHELASTIC_RESTART_COUNT: each attempt keeps its keys apart in a reused store.
   int restart_count = 0;
+  // A FileStore instead of rank 0's TCPStore: gcrun's launcher on one machine puts it in a private
+  // directory (GCRUN_STORE_FILE), so that no store listens on any network interface.
+  std::string store_file;
+  // Prefixes every key of the group (GCRUN_RUN_TOKEN): a client that does not know it can neither
+  // join the group nor write a key that a worker reads.
+  std::string run_token;
   // The launcher whose variables described this worker ("" when none did).
   std::string launcher;
 
