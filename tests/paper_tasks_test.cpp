@@ -256,7 +256,7 @@ TEST(WikiText, TaskTrainsOnTokenFilesWithValidationAndTestSplits) {
   MetricSums sums;
   task->trainLoss(*batch, sums).backward();
   EXPECT_EQ(sums.weight, 24);
-  const MetricSums test = task->evaluate({0, 1}, "test");
+  const MetricSums test = task->evaluate({0, 1}, "test", {});
   EXPECT_GT(test.weight, 0);
   const auto means = task->finalize(test.means());
   EXPECT_NEAR(means.at("perplexity"), std::exp(means.at("cross_entropy")), 1e-9);
