@@ -7,6 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
@@ -20,15 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kFormat = 1;
-
-uint64_t fnv1a(std::string_view bytes) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
 
 std::string rankFile(int rank, int64_t step) {
   return "rank-" + std::to_string(rank) + "-step-" + std::to_string(step) + ".pt";
@@ -88,6 +82,28 @@ std::optional<Manifest> readManifest(const std::string& dir) {
   }
 }
 
+// torch.save's zip layout (data.pkl, data/<i>) around a pickle without TorchScript's type tags:
+// torch::pickle_save tags the dict with torch.jit._pickle.restore_type_tag, which
+// torch.load(weights_only=True) refuses; untagged it is a plain dict of _rebuild_tensor_v2
+// tensors. torch::pickle_load reads both, so checkpoints of earlier versions stay readable.
+std::vector<char> pickleTensorDict(const c10::Dict<std::string, at::Tensor>& dict) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler([&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
+                              nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(c10::IValue(dict));
+  pickler.stop();
+  std::vector<char> archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    const char* bytes = static_cast<const char*>(data);
+    archive.insert(archive.end(), bytes, bytes + size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return archive;
+}
+
 std::string hex(uint64_t value) {
   std::ostringstream out;
   out << std::hex << value;
@@ -96,13 +112,22 @@ std::string hex(uint64_t value) {
 
 }  // namespace
 
+uint64_t checkpointChecksum(std::string_view bytes) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
 CheckpointStore::CheckpointStore(std::string run_dir, comm::Communicator& comm, c10::Device device)
     : dir_(std::move(run_dir) + "/checkpoints"), comm_(comm), device_(device) {}
 
 void CheckpointStore::save(int64_t step, const TensorMap& state) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& kv : state) dict.insert(kv.first, kv.second.detach().cpu());
-  const std::vector<char> pickled = torch::pickle_save(c10::IValue(dict));
+  const std::vector<char> pickled = pickleTensorDict(dict);
   const std::string_view bytes(pickled.data(), pickled.size());  // a copy would double the peak memory
   fs::create_directories(dir_);
   const std::string name = rankFile(comm_.rank(), step);
@@ -110,7 +135,7 @@ void CheckpointStore::save(int64_t step, const TensorMap& state) {
 
   // Gathering sizes and checksums is also the barrier: every rank's file is in place before the
   // manifest names it.
-  const uint64_t checksum = fnv1a(bytes);
+  const uint64_t checksum = checkpointChecksum(bytes);
   auto mine = torch::tensor({static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)}, torch::kInt64)
                   .to(device_);
   const auto all = comm_.allgather(mine);
@@ -145,7 +170,7 @@ std::optional<TensorMap> CheckpointStore::loadLatest() {
   }
   const std::string path = dir_ + "/" + manifest->files[comm_.rank()];
   const std::string bytes = readBytes(path);
-  if (bytes.size() != manifest->sizes[comm_.rank()] || fnv1a(bytes) != manifest->checksums[comm_.rank()]) {
+  if (bytes.size() != manifest->sizes[comm_.rank()] || checkpointChecksum(bytes) != manifest->checksums[comm_.rank()]) {
     throw UserError(path + ": corrupt checkpoint: its size or checksum differs from manifest.json's");
   }
   TensorMap state;

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -15,12 +16,16 @@ namespace gcrun::experiments {
 
 
 // The checkpoints of one run, in <run dir>/checkpoints/:
-//   rank-<r>-step-<N>.pt  each rank's state, a pickled dict of tensors (torch::pickle_save)
+//   rank-<r>-step-<N>.pt  each rank's state: torch.save's format of a plain dict[str, Tensor], which
+//                         torch.load(f, weights_only=True) reads
 //   manifest.json         written last by rank 0: step, world size, and each rank file's size and
 //                         FNV-1a checksum
 // Every file is written atomically (temporary file, fsync, rename) and a rank deletes its older
 // files only once the new manifest is in place, so a crash at any point leaves the previous
 // complete checkpoint readable.
+// The manifest's checksum of a rank file's bytes: 64-bit FNV-1a, written in hex.
+uint64_t checkpointChecksum(std::string_view bytes);
+
 class CheckpointStore {
  public:
   // `device`: where the group's collectives run (CUDA for NCCL).

@@ -61,10 +61,12 @@ void checkWorldSize(const std::string& dir, int world_size) {
   }
 }
 
-// The settings a resumed run may change: how long it goes on, and how it records and checkpoints.
+// The settings a resumed run may change: how long it goes on, and how it evaluates, records and
+// checkpoints.
 // Anything else would not fit the state its checkpoint holds.
 bool mayChangeOnResume(const std::string& key) {
-  for (const char* prefix : {"training.epochs", "training.max_steps", "checkpoint.", "output.", "distributed.timeout_s",
+  for (const char* prefix : {"training.epochs", "training.max_steps", "evaluation.", "checkpoint.", "output.",
+                             "distributed.timeout_s",
                              "description", "paper."}) {
     if (key.rfind(prefix, 0) == 0) return true;
   }
@@ -82,8 +84,8 @@ void checkResumedSettings(const ExperimentRequest& request, const ExperimentConf
     if (std::string(now.c_str()) != before.c_str()) {
       throw UserError("--resume " + request.resume_dir + ": " + spec.key + " is " + now.c_str() + " here but " +
                       before.c_str() + " in " + saved_file + ", whose checkpoint holds that run's state; a resumed "
-                      "run may change only training.epochs, training.max_steps, checkpoint.*, output.* and "
-                      "distributed.timeout_s");
+                      "run may change only training.epochs, training.max_steps, evaluation.*, checkpoint.*, "
+                      "output.* and distributed.timeout_s");
     }
   }
 }

@@ -344,6 +344,10 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
       " ({} processes x {} simulated, their compute in turn)", info.processes, info.simulated_workers);
   spdlog::info("{}: {} workers{} on {}, {} parameters, reducer {}, run directory {}", config.experiment, comm.size(),
                simulated, comm.backend(), info.num_parameters, config.reducer.name, result.run_dir);
+  if (config.task.synthetic) {
+    spdlog::info("synthetic data: random samples of the real shapes, evaluated on a small synthetic test split "
+                 "(1,000 samples, or a fifth of task.synthetic_samples; for language models 50,000 tokens)");
+  }
 
   std::exception_ptr failure;
   try {

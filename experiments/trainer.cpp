@@ -169,17 +169,29 @@ struct Trainer::State {
     if (shared) shared->stepped(at.step + 1);
   }
 
-  void endEpoch(TrainingResult& result) {
-    auto summary = summarizeEpoch(task, comm, shard, at.train_sums, timer, shared ? &shared->compute() : nullptr);
+  // The epoch's metrics, evaluated every evaluation.every_epochs epochs and at the run's end; false
+  // when a stop request cut the evaluation short (its partial sums are dropped).
+  bool endEpoch(TrainingResult& result) {
+    const bool last =
+        at.batch_index < batches_per_epoch || at.step >= total_steps || at.epoch + 1 >= config.training.epochs;
+    const bool evaluate = last || (at.epoch + 1) % config.evaluation.every_epochs == 0;
+    const tasks::EvaluationLimits limits{config.evaluation.max_samples, stop_requested};
+    auto evaluated = summarizeEpoch(task, comm, shard, at.train_sums, timer, evaluate ? &limits : nullptr,
+                                    shared ? &shared->compute() : nullptr);
+    if (!evaluated) return false;
+    auto& summary = *evaluated;
     summary.epoch = at.epoch + 1;
     summary.step = at.step;
     summary.bits = at.bits;
     summary.elapsed_s = secondsSince(start);
     summary.learning_rate = learningRate(config.optimizer, config.optimizer.learning_rate, comm.size(), position());
     result.last_train = summary.train;
-    result.last_test = summary.test;
-    result.last_validation = summary.validation;
+    if (evaluate) {
+      result.last_test = summary.test;
+      result.last_validation = summary.validation;
+    }
     reportEpoch(sinks, summary, timer, position());
+    return true;
   }
 
   std::string divergedAt(const std::string& what) const {
@@ -190,12 +202,7 @@ struct Trainer::State {
   }
 
   // One all-reduce of a flag: every rank stops at the same step.
-  bool stopRequested() {
-    if (!stop_requested) return false;
-    auto flag = torch::full({1}, stop_requested() ? 1.0f : 0.0f, torch::TensorOptions().device(comm.device()));
-    comm.allreduceSum(flag);
-    return flag.item<float>() > 0;
-  }
+  bool stopRequested() { return stop_requested && anyRank(stop_requested(), comm); }
 
   void save() {
     if (!checkpoints) return;
@@ -283,7 +290,11 @@ TrainingResult Trainer::run() {
       }
     }
     if (result.stopped) break;
-    s.endEpoch(result);
+    // Stopped during the evaluation, the checkpoint is of the epoch's last step: a resume evaluates.
+    if (!s.endEpoch(result)) {
+      result.stopped = true;
+      break;
+    }
     if (at.batch_index < s.batches_per_epoch) break;  // max_steps ended it mid-epoch
     ++at.epoch;
     at.batch_index = 0;

@@ -25,19 +25,32 @@ double globalNorm(const std::vector<at::Tensor>& tensors) {
   return at::stack(norms).norm().item<double>();
 }
 
-outputs::EpochSummary summarizeEpoch(tasks::Task& task, comm::Communicator& comm, const tasks::Shard& shard,
-                                     const tasks::MetricSums& train_sums, outputs::Timer& timer, std::mutex* compute) {
+bool anyRank(bool mine, comm::Communicator& comm) {
+  auto flag = torch::full({1}, mine ? 1.0f : 0.0f, torch::TensorOptions().device(comm.device()));
+  comm.allreduceSum(flag);
+  return flag.item<float>() > 0;
+}
+
+std::optional<outputs::EpochSummary> summarizeEpoch(tasks::Task& task, comm::Communicator& comm,
+                                                    const tasks::Shard& shard, const tasks::MetricSums& train_sums,
+                                                    outputs::Timer& timer, const tasks::EvaluationLimits* evaluation,
+                                                    std::mutex* compute) {
   outputs::EpochSummary summary;
   {
     auto scope = timer.scope("epoch_metrics.collect");
     summary.train = reduceMetrics(train_sums, task, comm);
   }
+  if (!evaluation) return summary;
   auto scope = timer.scope("test.last");
   std::vector<tasks::MetricSums> local;
   {
     auto turn = compute ? std::unique_lock<std::mutex>(*compute) : std::unique_lock<std::mutex>();
-    for (const auto& split : task.evaluationSplits()) local.push_back(task.evaluate(shard, split));
+    for (const auto& split : task.evaluationSplits()) {
+      if (evaluation->stop && evaluation->stop()) break;
+      local.push_back(task.evaluate(shard, split, *evaluation));
+    }
   }
+  if (evaluation->stop && anyRank(evaluation->stop(), comm)) return std::nullopt;
   const auto splits = task.evaluationSplits();
   for (size_t i = 0; i < splits.size(); ++i) {
     (splits[i] == "validation" ? summary.validation : summary.test) = reduceMetrics(local[i], task, comm);

@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,18 @@ std::map<std::string, double> reduceMetrics(const tasks::MetricSums& local, cons
 // The 2-norm of all the tensors together, in float64.
 double globalNorm(const std::vector<at::Tensor>& tensors);
 
-// An epoch's metrics, reduced over the workers: its training sums, then every evaluation split
-// (timed as epoch_metrics.collect and test.last). The evaluation holds `compute`, when given, and
-// the collectives do not. The caller fills in the counters.
-outputs::EpochSummary summarizeEpoch(tasks::Task& task, comm::Communicator& comm, const tasks::Shard& shard,
-                                     const tasks::MetricSums& train_sums, outputs::Timer& timer,
-                                     std::mutex* compute = nullptr);
+// Whether `mine` is true on any rank (one all-reduce; every rank calls it).
+bool anyRank(bool mine, comm::Communicator& comm);
+
+// An epoch's metrics, reduced over the workers: its training sums, then, given `evaluation`, every
+// evaluation split (timed as epoch_metrics.collect and test.last). When evaluation->stop is set,
+// the ranks agree on it after evaluating (one all-reduce) and nullopt means one stopped. The
+// evaluation holds `compute`, when given, and the collectives do not. The caller fills in the
+// counters.
+std::optional<outputs::EpochSummary> summarizeEpoch(tasks::Task& task, comm::Communicator& comm,
+                                                    const tasks::Shard& shard, const tasks::MetricSums& train_sums,
+                                                    outputs::Timer& timer, const tasks::EvaluationLimits* evaluation,
+                                                    std::mutex* compute = nullptr);
 
 // The summary as events at fractional epoch `position` (every metric by split, time_per_batch,
 // learning_rate and elapsed_s, split train), then each sink's epochEnd().

@@ -61,7 +61,16 @@ struct TaskOptions {
   bool synthetic = false;
   // Training samples (or tokens) of the synthetic data; 0: the real data set's size. For tests.
   int64_t synthetic_samples = 0;
+  // At most this many per evaluation batch; on the CPU at most 32 (tasks::evaluationChunk).
   int64_t test_batch_size = 1000;
+};
+
+// The evaluations at epoch ends.
+struct EvaluationOptions {
+  // Samples (tokens for language models) of each split, all workers together; 0: the whole split.
+  int64_t max_samples = 0;
+  // Evaluate after every this many epochs; the run's last epoch (or step) is always evaluated.
+  int64_t every_epochs = 1;
 };
 
 struct TrainingOptions {
@@ -152,6 +161,7 @@ struct ExperimentConfig {
   OptimizerOptions optimizer;
   ReducerOptions reducer;
   DistributedOptions distributed;
+  EvaluationOptions evaluation;
   CheckpointOptions checkpoint;
   OutputOptions output;
   PaperResult paper;

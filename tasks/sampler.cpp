@@ -55,11 +55,17 @@ uint64_t streamSeed(uint64_t seed, int rank, int64_t epoch) {
   return mix(mix(mix(seed) ^ static_cast<uint64_t>(rank)) ^ static_cast<uint64_t>(epoch));
 }
 
-at::Tensor testShardIndices(int64_t num_samples, const Shard& shard) {
+at::Tensor testShardIndices(int64_t num_samples, const Shard& shard, int64_t max_samples) {
   checkShard(shard);
+  if (max_samples > 0) num_samples = std::min(num_samples, max_samples);
   const auto options = at::TensorOptions().dtype(at::kLong);
   if (shard.rank >= num_samples) return at::empty({0}, options);
   return at::arange(shard.rank, num_samples, shard.world_size, options);
+}
+
+int64_t evaluationChunk(int64_t test_batch_size, c10::Device device) {
+  constexpr int64_t kCpuChunk = 32;
+  return device.is_cpu() ? std::min(test_batch_size, kCpuChunk) : test_batch_size;
 }
 
 }  // namespace gcrun::tasks

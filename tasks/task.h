@@ -42,6 +42,15 @@ struct MetricSums {
   std::map<std::string, double> means() const;
 };
 
+// How much of a split one evaluation covers, and when it may end early.
+struct EvaluationLimits {
+  // The split's first samples (tokens for language models), all workers together; 0: all of it.
+  int64_t max_samples = 0;
+  // Polled between batches; once it returns true, evaluate() returns the sums so far, which the
+  // trainer discards as it stops.
+  std::function<bool()> stop;
+};
+
 // Yields one epoch of training batches for one worker.
 class BatchStream {
  public:
@@ -59,8 +68,9 @@ class BatchStream {
 //    reference's sampler), each rank gets batchesPerEpoch(shard) batches of batch_size.
 //  - trainLoss() runs the forward pass in training mode and adds the batch's metrics to `metrics`;
 //    the trainer calls backward() on the returned scalar.
-//  - evaluate(shard, split) runs this rank's part of one evaluation split in eval mode without
-//    gradients and returns its sums; the trainer adds them up over ranks and calls finalize() on
+//  - evaluate(shard, split, limits) runs this rank's part of one evaluation split (of its first
+//    limits.max_samples) in eval mode without gradients, in batches of evaluationChunk(), and
+//    returns its sums; the trainer adds them up over ranks and calls finalize() on
 //    the means. evaluationSplits() names the splits, each "validation" or "test", in the order the
 //    trainer evaluates them.
 //  - localGradientClipNorm() > 0 makes the trainer clip this worker's gradient to that L2 norm
@@ -73,7 +83,7 @@ class Task {
   virtual int64_t batchesPerEpoch(const Shard& shard) const = 0;
   virtual std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) = 0;
   virtual at::Tensor trainLoss(const Batch& batch, MetricSums& metrics) = 0;
-  virtual MetricSums evaluate(const Shard& shard, const std::string& split) = 0;
+  virtual MetricSums evaluate(const Shard& shard, const std::string& split, const EvaluationLimits& limits) = 0;
   virtual std::vector<std::string> evaluationSplits() const { return {"test"}; }
   // The metric trainLoss() returns, as it names it in `metrics` (the per-step training loss).
   virtual std::string lossName() const { return "cross_entropy"; }

@@ -69,10 +69,11 @@ TEST(FashionMnist, SyntheticTaskTrainsAndEvaluates) {
   while (stream->next()) ++batches;
   EXPECT_EQ(batches, 468);
 
-  MetricSums total = task->evaluate({0, 2}, "test");
-  EXPECT_EQ(total.weight, 5000);
-  total.merge(task->evaluate({1, 2}, "test"));
-  EXPECT_EQ(total.weight, 10000);
+  // A small synthetic test split: its accuracy means nothing, and smoke runs evaluate it quickly.
+  MetricSums total = task->evaluate({0, 2}, "test", {});
+  EXPECT_EQ(total.weight, 500);
+  total.merge(task->evaluate({1, 2}, "test", {}));
+  EXPECT_EQ(total.weight, 1000);
   auto means = total.means();
   EXPECT_GT(means["cross_entropy"], 0);
   EXPECT_GE(means["accuracy"], 0);
@@ -137,7 +138,7 @@ TEST(FashionMnist, EvaluateSumsCrossEntropyOverTheShard) {
   options.data_dir = dir.path().string();
   options.test_batch_size = 2;
   auto task = makeTask(options, 2);
-  MetricSums shard = task->evaluate({0, 2}, "test");  // samples 0, 2, 4
+  MetricSums shard = task->evaluate({0, 2}, "test", {});  // samples 0, 2, 4
   EXPECT_EQ(shard.weight, 3);
   torch::NoGradGuard no_grad;
   task->model().eval();
@@ -149,6 +150,57 @@ TEST(FashionMnist, EvaluateSumsCrossEntropyOverTheShard) {
       logits, targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
   EXPECT_NEAR(shard.sums["cross_entropy"], expected, 1e-4);
   EXPECT_EQ(shard.sums["accuracy"], logits.argmax(1).eq(targets).sum().item<double>());
+}
+
+// On the CPU the evaluation runs in batches of 32, whatever task.test_batch_size says: the same
+// accuracy as one forward pass over the shard, and the loss up to float rounding.
+TEST(FashionMnist, ChunkedEvaluationMatchesOneBatch) {
+  TempDir dir;
+  writeFashionDir(dir, 10, 200);
+  TaskOptions options;
+  options.data_dir = dir.path().string();
+  options.test_batch_size = 1000;
+  EXPECT_EQ(evaluationChunk(options.test_batch_size, c10::Device("cpu")), 32);
+  EXPECT_EQ(evaluationChunk(16, c10::Device("cpu")), 16);
+  auto task = makeTask(options, 2);
+  const MetricSums chunked = task->evaluate({1, 2}, "test", {});  // samples 1, 3, ..., 199: 4 batches
+  ASSERT_EQ(chunked.weight, 100);
+  torch::NoGradGuard no_grad;
+  task->model().eval();
+  const at::Tensor samples = torch::arange(1, 200, 2, torch::kLong);
+  const at::Tensor pixels = (torch::arange(784).unsqueeze(0) + samples.unsqueeze(1) * 31).remainder(256);
+  const at::Tensor images = (pixels.to(torch::kFloat) / 255 - 0.2860) / 0.3530;
+  const at::Tensor logits = dynamic_cast<models::Classifier&>(task->model()).forward(images.view({100, 1, 28, 28}));
+  const at::Tensor targets = samples.remainder(10);
+  const double loss = torch::nn::functional::cross_entropy(
+      logits.to(torch::kDouble), targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                          .item<double>();
+  EXPECT_NEAR(chunked.sums.at("cross_entropy"), loss, 1e-5 * std::abs(loss));
+  EXPECT_EQ(chunked.sums.at("accuracy"), logits.argmax(1).eq(targets).sum().item<double>());
+}
+
+TEST(FashionMnist, EvaluationTakesTheSplitsFirstMaxSamplesAndStopsWhenAsked) {
+  TempDir dir;
+  writeFashionDir(dir, 10, 200);
+  TaskOptions options;
+  options.data_dir = dir.path().string();
+  auto task = makeTask(options, 2);
+  EXPECT_EQ(task->evaluate({0, 2}, "test", {101, {}}).weight, 51);  // samples 0, 2, ..., 100
+  EXPECT_EQ(task->evaluate({1, 2}, "test", {101, {}}).weight, 50);
+  EXPECT_EQ(task->evaluate({1, 2}, "test", {1000, {}}).weight, 100);
+  int polls = 0;
+  const MetricSums stopped = task->evaluate({0, 1}, "test", {0, [&] { return ++polls > 1; }});
+  EXPECT_EQ(stopped.weight, 32) << "one batch, then the stop request";
+}
+
+// Issue 13: task.synthetic_samples sets the synthetic training split, and a fifth of it the test's.
+TEST(FashionMnist, SyntheticSamplesSizeTheSyntheticData) {
+  TaskOptions options = syntheticOptions();
+  options.synthetic_samples = 640;
+  auto task = makeTask(options, 64);
+  EXPECT_EQ(task->batchesPerEpoch({0, 1}), 10);
+  EXPECT_EQ(task->evaluate({0, 1}, "test", {}).weight, 128);
+  EXPECT_EQ(makeTask(syntheticOptions(), 64)->batchesPerEpoch({0, 1}), 937) << "the default: 60,000 samples";
 }
 
 TEST(FashionMnist, BadDataOrOptionsAreUserErrors) {

@@ -23,10 +23,12 @@ namespace gcrun {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::alive;
 using testing::CommandResult;
 using testing::contains;
 using testing::readFile;
 using testing::runCommand;
+using testing::startInBackground;
 using testing::TempDir;
 
 const std::string kGcrun = GCRUN_BINARY_PATH;
@@ -205,23 +207,6 @@ TEST(InputFaults, ManifestsNamingOtherPlacesOrNegativeStepsAreRefused) {
   expectRefused(runCommand(resume), "step -2 is negative");
   edited("\"rank-0-step-2.pt\"", "\"../rank-0-step-2.pt\"");
   expectRefused(runCommand(resume), "is not a plain file name");
-}
-
-pid_t startInBackground(const std::string& command, const std::string& log) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::execl("/bin/sh", "sh", "-c", ("exec " + command + " > " + log + " 2>&1").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Running (a zombie that nobody reaps yet counts as gone).
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string pid_text, name, state;
-  return stat >> pid_text >> name >> state && state != "Z";
 }
 
 TEST(InputFaults, OneRunDirectoryOneGcrunAndNoOrphans) {

@@ -229,6 +229,18 @@ TEST(WikiText, BatchifyPadsAndCutsColumnsAndWorkersTakeTheirOwn) {
   EXPECT_TRUE(torch::equal(seen, std::get<0>(at::sort(long_stream.narrow(0, 0, 29).flatten()))));
 }
 
+// For the language model evaluation.max_samples counts tokens: the BPTT batches that reach it.
+TEST(WikiText, EvaluationTakesTheBpttBatchesThatReachMaxSamples) {
+  TaskOptions options;
+  options.name = "wikitext2";
+  options.architecture = "lstm";
+  options.synthetic = true;
+  options.synthetic_samples = 20000;  // held-out splits of 2,000 tokens: 1,000 rows of 2 columns
+  auto task = makeWikiText2Task({options, 2, 1, c10::Device(c10::kCPU)});
+  EXPECT_EQ(task->evaluate({0, 1}, "test", {100, {}}).weight, 2 * 30 * 2);
+  EXPECT_EQ(task->evaluate({0, 1}, "test", {}).weight, 999 * 2);
+}
+
 TEST(WikiText, TaskTrainsOnTokenFilesWithValidationAndTestSplits) {
   TempDir dir;
   {
@@ -256,7 +268,7 @@ TEST(WikiText, TaskTrainsOnTokenFilesWithValidationAndTestSplits) {
   MetricSums sums;
   task->trainLoss(*batch, sums).backward();
   EXPECT_EQ(sums.weight, 24);
-  const MetricSums test = task->evaluate({0, 1}, "test");
+  const MetricSums test = task->evaluate({0, 1}, "test", {});
   EXPECT_GT(test.weight, 0);
   const auto means = task->finalize(test.means());
   EXPECT_NEAR(means.at("perplexity"), std::exp(means.at("cross_entropy")), 1e-9);

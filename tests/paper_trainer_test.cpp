@@ -49,7 +49,7 @@ class ClippedQuadraticTask : public Task {
     metrics.weight += 1;
     return loss;
   }
-  MetricSums evaluate(const Shard&, const std::string& split) override {
+  MetricSums evaluate(const Shard&, const std::string& split, const EvaluationLimits&) override {
     MetricSums sums;
     sums.add("loss", (split == "test" ? 1.0 : 0.5) * weight_.pow(2).sum().item<double>());
     sums.weight = 1;

@@ -159,8 +159,8 @@ TEST(StudyBinary, AFailedRunIsRecordedAndTheOthersComplete) {
 TEST(StudyBinary, AKilledStudyCompletesWhenRunAgain) {
   TempDir dir;
   std::ofstream(dir.file("study.yaml"))
-      << "base: fashion-sgd\nset: {task.synthetic: true, task.synthetic_samples: 4096, training.max_steps: 400,"
-         " checkpoint.every_steps: 2}\nruns:\n  - {name: long}\n";
+      << "base: fashion-sgd\nset: {task.synthetic: true, task.synthetic_samples: 4096, training.epochs: 7,"
+         " training.max_steps: 400, checkpoint.every_steps: 2}\nruns:\n  - {name: long}\n";
   const std::string command = kGcrun + " study " + dir.file("study.yaml") + " --output-dir " + dir.file("out");
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);

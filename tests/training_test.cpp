@@ -59,7 +59,7 @@ class QuadraticTask : public tasks::Task {
     return loss;
   }
 
-  tasks::MetricSums evaluate(const tasks::Shard&, const std::string&) override {
+  tasks::MetricSums evaluate(const tasks::Shard&, const std::string&, const tasks::EvaluationLimits&) override {
     tasks::MetricSums sums;
     sums.add("loss", 0.5 * model_->weight.pow(2).sum().item<double>());
     sums.weight = 1;
@@ -204,8 +204,9 @@ class ProbeTask : public tasks::Task {
   at::Tensor trainLoss(const tasks::Batch& batch, tasks::MetricSums& metrics) override {
     return inner_->trainLoss(batch, metrics);
   }
-  tasks::MetricSums evaluate(const tasks::Shard& shard, const std::string& split) override {
-    return inner_->evaluate(shard, split);
+  tasks::MetricSums evaluate(const tasks::Shard& shard, const std::string& split,
+                             const tasks::EvaluationLimits& limits) override {
+    return inner_->evaluate(shard, split, limits);
   }
   bool synthetic() const override { return inner_->synthetic(); }
 
