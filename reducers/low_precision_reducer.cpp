@@ -25,11 +25,11 @@ class LowPrecisionReducer : public Reducer {
     if (!allocated_) allocate(send);
     const int world = comm_.size();
     for (size_t i = 0; i < send.size(); ++i) {
-      send[i].div_(world);  // send is the reducer's scratch space
-      auto cast = wire_.slice(i);
-      cast.copy_(send[i].reshape({-1}));
-      auto error = memory[i];
-      at::sub_out(error, send[i], cast.view(send[i].sizes()).to(send[i].scalar_type())).mul_(world);
+      if (wire_type_ == at::kHalf) {
+        castWithError<at::Half>(send[i], i, memory[i], world);
+      } else {
+        castWithError<at::BFloat16>(send[i], i, memory[i], world);
+      }
     }
     // Gloo can hang on empty tensors; only a model without elements sends nothing.
     if (wire_.numel() == 0) return 0;
@@ -47,6 +47,24 @@ class LowPrecisionReducer : public Reducer {
   }
 
  private:
+  // One pass per tensor: x = g / W, its 16-bit cast onto the wire, and memory = (x - cast) * W,
+  // the float32 operations of the whole-tensor version it replaced, in the same order.
+  template <class Wire>
+  void castWithError(const at::Tensor& send, size_t i, const at::Tensor& memory, int world) {
+    const CpuFloats g(send);
+    const CpuFloats error(memory);
+    const float* x = g.data();
+    float* lost = error.data();
+    Wire* cast = static_cast<Wire*>(wire_.slice(i).data_ptr());
+    const auto w = static_cast<float>(world);
+    for (int64_t j = 0; j < send.numel(); ++j) {
+      const float scaled = x[j] / w;
+      cast[j] = static_cast<Wire>(scaled);
+      lost[j] = (scaled - static_cast<float>(cast[j])) * w;
+    }
+    error.writeBack();
+  }
+
   void allocate(const std::vector<at::Tensor>& like) {
     std::vector<at::Tensor> wire, sum;
     for (const auto& t : like) {

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "reducers/bit_stream.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
@@ -67,61 +68,23 @@ std::unique_ptr<Reducer> makeAllGatherReducer(Communicator& comm, std::unique_pt
   return std::make_unique<AllGatherReducer>(comm, std::move(codec));
 }
 
-// Tensor ops rather than a byte loop, so that packing runs on the gradients' device.
 at::Tensor packBits(const at::Tensor& codes, int64_t bits) {
-  const int64_t count = codes.numel();
-  const int64_t bytes = packedBytes(count, bits);
-  auto stream = at::zeros({bytes * 8}, codes.options().dtype(at::kByte));
-  auto fields = stream.narrow(0, 0, count * bits).view({count, bits});
-  for (int64_t j = 0; j < bits; ++j) fields.select(1, j).copy_(codes.bitwise_right_shift(j).bitwise_and(1));
-  auto octets = stream.view({bytes, 8});
-  auto packed = at::zeros({bytes}, codes.options().dtype(at::kByte));
-  for (int64_t k = 0; k < 8; ++k) packed.bitwise_or_(octets.select(1, k).bitwise_left_shift(k));
-  return packed;
+  const auto cpu = codes.to(at::kCPU, at::kLong).contiguous();
+  auto packed = at::empty({packedBytes(codes.numel(), bits)}, at::kByte);
+  BitWriter writer(packed.data_ptr<uint8_t>());
+  const int64_t* code = cpu.data_ptr<int64_t>();
+  for (int64_t i = 0; i < cpu.numel(); ++i) writer.put(static_cast<uint64_t>(code[i]), static_cast<int>(bits));
+  writer.finish();
+  return packed.to(codes.device());
 }
 
 at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits) {
-  auto stream = at::empty({bytes.numel(), 8}, bytes.options());
-  for (int64_t k = 0; k < 8; ++k) stream.select(1, k).copy_(bytes.bitwise_right_shift(k).bitwise_and(1));
-  auto fields = stream.view({-1}).narrow(0, 0, count * bits).view({count, bits}).to(at::kLong);
-  auto codes = at::zeros({count}, fields.options());
-  for (int64_t j = 0; j < bits; ++j) codes.bitwise_or_(fields.select(1, j).bitwise_left_shift(j));
-  return codes;
-}
-
-at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generator& generator, int64_t bits,
-                             const ElementQuantizer& quantize) {
-  if (tensors.empty()) return at::empty({0}, at::kByte);
-  int64_t count = 0;
-  for (const auto& t : tensors) count += t.numel();
-  const auto options = tensors.front().options();
-  const auto uniform = at::rand({count}, generator, at::TensorOptions().dtype(at::kFloat)).to(options.device());
-  auto scales = at::zeros({static_cast<int64_t>(tensors.size())}, options);
-  auto codes = at::empty({count}, options.dtype(at::kLong));
-  int64_t offset = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const int64_t n = tensors[i].numel();
-    if (n == 0) continue;
-    codes.narrow(0, offset, n).copy_(quantize(tensors[i], uniform.narrow(0, offset, n), scales[i]));
-    offset += n;
-  }
-  return at::cat({floatsAsBytes(scales), packBits(codes, bits)});
-}
-
-void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>& tensors, int64_t bits,
-                       const std::function<at::Tensor(const at::Tensor& codes)>& values, double divisor) {
-  const int64_t header = 4 * static_cast<int64_t>(tensors.size());
-  int64_t count = 0;
-  for (const auto& t : tensors) count += t.numel();
-  const auto scales = bytesAsFloats(message.narrow(0, 0, header));
-  const auto decoded = values(unpackBits(message.narrow(0, header, message.numel() - header), count, bits));
-  int64_t offset = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const int64_t n = tensors[i].numel();
-    auto target = tensors[i];
-    at::mul_out(target, decoded.narrow(0, offset, n), scales[i] / divisor);
-    offset += n;
-  }
+  const auto cpu = bytes.to(at::kCPU).contiguous();
+  auto codes = at::empty({count}, at::kLong);
+  BitReader reader(cpu.data_ptr<uint8_t>());
+  int64_t* code = codes.data_ptr<int64_t>();
+  for (int64_t i = 0; i < count; ++i) code[i] = static_cast<int64_t>(reader.get(static_cast<int>(bits)));
+  return codes.to(bytes.device());
 }
 
 at::Tensor floatsAsBytes(const at::Tensor& floats) {

@@ -111,4 +111,21 @@ inline std::vector<at::Tensor> pick(const std::vector<at::Tensor>& tensors, cons
   return picked;
 }
 
+// Raw float32 access to a tensor on the CPU: the tensor itself when it is one already, else a
+// contiguous CPU copy that writeBack() returns to it.
+class CpuFloats {
+ public:
+  explicit CpuFloats(const at::Tensor& t)
+      : target_(t), data_(t.is_cpu() && t.is_contiguous() && t.scalar_type() == at::kFloat
+                              ? t
+                              : t.to(at::kCPU, at::kFloat).contiguous()) {}
+  float* data() const { return data_.data_ptr<float>(); }
+  void writeBack() const {
+    if (!data_.is_same(target_)) target_.copy_(data_.view(target_.sizes()));
+  }
+
+ private:
+  at::Tensor target_, data_;
+};
+
 }  // namespace gcrun::reducers

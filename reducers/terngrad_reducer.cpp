@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <ATen/ATen.h>
@@ -22,20 +24,11 @@ class TernGradCodec : public GradientCodec {
   explicit TernGradCodec(at::Generator generator) : generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
-    return encodeScaledCodes(tensors, generator_, kFieldBits, [](const at::Tensor& g, const at::Tensor& uniform,
-                                                                  at::Tensor scale) {
-      scale.copy_(g.abs().max());
-      // An all-zero tensor has scale 0 and sends only zeros; the clamp only avoids 0/0.
-      auto probability = g.abs().div_(scale.clamp_min(std::numeric_limits<float>::min()));
-      auto kept = uniform.lt(probability).to(at::kLong);
-      return kept.mul_(g.lt(0).to(at::kLong).add_(1));
-    });
+    return encodeScaledCodes(tensors, generator_, kFieldBits, Quantizer{});
   }
 
   void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
-    const auto ternary = [](const at::Tensor& codes) {
-      return codes.eq(1).to(at::kFloat).sub_(codes.eq(2).to(at::kFloat));
-    };
+    const auto ternary = [](uint64_t code) { return code == 1 ? 1.0f : code == 2 ? -1.0f : 0.0f; };
     decodeScaledCodes(message, tensors, kFieldBits, ternary);
   }
 
@@ -43,6 +36,16 @@ class TernGradCodec : public GradientCodec {
   void loadState(const Reducer::State& state) override { loadGenerator(state, "terngrad", "generator", generator_); }
 
  private:
+  // Kept with probability |g| / max(scale, FLT_MIN): the float32 operations of the tensor ops this
+  // replaced (tests/quantizers_oracle_test keeps them).
+  struct Quantizer {
+    float scale(const at::Tensor& g) const { return g.abs().max().item<float>(); }
+    uint64_t code(float x, float u, float scale) const {
+      const float probability = std::fabs(x) / std::max(scale, std::numeric_limits<float>::min());
+      return u < probability ? (x < 0 ? 2 : 1) : 0;
+    }
+  };
+
   static constexpr int64_t kFieldBits = 2;
   at::Generator generator_;
 };

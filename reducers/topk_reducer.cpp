@@ -3,6 +3,7 @@
 #include "reducers/builtin_reducers.h"
 #include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/top_magnitudes.h"
 
 namespace gcrun::reducers {
 namespace {
@@ -45,7 +46,7 @@ class TopKReducer : public Reducer {
       const int64_t k = sizes_[i];
       if (k == 0) continue;
       auto g = flat_.slice(i);
-      auto positions = std::get<1>(at::topk(g.abs(), k, /*dim=*/0, /*largest=*/true, /*sorted=*/false));
+      auto positions = topMagnitudePositions(g, k);
       values_.narrow(0, slot, k).copy_(g.index_select(0, positions));
       positions_.narrow(0, slot, k).copy_(positions);
       slot += k;
