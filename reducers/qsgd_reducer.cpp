@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include <ATen/ATen.h>
@@ -38,7 +39,7 @@ class QsgdCodec : public GradientCodec {
       : levels_(levels), field_bits_(levelBits(levels) + 1), generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
-    return encodeScaledCodes(tensors, generator_, field_bits_, Quantizer{static_cast<float>(levels_)});
+    return encodeScaledCodes(tensors, generator_, field_bits_, Quantizer{static_cast<float>(levels_), static_cast<int64_t>(static_cast<float>(levels_))}, uniform_);
   }
 
   void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
@@ -61,21 +62,24 @@ class QsgdCodec : public GradientCodec {
     return bits;
   }
 
-  // The float32 operations, in order, of the tensor ops this replaced (tests/quantizers_oracle_test
-  // keeps them): |g| / max(norm, FLT_MIN) * s + u, floored, at most s.
+  // The float32 operations, in order, of the tensor ops this replaced (tests/reducer_oracle_test
+  // keeps them): |g| / max(norm, FLT_MIN) * s + u, floored, at most s. The sum is >= 0, so
+  // truncating to an integer floors it, and clamping the integer to float(s) is clamping the float.
   struct Quantizer {
     float levels;
+    int64_t max_level;
     float scale(const at::Tensor& g) const { return g.norm().item<float>(); }
     uint64_t code(float x, float u, float norm) const {
       const float scaled = std::fabs(x) / std::max(norm, std::numeric_limits<float>::min()) * levels;
-      const auto level = static_cast<uint64_t>(std::min(std::floor(scaled + u), levels));
-      return 2 * level + (x < 0 ? 1 : 0);
+      const int64_t level = std::min(static_cast<int64_t>(scaled + u), max_level);
+      return static_cast<uint64_t>(2 * level + (x < 0 ? 1 : 0));
     }
   };
 
   const int64_t levels_;
   const int64_t field_bits_;
   at::Generator generator_;
+  at::Tensor uniform_;  // encodeScaledCodes' scratch for the draws
 };
 
 }  // namespace

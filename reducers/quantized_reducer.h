@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -45,13 +46,14 @@ inline int64_t packedBytes(int64_t count, int64_t bits) { return (count * bits +
 // The message of the element-wise quantizers (qsgd, terngrad): one float32 scale per tensor (4T
 // bytes, native order), then every element of every tensor in order as a `bits`-bit code.
 //
-// Encoding: one U[0, 1) draw per element from `generator` (one at::rand for all tensors); per
-// non-empty tensor g, `quantizer.scale(g)` is its scale (empty tensors send 0) and
+// Encoding: one U[0, 1) draw per element from `generator` (what at::rand draws, into `uniform`,
+// the caller's scratch, kept between calls so its pages are not faulted in again); per non-empty
+// tensor g, `quantizer.scale(g)` is its scale (empty tensors send 0) and
 // `quantizer.code(x, u, scale)` each element's code. One fused pass over raw memory: the codecs'
 // element functions are inlined here, and no per-element tensor is materialised.
 template <class Quantizer>
 at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generator& generator, int64_t bits,
-                             const Quantizer& quantizer);
+                             const Quantizer& quantizer, at::Tensor& uniform);
 // Decoding: `value(code)` is a code's float32 multiple of the scale; tensor i gets value times
 // (scale_i / divisor), that factor computed as a float32 tensor op as before.
 template <class Value>
@@ -68,16 +70,21 @@ at::Generator workerGenerator(uint64_t seed, int rank);
 
 template <class Quantizer>
 at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generator& generator, int64_t bits,
-                             const Quantizer& quantizer) {
+                             const Quantizer& quantizer, at::Tensor& uniform) {
   if (tensors.empty()) return at::empty({0}, at::kByte);
   int64_t count = 0;
   for (const auto& t : tensors) count += t.numel();
-  const auto uniform = at::rand({count}, generator, at::TensorOptions().dtype(at::kFloat));
+  if (!uniform.defined() || uniform.numel() != count) uniform = at::empty({count}, at::kFloat);
+  uniform.uniform_(0, 1, generator);  // at::rand's own draw
   const int64_t header = 4 * static_cast<int64_t>(tensors.size());
   auto message = at::empty({header + packedBytes(count, bits)}, at::kByte);
   auto* scales = reinterpret_cast<float*>(message.data_ptr<uint8_t>());
   BitWriter writer(message.data_ptr<uint8_t>() + header);
   const float* u = uniform.data_ptr<float>();
+  // Codes a chunk at a time: the element loop then has no dependency between iterations and
+  // vectorizes; the packing loop after it does not.
+  constexpr int64_t kChunk = 1024;
+  uint64_t codes[kChunk];
   for (size_t i = 0; i < tensors.size(); ++i) {
     const int64_t n = tensors[i].numel();
     scales[i] = 0;
@@ -86,7 +93,11 @@ at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generat
     const float scale = quantizer.scale(tensors[i]);
     scales[i] = scale;
     const float* x = g.data();
-    for (int64_t j = 0; j < n; ++j) writer.put(quantizer.code(x[j], u[j], scale), static_cast<int>(bits));
+    for (int64_t start = 0; start < n; start += kChunk) {
+      const int64_t size = std::min(kChunk, n - start);
+      for (int64_t j = 0; j < size; ++j) codes[j] = quantizer.code(x[start + j], u[start + j], scale);
+      for (int64_t j = 0; j < size; ++j) writer.put(codes[j], static_cast<int>(bits));
+    }
     u += n;
   }
   writer.finish();

@@ -47,16 +47,15 @@ class SignNormReducer : public Reducer {
     float* own = flat_.flat().data_ptr<float>();
     float* sum = sum_.flat().data_ptr<float>();
     int64_t offset = 0;
+    const int rank = comm_.rank();
+    const auto divisor = static_cast<float>(world);
     for (size_t i = 0; i < send.size(); ++i) {
       const int64_t end = offset + send[i].numel();
       for (int64_t j = offset; j < end; ++j) {
         float total = 0;
-        for (int w = 0; w < world; ++w) {
-          const float decoded = sentSign(bits[w], j) * scale[w][i];
-          total += decoded;
-          if (w == comm_.rank()) own[j] -= decoded;
-        }
-        sum[j] = total / static_cast<float>(world);
+        for (int w = 0; w < world; ++w) total += sentSign(bits[w], j) * scale[w][i];
+        own[j] -= sentSign(bits[rank], j) * scale[rank][i];
+        sum[j] = total / divisor;
       }
       offset = end;
     }

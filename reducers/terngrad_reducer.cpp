@@ -24,7 +24,7 @@ class TernGradCodec : public GradientCodec {
   explicit TernGradCodec(at::Generator generator) : generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
-    return encodeScaledCodes(tensors, generator_, kFieldBits, Quantizer{});
+    return encodeScaledCodes(tensors, generator_, kFieldBits, Quantizer{}, uniform_);
   }
 
   void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
@@ -37,7 +37,7 @@ class TernGradCodec : public GradientCodec {
 
  private:
   // Kept with probability |g| / max(scale, FLT_MIN): the float32 operations of the tensor ops this
-  // replaced (tests/quantizers_oracle_test keeps them).
+  // replaced (tests/reducer_oracle_test keeps them).
   struct Quantizer {
     float scale(const at::Tensor& g) const { return g.abs().max().item<float>(); }
     uint64_t code(float x, float u, float scale) const {
@@ -48,6 +48,7 @@ class TernGradCodec : public GradientCodec {
 
   static constexpr int64_t kFieldBits = 2;
   at::Generator generator_;
+  at::Tensor uniform_;  // encodeScaledCodes' scratch for the draws
 };
 
 }  // namespace

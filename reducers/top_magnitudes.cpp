@@ -25,28 +25,44 @@ at::Tensor topMagnitudePositions(const at::Tensor& flat, int64_t k) {
     return viaTorch(flat, k);
   }
   const float* x = flat.data_ptr<float>();
-  std::vector<float> magnitudes(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) {
-    magnitudes[j] = std::fabs(x[j]);
-    if (std::isnan(magnitudes[j])) return viaTorch(flat, k);
+  // A cut below the k-th largest magnitude, estimated from an evenly strided sample: at the
+  // sample's rank for about 2k + 8 n / m elements. Everything not below it is a candidate; if
+  // fewer than k are, the cut was too high and every element is one.
+  constexpr int64_t kSample = 16384;
+  float cut = 0;
+  if (n > kSample) {
+    std::vector<float> sample(kSample);
+    for (int64_t s = 0; s < kSample; ++s) sample[s] = std::fabs(x[s * (n / kSample)]);
+    const int64_t rank = std::min(kSample - 1, 2 * k * kSample / n + 8);
+    std::nth_element(sample.begin(), sample.begin() + rank, sample.end(), std::greater<float>());
+    cut = sample[rank];
   }
-  std::nth_element(magnitudes.begin(), magnitudes.begin() + (k - 1), magnitudes.end(), std::greater<float>());
-  const float threshold = magnitudes[k - 1];
-
-  std::vector<std::pair<float, int64_t>> top;
-  top.reserve(static_cast<size_t>(k));
-  for (int64_t j = 0; j < n; ++j) {
-    const float m = std::fabs(x[j]);
-    if (m < threshold) continue;
-    if (static_cast<int64_t>(top.size()) == k) return viaTorch(flat, k);  // a tie at the threshold
-    top.emplace_back(m, j);
+  std::vector<std::pair<float, int64_t>> candidates;
+  const auto collect = [&](float below) {
+    candidates.clear();
+    for (int64_t j = 0; j < n; ++j) {
+      const float m = std::fabs(x[j]);
+      if (!(m < below)) candidates.emplace_back(m, j);  // NaN included, to be refused below
+    }
+  };
+  collect(cut);
+  if (static_cast<int64_t>(candidates.size()) < k) collect(0);
+  for (const auto& c : candidates) {
+    if (std::isnan(c.first)) return viaTorch(flat, k);
   }
-  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const auto larger = [](const auto& a, const auto& b) { return a.first > b.first; };
+  std::nth_element(candidates.begin(), candidates.begin() + (k - 1), candidates.end(), larger);
+  const float threshold = candidates[k - 1].first;
+  // The k winners are the candidates not below the threshold, unless one more ties with it.
+  const auto end = std::partition(candidates.begin(), candidates.end(),
+                                  [threshold](const auto& c) { return c.first >= threshold; });
+  if (end - candidates.begin() != k) return viaTorch(flat, k);
+  std::sort(candidates.begin(), end, larger);
   auto positions = at::empty({k}, at::kLong);
   int64_t* out = positions.data_ptr<int64_t>();
   for (int64_t i = 0; i < k; ++i) {
-    if (i > 0 && top[i].first == top[i - 1].first) return viaTorch(flat, k);  // a tie inside: order unspecified
-    out[i] = top[i].second;
+    if (i > 0 && candidates[i].first == candidates[i - 1].first) return viaTorch(flat, k);  // order unspecified
+    out[i] = candidates[i].second;
   }
   return positions;
 }
