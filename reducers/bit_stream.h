@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace gcrun::reducers {
 
@@ -34,24 +35,20 @@ class BitWriter {
   int count_ = 0;
 };
 
-class BitReader {
- public:
-  explicit BitReader(const uint8_t* in) : in_(in) {}
-  uint64_t get(int bits) {
-    while (count_ < bits) {
-      pending_ |= static_cast<unsigned __int128>(*in_++) << count_;
-      count_ += 8;
-    }
-    const uint64_t code = static_cast<uint64_t>(pending_) & BitWriter::mask(bits);
-    pending_ >>= bits;
-    count_ -= bits;
-    return code;
+// Field `index` (of `bits` bits) of a packed stream of `size` bytes, read at random: one
+// unaligned 8-byte load where it fits, so decoders have no dependency between elements.
+inline uint64_t fieldAt(const uint8_t* bytes, int64_t size, int64_t index, int bits) {
+  const int64_t position = index * bits;
+  const int64_t first = position >> 3;
+  const int shift = static_cast<int>(position & 7);
+  if (bits <= 56 && first + 8 <= size) {
+    uint64_t word;
+    std::memcpy(&word, bytes + first, sizeof(word));
+    return (word >> shift) & BitWriter::mask(bits);
   }
-
- private:
-  const uint8_t* in_;
-  unsigned __int128 pending_ = 0;
-  int count_ = 0;
-};
+  unsigned __int128 word = 0;
+  for (int b = 0; 8 * b < shift + bits; ++b) word |= static_cast<unsigned __int128>(bytes[first + b]) << (8 * b);
+  return static_cast<uint64_t>(word >> shift) & BitWriter::mask(bits);
+}
 
 }  // namespace gcrun::reducers

@@ -28,18 +28,21 @@ class LowPrecisionReducer : public Reducer {
                   const std::vector<at::Tensor>& memory) override {
     if (!allocated_) allocate(send);
     const int world = comm_.size();
+    // A one-rank sum is its input: the output is the cast itself, written in the same pass.
+    const bool alone = world == 1;
     for (size_t i = 0; i < send.size(); ++i) {
+      const at::Tensor* delivered = alone ? &out[i] : nullptr;
       if (wire_type_ == at::kHalf) {
-        castWithError<at::Half>(send[i], i, memory[i], world);
+        castWithError<at::Half>(send[i], i, memory[i], delivered, world);
       } else {
-        castWithError<at::BFloat16>(send[i], i, memory[i], world);
+        castWithError<at::BFloat16>(send[i], i, memory[i], delivered, world);
       }
     }
     // Gloo can hang on empty tensors; only a model without elements sends nothing.
     if (wire_.numel() == 0) return 0;
     if (backend_sums_) {
       comm_.allreduceSum(wire_.flat());
-      wire_.unpack(out);
+      if (!alone) wire_.unpack(out);
     } else {
       sum_.flat().zero_();
       for (const auto& bytes : comm_.allgather(wire_.flat().view(at::kByte))) {
@@ -52,26 +55,35 @@ class LowPrecisionReducer : public Reducer {
 
  private:
   // One pass per tensor: x = g / W, its 16-bit cast onto the wire, and memory = (x - cast) * W,
-  // the float32 operations of the whole-tensor version it replaced, in the same order.
+  // the float32 operations of the whole-tensor version it replaced, in the same order; and, if
+  // `delivered` is given, the cast back to float32 into it.
   template <class Wire>
-  void castWithError(const at::Tensor& send, size_t i, const at::Tensor& memory, int world) {
+  void castWithError(const at::Tensor& send, size_t i, const at::Tensor& memory, const at::Tensor* delivered,
+                     int world) {
     const CpuFloats g(send);
     const CpuFloats error(memory);
+    const CpuFloats back(delivered != nullptr ? *delivered : at::empty({0}));
+    float* out = delivered != nullptr ? back.data() : nullptr;
     auto* cast = static_cast<Wire*>(wire_.slice(i).data_ptr());
+    const auto w = static_cast<float>(world);
     int64_t done = 0;
     if constexpr (std::is_same_v<Wire, at::Half>) {
-      if (hasF16c()) done = castHalfF16c(g.data(), send.numel(), static_cast<float>(world), cast, error.data());
+      if (hasF16c()) done = castHalfF16c(g.data(), send.numel(), w, cast, error.data(), out);
     }
-    castScalar(g.data() + done, send.numel() - done, static_cast<float>(world), cast + done, error.data() + done);
+    castScalar(g.data() + done, send.numel() - done, w, cast + done, error.data() + done,
+               out != nullptr ? out + done : nullptr);
     error.writeBack();
+    if (delivered != nullptr) back.writeBack();
   }
 
   template <class Wire>
-  static void castScalar(const float* x, int64_t n, float world, Wire* cast, float* lost) {
+  static void castScalar(const float* x, int64_t n, float world, Wire* cast, float* lost, float* out) {
     for (int64_t j = 0; j < n; ++j) {
       const float scaled = x[j] / world;
       cast[j] = static_cast<Wire>(scaled);
-      lost[j] = (scaled - static_cast<float>(cast[j])) * world;
+      const auto back = static_cast<float>(cast[j]);
+      lost[j] = (scaled - back) * world;
+      if (out != nullptr) out[j] = back;
     }
   }
 
@@ -84,7 +96,7 @@ class LowPrecisionReducer : public Reducer {
   // does; a group holding a NaN (whose payload the two treat differently) stops here, and the
   // scalar loop takes over from it. Returns how many elements it did.
   __attribute__((target("avx,f16c"))) static int64_t castHalfF16c(const float* x, int64_t n, float world,
-                                                                  at::Half* cast, float* lost) {
+                                                                  at::Half* cast, float* lost, float* out) {
     const __m256 w = _mm256_set1_ps(world);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
@@ -92,7 +104,9 @@ class LowPrecisionReducer : public Reducer {
       if (_mm256_movemask_ps(_mm256_cmp_ps(scaled, scaled, _CMP_UNORD_Q)) != 0) break;
       const __m128i half = _mm256_cvtps_ph(scaled, _MM_FROUND_TO_NEAREST_INT);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(cast + j), half);
-      _mm256_storeu_ps(lost + j, _mm256_mul_ps(_mm256_sub_ps(scaled, _mm256_cvtph_ps(half)), w));
+      const __m256 back = _mm256_cvtph_ps(half);
+      _mm256_storeu_ps(lost + j, _mm256_mul_ps(_mm256_sub_ps(scaled, back), w));
+      if (out != nullptr) _mm256_storeu_ps(out + j, back);
     }
     return j;
   }

@@ -22,16 +22,39 @@ class AllGatherReducer : public Reducer {
     const auto messages =
         message.numel() > 0 ? comm_.allgather(message) : std::vector<at::Tensor>(comm_.size(), message);
 
-    sum_.flat().zero_();
+    // Each message decoded, then added up in rank order in one pass that writes the output at the
+    // last one and this worker's memory at its own: the float32 operations of sum = 0 + d_0 + ...,
+    // out = sum * (1 / W) (a copy at W = 1), memory = send - d_rank, as whole-tensor ops did them.
     const auto decoded_slices = slices(decoded_);
-    for (int w = 0; w < comm_.size(); ++w) {
+    const int world = comm_.size();
+    const auto scale = static_cast<float>(1.0 / world);
+    for (int w = 0; w < world; ++w) {
       codec_->decode(messages[w], decoded_slices);
-      sum_.flat().add_(decoded_.flat());
-      // Turns own_ into this worker's memory: what its message failed to carry.
-      if (w == comm_.rank()) own_.flat().sub_(decoded_.flat());
+      const bool last = w + 1 == world, own = w == comm_.rank();
+      float* sum = sum_.flat().data_ptr<float>();
+      const float* decoded = decoded_.flat().data_ptr<float>();
+      const float* sent = own_.flat().data_ptr<float>();
+      int64_t offset = 0;
+      for (size_t i = 0; i < count_; ++i) {
+        const int64_t n = out[i].numel();
+        const CpuFloats average(last ? out[i] : at::empty({0}));
+        const CpuFloats lost(own ? memory[i] : at::empty({0}));
+        float* to_out = average.data() - offset;
+        float* to_memory = lost.data() - offset;
+        for (int64_t j = offset; j < offset + n; ++j) {
+          const float total = (w == 0 ? 0.0f : sum[j]) + decoded[j];
+          if (last) {
+            to_out[j] = world == 1 ? total : total * scale;
+          } else {
+            sum[j] = total;
+          }
+          if (own) to_memory[j] = sent[j] - decoded[j];
+        }
+        if (last) average.writeBack();
+        if (own) lost.writeBack();
+        offset += n;
+      }
     }
-    sum_.unpack(out, 1.0 / comm_.size());
-    own_.unpack(memory);
     return 8ull * static_cast<uint64_t>(message.numel());
   }
 
@@ -81,9 +104,10 @@ at::Tensor packBits(const at::Tensor& codes, int64_t bits) {
 at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits) {
   const auto cpu = bytes.to(at::kCPU).contiguous();
   auto codes = at::empty({count}, at::kLong);
-  BitReader reader(cpu.data_ptr<uint8_t>());
   int64_t* code = codes.data_ptr<int64_t>();
-  for (int64_t i = 0; i < count; ++i) code[i] = static_cast<int64_t>(reader.get(static_cast<int>(bits)));
+  for (int64_t i = 0; i < count; ++i) {
+    code[i] = static_cast<int64_t>(fieldAt(cpu.data_ptr<uint8_t>(), cpu.numel(), i, static_cast<int>(bits)));
+  }
   return codes.to(bytes.device());
 }
 

@@ -110,15 +110,18 @@ void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>&
   const int64_t header = 4 * static_cast<int64_t>(tensors.size());
   const auto bytes = message.to(at::kCPU).contiguous();
   const auto scales = bytesAsFloats(bytes.narrow(0, 0, header));
-  BitReader reader(bytes.data_ptr<uint8_t>() + header);
+  const uint8_t* fields = bytes.data_ptr<uint8_t>() + header;
+  const int64_t size = bytes.numel() - header;
+  int64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const int64_t n = tensors[i].numel();
     if (n == 0) continue;
     const float factor = (scales[static_cast<int64_t>(i)] / divisor).item<float>();
     const CpuFloats target(tensors[i]);
     float* out = target.data();
-    for (int64_t j = 0; j < n; ++j) out[j] = value(reader.get(static_cast<int>(bits))) * factor;
+    for (int64_t j = 0; j < n; ++j) out[j] = value(fieldAt(fields, size, offset + j, static_cast<int>(bits))) * factor;
     target.writeBack();
+    offset += n;
   }
 }
 
