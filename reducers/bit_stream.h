@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -7,31 +8,48 @@ namespace gcrun::reducers {
 
 // packBits' layout (quantized_reducer.h) written and read one field at a time over raw bytes, so
 // that an encoder or decoder makes one fused pass over its tensors instead of one tensor op per
-// bit. Fields of up to 64 bits; a 128-bit accumulator holds the < 8 pending bits plus one field.
+// bit. Fields of up to 64 bits. The stream is little-endian bytes, so whole 32-bit words of it are
+// written at once.
 class BitWriter {
  public:
   explicit BitWriter(uint8_t* out) : out_(out) {}
   // Appends the low `bits` bits of `code`.
   void put(uint64_t code, int bits) {
-    pending_ |= static_cast<unsigned __int128>(code & mask(bits)) << count_;
-    count_ += bits;
-    while (count_ >= 8) {
-      *out_++ = static_cast<uint8_t>(pending_);
-      pending_ >>= 8;
-      count_ -= 8;
+    if (bits > 32) {
+      putWord(code & mask(32), 32);
+      putWord(code >> 32 & mask(bits - 32), bits - 32);
+    } else {
+      putWord(code & mask(bits), bits);
     }
   }
-  // Writes the last, zero-padded byte if a field ends inside it.
+  // Writes the last, zero-padded bytes the fields end in.
   void finish() {
-    if (count_ > 0) *out_++ = static_cast<uint8_t>(pending_);
+    for (; count_ > 0; count_ -= std::min(count_, 8)) {
+      *out_++ = static_cast<uint8_t>(pending_);
+      pending_ >>= 8;
+    }
     pending_ = 0;
-    count_ = 0;
   }
   static uint64_t mask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 
  private:
+  // code < 2^bits, bits <= 32, and fewer than 32 bits pending: the sum fits in 64.
+  void putWord(uint64_t code, int bits) {
+    pending_ |= code << count_;
+    count_ += bits;
+    if (count_ >= 32) {
+      const auto word = static_cast<uint32_t>(pending_);
+      uint8_t bytes[4] = {static_cast<uint8_t>(word), static_cast<uint8_t>(word >> 8),
+                          static_cast<uint8_t>(word >> 16), static_cast<uint8_t>(word >> 24)};
+      std::memcpy(out_, bytes, 4);
+      out_ += 4;
+      pending_ >>= 32;
+      count_ -= 32;
+    }
+  }
+
   uint8_t* out_;
-  unsigned __int128 pending_ = 0;
+  uint64_t pending_ = 0;
   int count_ = 0;
 };
 

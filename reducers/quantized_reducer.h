@@ -84,7 +84,7 @@ at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generat
   // Codes a chunk at a time: the element loop then has no dependency between iterations and
   // vectorizes; the packing loop after it does not.
   constexpr int64_t kChunk = 1024;
-  uint64_t codes[kChunk];
+  decltype(quantizer.code(0.0f, 0.0f, 0.0f)) codes[kChunk];
   for (size_t i = 0; i < tensors.size(); ++i) {
     const int64_t n = tensors[i].numel();
     scales[i] = 0;
@@ -112,6 +112,13 @@ void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>&
   const auto scales = bytesAsFloats(bytes.narrow(0, 0, header));
   const uint8_t* fields = bytes.data_ptr<uint8_t>() + header;
   const int64_t size = bytes.numel() - header;
+  // Narrow codes go through a table of value(code), the same floats without the per-element work.
+  std::vector<float> table(bits <= 16 ? size_t{1} << bits : 0);
+  for (size_t code = 0; code < table.size(); ++code) table[code] = value(code);
+  const auto decodeOne = [&](int64_t index) {
+    const uint64_t code = fieldAt(fields, size, index, static_cast<int>(bits));
+    return table.empty() ? value(code) : table[code];
+  };
   int64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const int64_t n = tensors[i].numel();
@@ -119,7 +126,7 @@ void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>&
     const float factor = (scales[static_cast<int64_t>(i)] / divisor).item<float>();
     const CpuFloats target(tensors[i]);
     float* out = target.data();
-    for (int64_t j = 0; j < n; ++j) out[j] = value(fieldAt(fields, size, offset + j, static_cast<int>(bits))) * factor;
+    for (int64_t j = 0; j < n; ++j) out[j] = decodeOne(offset + j) * factor;
     target.writeBack();
     offset += n;
   }

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <ATen/ATen.h>
@@ -39,10 +41,22 @@ class TernGradCodec : public GradientCodec {
   // Kept with probability |g| / max(scale, FLT_MIN): the float32 operations of the tensor ops this
   // replaced (tests/reducer_oracle_test keeps them).
   struct Quantizer {
-    float scale(const at::Tensor& g) const { return g.abs().max().item<float>(); }
-    uint64_t code(float x, float u, float scale) const {
+    // max |g_i| (NaN if any is), as g.abs().max() but without its temporary: a maximum does not
+    // depend on the order it is taken in. Taken over the bit patterns of |g_i|, which order
+    // non-negative floats as their values do and put NaNs above infinity.
+    float scale(const at::Tensor& g) const {
+      const CpuFloats values(g);
+      const auto* x = reinterpret_cast<const uint32_t*>(values.data());
+      uint32_t largest = 0;
+      for (int64_t j = 0; j < g.numel(); ++j) largest = std::max(largest, x[j] & 0x7FFFFFFFu);
+      if (largest > 0x7F800000u) return std::numeric_limits<float>::quiet_NaN();
+      float magnitude;
+      std::memcpy(&magnitude, &largest, sizeof(magnitude));
+      return magnitude;
+    }
+    uint32_t code(float x, float u, float scale) const {
       const float probability = std::fabs(x) / std::max(scale, std::numeric_limits<float>::min());
-      return u < probability ? (x < 0 ? 2 : 1) : 0;
+      return static_cast<uint32_t>(u < probability) * (1u + static_cast<uint32_t>(x < 0));
     }
   };
 
