@@ -16,8 +16,10 @@ class AllGatherReducer : public Reducer {
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
     if (!allocated_) allocate(send);
-    own_.pack(send);
-    const auto message = codec_->encode(slices(own_));
+    // Flat views of the gradients themselves (copies only of non-contiguous ones): read, never written.
+    std::vector<at::Tensor> flat;
+    for (const auto& t : send) flat.push_back(t.reshape({-1}));
+    const auto message = codec_->encode(flat);
     // Gloo can hang on empty tensors; only a model without elements has an empty message.
     const auto messages =
         message.numel() > 0 ? comm_.allgather(message) : std::vector<at::Tensor>(comm_.size(), message);
@@ -33,14 +35,15 @@ class AllGatherReducer : public Reducer {
       const bool last = w + 1 == world, own = w == comm_.rank();
       float* sum = sum_.flat().data_ptr<float>();
       const float* decoded = decoded_.flat().data_ptr<float>();
-      const float* sent = own_.flat().data_ptr<float>();
       int64_t offset = 0;
       for (size_t i = 0; i < count_; ++i) {
         const int64_t n = out[i].numel();
         const CpuFloats average(last ? out[i] : at::empty({0}));
         const CpuFloats lost(own ? memory[i] : at::empty({0}));
+        const CpuFloats sent_values(own ? flat[i] : at::empty({0}));
         float* to_out = average.data() - offset;
         float* to_memory = lost.data() - offset;
+        const float* sent = sent_values.data() - offset;
         for (int64_t j = offset; j < offset + n; ++j) {
           const float total = (w == 0 ? 0.0f : sum[j]) + decoded[j];
           if (last) {
@@ -65,7 +68,6 @@ class AllGatherReducer : public Reducer {
   void allocate(const std::vector<at::Tensor>& like) {
     std::vector<at::Tensor> floats;
     for (const auto& t : like) floats.push_back(at::empty({t.numel()}, t.options().dtype(at::kFloat)));
-    own_ = TensorBuffer(floats);
     decoded_ = TensorBuffer(floats);
     sum_ = TensorBuffer(floats);
     count_ = like.size();
@@ -82,7 +84,7 @@ class AllGatherReducer : public Reducer {
   std::unique_ptr<GradientCodec> codec_;
   bool allocated_ = false;
   size_t count_ = 0;
-  TensorBuffer own_, decoded_, sum_;
+  TensorBuffer decoded_, sum_;
 };
 
 }  // namespace
