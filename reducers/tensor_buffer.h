@@ -128,4 +128,17 @@ class CpuFloats {
   at::Tensor target_, data_;
 };
 
+// Calls fn with t as one flat tensor it may write: a view of t when t is contiguous, else a copy
+// that is written back afterwards.
+template <class Fn>
+void withFlat(const at::Tensor& t, Fn&& fn) {
+  if (t.is_contiguous()) {
+    fn(t.view({-1}));
+    return;
+  }
+  auto flat = t.reshape({-1}).clone();
+  fn(flat);
+  t.copy_(flat.view(t.sizes()));
+}
+
 }  // namespace gcrun::reducers
