@@ -3,6 +3,7 @@
 #include "reducers/builtin_reducers.h"
 #include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/top_magnitudes.h"
 
 namespace gcrun::reducers {
 namespace {
@@ -36,7 +37,7 @@ class GlobalTopKReducer : public Reducer {
     }
     flat_.pack(send);
     auto& g = flat_.flat();
-    auto positions = std::get<1>(at::topk(g.abs(), size_, /*dim=*/0, /*largest=*/true, /*sorted=*/false));
+    auto positions = topMagnitudePositions(g, size_);
     auto values = g.index_select(0, positions);
     g.index_fill_(0, positions, 0);
     flat_.unpack(memory);

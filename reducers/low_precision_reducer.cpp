@@ -1,3 +1,11 @@
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
 #include <ATen/ATen.h>
 
 #include "reducers/builtin_reducers.h"
@@ -15,7 +23,10 @@ namespace {
 // Bits = 16 N.
 // A backend that cannot sum the type (LibTorch 1.13's Gloo has no bfloat16 sum; later ones and
 // NCCL do) gets the same 16-bit payload by all-gather instead, as raw bytes, and every worker adds
-// the W payloads in float32 in rank order: the same bits sent, one rounding fewer.
+// the W payloads in float32 in rank order: the same bits sent, one rounding fewer. float16 between
+// 2 workers travels that way too (see reduce()), with Gloo's rounding of the sum kept.
+// The casts are fused raw loops (F16C where the CPU has it) that round exactly as c10's casts do;
+// tests/reducer_oracle_test keeps the whole-tensor version they replaced.
 class LowPrecisionReducer : public Reducer {
  public:
   LowPrecisionReducer(Communicator& comm, at::ScalarType wire_type) : comm_(comm), wire_type_(wire_type) {}
@@ -24,40 +35,183 @@ class LowPrecisionReducer : public Reducer {
                   const std::vector<at::Tensor>& memory) override {
     if (!allocated_) allocate(send);
     const int world = comm_.size();
+    // A one-rank sum is its input: the output is the cast itself, written in the same pass.
+    const bool alone = world == 1;
     for (size_t i = 0; i < send.size(); ++i) {
-      send[i].div_(world);  // send is the reducer's scratch space
-      auto cast = wire_.slice(i);
-      cast.copy_(send[i].reshape({-1}));
-      auto error = memory[i];
-      at::sub_out(error, send[i], cast.view(send[i].sizes()).to(send[i].scalar_type())).mul_(world);
+      const at::Tensor* delivered = alone ? &out[i] : nullptr;
+      if (wire_type_ == at::kHalf) {
+        castWithError<at::Half>(send[i], i, memory[i], delivered, world);
+      } else {
+        castWithError<at::BFloat16>(send[i], i, memory[i], delivered, world);
+      }
     }
     // Gloo can hang on empty tensors; only a model without elements sends nothing.
     if (wire_.numel() == 0) return 0;
-    if (backend_sums_) {
+    // Gloo sums float16 one element at a time in software, slower than the exact all-reduce of
+    // twice the bytes; between 2 workers that sum is one rounded addition, so all-gathering the
+    // payloads and adding them here gives the same bits (the same bytes on the wire, too).
+    const bool gather = !backend_sums_ || (world == 2 && wire_type_ == at::kHalf);
+    if (!gather) {
       comm_.allreduceSum(wire_.flat());
-      wire_.unpack(out);
+      if (!alone) wire_.unpack(out);
     } else {
-      sum_.flat().zero_();
-      for (const auto& bytes : comm_.allgather(wire_.flat().view(at::kByte))) {
-        sum_.flat().add_(bytes.view(wire_type_));
+      const auto payloads = comm_.allgather(wire_.flat().view(at::kByte));
+      if (backend_sums_) {
+        addAsGlooDoes(payloads, out);
+      } else {
+        addInFloat(payloads, out);
       }
-      sum_.unpack(out);
     }
     return bitsOf(wire_.flat());
   }
 
  private:
+  // One pass per tensor: x = g / W, its 16-bit cast onto the wire, and memory = (x - cast) * W,
+  // the float32 operations of the whole-tensor version it replaced, in the same order; and, if
+  // `delivered` is given, the cast back to float32 into it.
+  template <class Wire>
+  void castWithError(const at::Tensor& send, size_t i, const at::Tensor& memory, const at::Tensor* delivered,
+                     int world) {
+    const CpuFloats g(send);
+    const CpuFloats error(memory);
+    const CpuFloats back(delivered != nullptr ? *delivered : at::empty({0}));
+    float* out = delivered != nullptr ? back.data() : nullptr;
+    auto* cast = static_cast<Wire*>(wire_.slice(i).data_ptr());
+    const auto w = static_cast<float>(world);
+    int64_t done = 0;
+    if constexpr (std::is_same_v<Wire, at::Half>) {
+      if (hasF16c()) done = castHalfF16c(g.data(), send.numel(), w, cast, error.data(), out);
+    } else {
+      done = out != nullptr ? castBFloat16<true>(g.data(), send.numel(), w, cast, error.data(), out)
+                            : castBFloat16<false>(g.data(), send.numel(), w, cast, error.data(), out);
+    }
+    castScalar(g.data() + done, send.numel() - done, w, cast + done, error.data() + done,
+               out != nullptr ? out + done : nullptr);
+    error.writeBack();
+    if (delivered != nullptr) back.writeBack();
+  }
+
+  template <class Wire>
+  static void castScalar(const float* x, int64_t n, float world, Wire* cast, float* lost, float* out) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float scaled = x[j] / world;
+      cast[j] = static_cast<Wire>(scaled);
+      const auto back = static_cast<float>(cast[j]);
+      lost[j] = (scaled - back) * world;
+      if (out != nullptr) out[j] = back;
+    }
+  }
+
+  // c10::BFloat16's round to nearest even (NaN: 0x7FC0) spelled out on the bits, so that the loop
+  // vectorizes. Returns how many elements it did: all.
+  template <bool kDeliver>
+  static int64_t castBFloat16(const float* x, int64_t n, float world, at::BFloat16* cast, float* lost, float* out) {
+    auto* bits16 = reinterpret_cast<uint16_t*>(cast);
+    for (int64_t j = 0; j < n; ++j) {
+      const float scaled = x[j] / world;
+      uint32_t bits;
+      std::memcpy(&bits, &scaled, sizeof(bits));
+      const uint32_t rounded = std::isnan(scaled) ? 0x7FC0u : (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+      bits16[j] = static_cast<uint16_t>(rounded);
+      const uint32_t widened = rounded << 16;
+      float back;
+      std::memcpy(&back, &widened, sizeof(back));
+      lost[j] = (scaled - back) * world;
+      if constexpr (kDeliver) out[j] = back;
+    }
+    return n;
+  }
+
+  // What a backend without the type gets: the payloads added in float32 in rank order from zero.
+  void addInFloat(const std::vector<at::Tensor>& payloads, const std::vector<at::Tensor>& out) const {
+    int64_t offset = 0;
+    for (const auto& o : out) {
+      const CpuFloats total(o);
+      float* sum = total.data();
+      std::fill(sum, sum + o.numel(), 0.0f);
+      for (const auto& payload : payloads) {
+        const auto* bits = reinterpret_cast<const uint16_t*>(payload.data_ptr<uint8_t>()) + offset;
+        if (wire_type_ == at::kHalf) {
+          const auto* halves = reinterpret_cast<const at::Half*>(bits);
+          for (int64_t j = 0; j < o.numel(); ++j) sum[j] += static_cast<float>(halves[j]);
+        } else {
+          for (int64_t j = 0; j < o.numel(); ++j) sum[j] += wideFloat(bits[j]);
+        }
+      }
+      total.writeBack();
+      offset += o.numel();
+    }
+  }
+
+  // 2 workers' float16 payloads added as Gloo's float16 sum does: in float32, rounded to nearest
+  // even float16 (a NaN becomes 0x7FFF), then widened for the output.
+  void addAsGlooDoes(const std::vector<at::Tensor>& payloads, const std::vector<at::Tensor>& out) const {
+    const auto* first = reinterpret_cast<const at::Half*>(payloads[0].data_ptr<uint8_t>());
+    const auto* second = reinterpret_cast<const at::Half*>(payloads[1].data_ptr<uint8_t>());
+    int64_t offset = 0;
+    for (const auto& o : out) {
+      const CpuFloats total(o);
+      const int64_t n = o.numel();
+      const int64_t done = hasF16c() ? addHalvesF16c(first + offset, second + offset, n, total.data()) : 0;
+      for (int64_t j = done; j < n; ++j) {
+        const float sum = static_cast<float>(first[offset + j]) + static_cast<float>(second[offset + j]);
+        total.data()[j] = std::isnan(sum) ? static_cast<float>(c10::Half(0x7FFF, c10::Half::from_bits()))
+                                          : static_cast<float>(static_cast<at::Half>(sum));
+      }
+      total.writeBack();
+      offset += n;
+    }
+  }
+
+  // Eight at a time until a group whose sum holds a NaN (returns how many it did).
+  __attribute__((target("avx,f16c"))) static int64_t addHalvesF16c(const at::Half* a, const at::Half* b, int64_t n,
+                                                                   float* out) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m256 sum = _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + j))),
+                                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + j))));
+      if (_mm256_movemask_ps(_mm256_cmp_ps(sum, sum, _CMP_UNORD_Q)) != 0) break;
+      _mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm256_cvtps_ph(sum, _MM_FROUND_TO_NEAREST_INT)));
+    }
+    return j;
+  }
+
+  static float wideFloat(uint16_t bfloat16_bits) {
+    const uint32_t widened = static_cast<uint32_t>(bfloat16_bits) << 16;
+    float value;
+    std::memcpy(&value, &widened, sizeof(value));
+    return value;
+  }
+
+  static bool hasF16c() {
+    static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    return has;
+  }
+
+  // Eight elements at a time with the F16C conversions, which round to nearest even as c10::Half
+  // does; a group holding a NaN (whose payload the two treat differently) stops here, and the
+  // scalar loop takes over from it. Returns how many elements it did.
+  __attribute__((target("avx,f16c"))) static int64_t castHalfF16c(const float* x, int64_t n, float world,
+                                                                  at::Half* cast, float* lost, float* out) {
+    const __m256 w = _mm256_set1_ps(world);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m256 scaled = _mm256_div_ps(_mm256_loadu_ps(x + j), w);
+      if (_mm256_movemask_ps(_mm256_cmp_ps(scaled, scaled, _CMP_UNORD_Q)) != 0) break;
+      const __m128i half = _mm256_cvtps_ph(scaled, _MM_FROUND_TO_NEAREST_INT);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(cast + j), half);
+      const __m256 back = _mm256_cvtph_ps(half);
+      _mm256_storeu_ps(lost + j, _mm256_mul_ps(_mm256_sub_ps(scaled, back), w));
+      if (out != nullptr) _mm256_storeu_ps(out + j, back);
+    }
+    return j;
+  }
+
   void allocate(const std::vector<at::Tensor>& like) {
-    std::vector<at::Tensor> wire, sum;
-    for (const auto& t : like) {
-      wire.push_back(at::empty({t.numel()}, t.options().dtype(wire_type_)));
-      sum.push_back(at::empty({t.numel()}, t.options().dtype(at::kFloat)));
-    }
+    std::vector<at::Tensor> wire;
+    for (const auto& t : like) wire.push_back(at::empty({t.numel()}, t.options().dtype(wire_type_)));
     wire_ = TensorBuffer(wire);
-    if (wire_.numel() > 0) {
-      backend_sums_ = backendSums(wire_.flat().device());
-      if (!backend_sums_) sum_ = TensorBuffer(sum);
-    }
+    if (wire_.numel() > 0) backend_sums_ = backendSums(wire_.flat().device());
     allocated_ = true;
   }
 
@@ -78,7 +232,6 @@ class LowPrecisionReducer : public Reducer {
   bool allocated_ = false;
   bool backend_sums_ = true;
   TensorBuffer wire_;
-  TensorBuffer sum_;  // float32 sum of the gathered payloads when the backend cannot sum
 };
 
 }  // namespace

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include <ATen/ATen.h>
@@ -36,22 +39,16 @@ class QsgdCodec : public GradientCodec {
       : levels_(levels), field_bits_(levelBits(levels) + 1), generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
-    return encodeScaledCodes(tensors, generator_, field_bits_, [this](const at::Tensor& g, const at::Tensor& uniform,
-                                                                      at::Tensor norm) {
-      norm.copy_(g.norm());
-      // An all-zero tensor has norm 0 and all levels 0; the clamp only avoids 0/0.
-      auto scaled = g.abs().div_(norm.clamp_min(std::numeric_limits<float>::min())).mul_(levels_);
-      auto level = scaled.add_(uniform).floor_().clamp_max_(levels_).to(at::kLong);
-      return level.mul_(2).add_(g.lt(0).to(at::kLong));
-    });
+    return encodeScaledCodes(tensors, generator_, field_bits_, Quantizer{static_cast<float>(levels_), static_cast<int64_t>(static_cast<float>(levels_))}, uniform_);
   }
 
   void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
-    // sign * level: (code >> 1) * (1 - 2 * (code & 1)), in units of norm / s.
-    const auto signed_levels = [](const at::Tensor& codes) {
-      return codes.bitwise_right_shift(1).mul(codes.bitwise_and(1).mul(-2).add_(1)).to(at::kFloat);
+    // sign * level, in units of norm / s.
+    const auto signed_level = [](uint64_t code) {
+      const auto level = static_cast<int64_t>(code >> 1);
+      return static_cast<float>((code & 1) != 0 ? -level : level);
     };
-    decodeScaledCodes(message, tensors, field_bits_, signed_levels, static_cast<double>(levels_));
+    decodeScaledCodes(message, tensors, field_bits_, signed_level, static_cast<double>(levels_));
   }
 
   void saveState(Reducer::State& state) const override { saveGenerator(state, "generator", generator_); }
@@ -65,9 +62,24 @@ class QsgdCodec : public GradientCodec {
     return bits;
   }
 
+  // The float32 operations, in order, of the tensor ops this replaced (tests/reducer_oracle_test
+  // keeps them): |g| / max(norm, FLT_MIN) * s + u, floored, at most s. The sum is >= 0, so
+  // truncating to an integer floors it, and clamping the integer to float(s) is clamping the float.
+  struct Quantizer {
+    float levels;
+    int64_t max_level;
+    float scale(const at::Tensor& g) const { return g.norm().item<float>(); }
+    uint64_t code(float x, float u, float norm) const {
+      const float scaled = std::fabs(x) / std::max(norm, std::numeric_limits<float>::min()) * levels;
+      const int64_t level = std::min(static_cast<int64_t>(scaled + u), max_level);
+      return static_cast<uint64_t>(2 * level + (x < 0 ? 1 : 0));
+    }
+  };
+
   const int64_t levels_;
   const int64_t field_bits_;
   at::Generator generator_;
+  at::Tensor uniform_;  // encodeScaledCodes' scratch for the draws
 };
 
 }  // namespace

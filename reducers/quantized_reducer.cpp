@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "reducers/bit_stream.h"
 #include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
@@ -15,22 +16,48 @@ class AllGatherReducer : public Reducer {
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
     if (!allocated_) allocate(send);
-    own_.pack(send);
-    const auto message = codec_->encode(slices(own_));
+    // Flat views of the gradients themselves (copies only of non-contiguous ones): read, never written.
+    std::vector<at::Tensor> flat;
+    for (const auto& t : send) flat.push_back(t.reshape({-1}));
+    const auto message = codec_->encode(flat);
     // Gloo can hang on empty tensors; only a model without elements has an empty message.
     const auto messages =
         message.numel() > 0 ? comm_.allgather(message) : std::vector<at::Tensor>(comm_.size(), message);
 
-    sum_.flat().zero_();
+    // Each message decoded, then added up in rank order in one pass that writes the output at the
+    // last one and this worker's memory at its own: the float32 operations of sum = 0 + d_0 + ...,
+    // out = sum * (1 / W) (a copy at W = 1), memory = send - d_rank, as whole-tensor ops did them.
     const auto decoded_slices = slices(decoded_);
-    for (int w = 0; w < comm_.size(); ++w) {
+    const int world = comm_.size();
+    const auto scale = static_cast<float>(1.0 / world);
+    for (int w = 0; w < world; ++w) {
       codec_->decode(messages[w], decoded_slices);
-      sum_.flat().add_(decoded_.flat());
-      // Turns own_ into this worker's memory: what its message failed to carry.
-      if (w == comm_.rank()) own_.flat().sub_(decoded_.flat());
+      const bool last = w + 1 == world, own = w == comm_.rank();
+      float* sum = sum_.flat().data_ptr<float>();
+      const float* decoded = decoded_.flat().data_ptr<float>();
+      int64_t offset = 0;
+      for (size_t i = 0; i < count_; ++i) {
+        const int64_t n = out[i].numel();
+        const CpuFloats average(last ? out[i] : at::empty({0}));
+        const CpuFloats lost(own ? memory[i] : at::empty({0}));
+        const CpuFloats sent_values(own ? flat[i] : at::empty({0}));
+        float* to_out = average.data() - offset;
+        float* to_memory = lost.data() - offset;
+        const float* sent = sent_values.data() - offset;
+        for (int64_t j = offset; j < offset + n; ++j) {
+          const float total = (w == 0 ? 0.0f : sum[j]) + decoded[j];
+          if (last) {
+            to_out[j] = world == 1 ? total : total * scale;
+          } else {
+            sum[j] = total;
+          }
+          if (own) to_memory[j] = sent[j] - decoded[j];
+        }
+        if (last) average.writeBack();
+        if (own) lost.writeBack();
+        offset += n;
+      }
     }
-    sum_.unpack(out, 1.0 / comm_.size());
-    own_.unpack(memory);
     return 8ull * static_cast<uint64_t>(message.numel());
   }
 
@@ -41,7 +68,6 @@ class AllGatherReducer : public Reducer {
   void allocate(const std::vector<at::Tensor>& like) {
     std::vector<at::Tensor> floats;
     for (const auto& t : like) floats.push_back(at::empty({t.numel()}, t.options().dtype(at::kFloat)));
-    own_ = TensorBuffer(floats);
     decoded_ = TensorBuffer(floats);
     sum_ = TensorBuffer(floats);
     count_ = like.size();
@@ -58,7 +84,7 @@ class AllGatherReducer : public Reducer {
   std::unique_ptr<GradientCodec> codec_;
   bool allocated_ = false;
   size_t count_ = 0;
-  TensorBuffer own_, decoded_, sum_;
+  TensorBuffer decoded_, sum_;
 };
 
 }  // namespace
@@ -67,61 +93,24 @@ std::unique_ptr<Reducer> makeAllGatherReducer(Communicator& comm, std::unique_pt
   return std::make_unique<AllGatherReducer>(comm, std::move(codec));
 }
 
-// Tensor ops rather than a byte loop, so that packing runs on the gradients' device.
 at::Tensor packBits(const at::Tensor& codes, int64_t bits) {
-  const int64_t count = codes.numel();
-  const int64_t bytes = packedBytes(count, bits);
-  auto stream = at::zeros({bytes * 8}, codes.options().dtype(at::kByte));
-  auto fields = stream.narrow(0, 0, count * bits).view({count, bits});
-  for (int64_t j = 0; j < bits; ++j) fields.select(1, j).copy_(codes.bitwise_right_shift(j).bitwise_and(1));
-  auto octets = stream.view({bytes, 8});
-  auto packed = at::zeros({bytes}, codes.options().dtype(at::kByte));
-  for (int64_t k = 0; k < 8; ++k) packed.bitwise_or_(octets.select(1, k).bitwise_left_shift(k));
-  return packed;
+  const auto cpu = codes.to(at::kCPU, at::kLong).contiguous();
+  auto packed = at::empty({packedBytes(codes.numel(), bits)}, at::kByte);
+  BitWriter writer(packed.data_ptr<uint8_t>());
+  const int64_t* code = cpu.data_ptr<int64_t>();
+  for (int64_t i = 0; i < cpu.numel(); ++i) writer.put(static_cast<uint64_t>(code[i]), static_cast<int>(bits));
+  writer.finish();
+  return packed.to(codes.device());
 }
 
 at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits) {
-  auto stream = at::empty({bytes.numel(), 8}, bytes.options());
-  for (int64_t k = 0; k < 8; ++k) stream.select(1, k).copy_(bytes.bitwise_right_shift(k).bitwise_and(1));
-  auto fields = stream.view({-1}).narrow(0, 0, count * bits).view({count, bits}).to(at::kLong);
-  auto codes = at::zeros({count}, fields.options());
-  for (int64_t j = 0; j < bits; ++j) codes.bitwise_or_(fields.select(1, j).bitwise_left_shift(j));
-  return codes;
-}
-
-at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generator& generator, int64_t bits,
-                             const ElementQuantizer& quantize) {
-  if (tensors.empty()) return at::empty({0}, at::kByte);
-  int64_t count = 0;
-  for (const auto& t : tensors) count += t.numel();
-  const auto options = tensors.front().options();
-  const auto uniform = at::rand({count}, generator, at::TensorOptions().dtype(at::kFloat)).to(options.device());
-  auto scales = at::zeros({static_cast<int64_t>(tensors.size())}, options);
-  auto codes = at::empty({count}, options.dtype(at::kLong));
-  int64_t offset = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const int64_t n = tensors[i].numel();
-    if (n == 0) continue;
-    codes.narrow(0, offset, n).copy_(quantize(tensors[i], uniform.narrow(0, offset, n), scales[i]));
-    offset += n;
+  const auto cpu = bytes.to(at::kCPU).contiguous();
+  auto codes = at::empty({count}, at::kLong);
+  int64_t* code = codes.data_ptr<int64_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    code[i] = static_cast<int64_t>(fieldAt(cpu.data_ptr<uint8_t>(), cpu.numel(), i, static_cast<int>(bits)));
   }
-  return at::cat({floatsAsBytes(scales), packBits(codes, bits)});
-}
-
-void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>& tensors, int64_t bits,
-                       const std::function<at::Tensor(const at::Tensor& codes)>& values, double divisor) {
-  const int64_t header = 4 * static_cast<int64_t>(tensors.size());
-  int64_t count = 0;
-  for (const auto& t : tensors) count += t.numel();
-  const auto scales = bytesAsFloats(message.narrow(0, 0, header));
-  const auto decoded = values(unpackBits(message.narrow(0, header, message.numel() - header), count, bits));
-  int64_t offset = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const int64_t n = tensors[i].numel();
-    auto target = tensors[i];
-    at::mul_out(target, decoded.narrow(0, offset, n), scales[i] / divisor);
-    offset += n;
-  }
+  return codes.to(bytes.device());
 }
 
 at::Tensor floatsAsBytes(const at::Tensor& floats) {

@@ -1,13 +1,15 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
 #include <ATen/ATen.h>
 
+#include "reducers/bit_stream.h"
 #include "reducers/reducer.h"
+#include "reducers/tensor_buffer.h"
 
 namespace gcrun::reducers {
 
@@ -44,16 +46,19 @@ inline int64_t packedBytes(int64_t count, int64_t bits) { return (count * bits +
 // The message of the element-wise quantizers (qsgd, terngrad): one float32 scale per tensor (4T
 // bytes, native order), then every element of every tensor in order as a `bits`-bit code.
 //
-// Encoding: `quantize(g, uniform, scale)` gets one non-empty tensor, a U[0, 1) draw per element
-// (from `generator`, one draw for all tensors), and the tensor's scale entry (zero, to fill in),
-// and returns the elements' int64 codes.
-using ElementQuantizer = std::function<at::Tensor(const at::Tensor& g, const at::Tensor& uniform, at::Tensor scale)>;
+// Encoding: one U[0, 1) draw per element from `generator` (what at::rand draws, into `uniform`,
+// the caller's scratch, kept between calls so its pages are not faulted in again); per non-empty
+// tensor g, `quantizer.scale(g)` is its scale (empty tensors send 0) and
+// `quantizer.code(x, u, scale)` each element's code. One fused pass over raw memory: the codecs'
+// element functions are inlined here, and no per-element tensor is materialised.
+template <class Quantizer>
 at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generator& generator, int64_t bits,
-                             const ElementQuantizer& quantize);
-// Decoding: `values(codes)` turns all codes into float32 multiples of the scale; tensor i gets its
-// values times scale_i / divisor.
+                             const Quantizer& quantizer, at::Tensor& uniform);
+// Decoding: `value(code)` is a code's float32 multiple of the scale; tensor i gets value times
+// (scale_i / divisor), that factor computed as a float32 tensor op as before.
+template <class Value>
 void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>& tensors, int64_t bits,
-                       const std::function<at::Tensor(const at::Tensor& codes)>& values, double divisor = 1.0);
+                       const Value& value, double divisor = 1.0);
 
 // A float32 tensor's bytes in native order (all workers share one architecture), and back.
 at::Tensor floatsAsBytes(const at::Tensor& floats);
@@ -62,5 +67,69 @@ at::Tensor bytesAsFloats(const at::Tensor& bytes);
 // A generator of this worker's own: stochastic rounding must be independent across workers for the
 // average to be unbiased, and still reproducible from the shared seed.
 at::Generator workerGenerator(uint64_t seed, int rank);
+
+template <class Quantizer>
+at::Tensor encodeScaledCodes(const std::vector<at::Tensor>& tensors, at::Generator& generator, int64_t bits,
+                             const Quantizer& quantizer, at::Tensor& uniform) {
+  if (tensors.empty()) return at::empty({0}, at::kByte);
+  int64_t count = 0;
+  for (const auto& t : tensors) count += t.numel();
+  if (!uniform.defined() || uniform.numel() != count) uniform = at::empty({count}, at::kFloat);
+  uniform.uniform_(0, 1, generator);  // at::rand's own draw
+  const int64_t header = 4 * static_cast<int64_t>(tensors.size());
+  auto message = at::empty({header + packedBytes(count, bits)}, at::kByte);
+  auto* scales = reinterpret_cast<float*>(message.data_ptr<uint8_t>());
+  BitWriter writer(message.data_ptr<uint8_t>() + header);
+  const float* u = uniform.data_ptr<float>();
+  // Codes a chunk at a time: the element loop then has no dependency between iterations and
+  // vectorizes; the packing loop after it does not.
+  constexpr int64_t kChunk = 1024;
+  decltype(quantizer.code(0.0f, 0.0f, 0.0f)) codes[kChunk];
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t n = tensors[i].numel();
+    scales[i] = 0;
+    if (n == 0) continue;
+    const CpuFloats g(tensors[i]);
+    const float scale = quantizer.scale(tensors[i]);
+    scales[i] = scale;
+    const float* x = g.data();
+    for (int64_t start = 0; start < n; start += kChunk) {
+      const int64_t size = std::min(kChunk, n - start);
+      for (int64_t j = 0; j < size; ++j) codes[j] = quantizer.code(x[start + j], u[start + j], scale);
+      for (int64_t j = 0; j < size; ++j) writer.put(codes[j], static_cast<int>(bits));
+    }
+    u += n;
+  }
+  writer.finish();
+  return message.to(tensors.front().device());
+}
+
+template <class Value>
+void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>& tensors, int64_t bits,
+                       const Value& value, double divisor) {
+  const int64_t header = 4 * static_cast<int64_t>(tensors.size());
+  const auto bytes = message.to(at::kCPU).contiguous();
+  const auto scales = bytesAsFloats(bytes.narrow(0, 0, header));
+  const uint8_t* fields = bytes.data_ptr<uint8_t>() + header;
+  const int64_t size = bytes.numel() - header;
+  // Narrow codes go through a table of value(code), the same floats without the per-element work.
+  std::vector<float> table(bits <= 16 ? size_t{1} << bits : 0);
+  for (size_t code = 0; code < table.size(); ++code) table[code] = value(code);
+  const auto decodeOne = [&](int64_t index) {
+    const uint64_t code = fieldAt(fields, size, index, static_cast<int>(bits));
+    return table.empty() ? value(code) : table[code];
+  };
+  int64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t n = tensors[i].numel();
+    if (n == 0) continue;
+    const float factor = (scales[static_cast<int64_t>(i)] / divisor).item<float>();
+    const CpuFloats target(tensors[i]);
+    float* out = target.data();
+    for (int64_t j = 0; j < n; ++j) out[j] = decodeOne(offset + j) * factor;
+    target.writeBack();
+    offset += n;
+  }
+}
 
 }  // namespace gcrun::reducers

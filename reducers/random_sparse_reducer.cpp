@@ -32,26 +32,39 @@ class RandomSparseReducer : public Reducer {
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
     if (!allocated_) allocate(send);
-    flat_.pack(send);
-    std::vector<at::Tensor> indices;
-    int64_t offset = 0;
+    // Straight from and into the caller's tensors, one tensor at a time: no packed copies. The
+    // index draws come first, in tensor order, as before.
+    const auto device = values_.device();
+    std::vector<at::Tensor> indices(send.size());
     for (size_t i = 0; i < send.size(); ++i) {
-      const int64_t numel = send[i].numel();
-      if (sizes_[i] > 0) indices.push_back(sampler_(numel, sizes_[i], generator_) + offset);
-      offset += numel;
+      if (sizes_[i] > 0) indices[i] = sampler_(send[i].numel(), sizes_[i], generator_).to(device);
     }
-    const auto device = flat_.flat().device();
-    const auto index = indices.empty() ? at::empty({0}, at::kLong).to(device) : at::cat(indices).to(device);
-    auto& g = flat_.flat();
-    values_.copy_(g.index_select(0, index));
-    g.index_copy_(0, index, values_ * (1 - scales_));
-    flat_.unpack(memory);
+    int64_t slot = 0;
+    for (size_t i = 0; i < send.size(); ++i) {
+      if (sizes_[i] == 0) continue;
+      values_.narrow(0, slot, sizes_[i]).copy_(send[i].reshape({-1}).index_select(0, indices[i]));
+      slot += sizes_[i];
+    }
+    slot = 0;
+    for (size_t i = 0; i < send.size(); ++i) {
+      memory[i].copy_(send[i]);
+      if (sizes_[i] == 0) continue;
+      const auto kept = values_.narrow(0, slot, sizes_[i]) * (1 - scales_.narrow(0, slot, sizes_[i]));
+      withFlat(memory[i], [&](const at::Tensor& m) { m.index_copy_(0, indices[i], kept); });
+      slot += sizes_[i];
+    }
 
     // Gloo can hang on empty tensors; only a model without elements sends nothing.
     if (values_.numel() > 0) comm_.allreduceSum(values_);
-    g.zero_();
-    g.index_copy_(0, index, values_ * (scales_ / comm_.size()));
-    flat_.unpack(out);
+    slot = 0;
+    for (size_t i = 0; i < send.size(); ++i) {
+      const int64_t k = sizes_[i];
+      withFlat(out[i], [&](const at::Tensor& o) {
+        o.zero_();
+        if (k > 0) o.index_copy_(0, indices[i], values_.narrow(0, slot, k) * (scales_.narrow(0, slot, k) / comm_.size()));
+      });
+      slot += k;
+    }
     return bitsOf(values_);
   }
 
@@ -61,8 +74,7 @@ class RandomSparseReducer : public Reducer {
 
  private:
   void allocate(const std::vector<at::Tensor>& like) {
-    flat_ = TensorBuffer(like);
-    const auto options = flat_.flat().options();
+    const auto options = like.empty() ? at::TensorOptions() : like.front().options();
     std::vector<at::Tensor> scales;
     for (const auto& t : like) {
       const int64_t numel = t.numel();
@@ -86,7 +98,6 @@ class RandomSparseReducer : public Reducer {
   std::vector<int64_t> sizes_;
   at::Tensor scales_;  // per sent value: numel / k of its tensor with reducer.rescale, else 1
   at::Tensor values_;
-  TensorBuffer flat_;
 };
 
 }  // namespace

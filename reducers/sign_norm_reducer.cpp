@@ -21,7 +21,10 @@ class SignNormReducer : public Reducer {
 
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
-    if (flat_.numel() == 0) flat_ = TensorBuffer(send);
+    if (flat_.numel() == 0) {
+      flat_ = TensorBuffer(send);
+      sum_ = TensorBuffer(send);
+    }
     flat_.pack(send);
     const auto signs = packSigns(flat_.flat());
     auto scales = at::empty({static_cast<int64_t>(send.size())}, flat_.flat().options());
@@ -31,24 +34,40 @@ class SignNormReducer : public Reducer {
     const auto all_signs = comm_.allgather(signs);
     const auto all_scales = comm_.allgather(scales);
 
-    for (const auto& o : out) o.zero_();
-    for (size_t w = 0; w < all_signs.size(); ++w) {
-      flat_.flat().copy_(unpackSigns(all_signs[w], flat_.numel(), flat_.flat().scalar_type()));
-      for (size_t i = 0; i < out.size(); ++i) {
-        auto decoded = flat_.slice(i).view(out[i].sizes()) * all_scales[w][static_cast<int64_t>(i)];
-        out[i].add_(decoded);
-        if (static_cast<int>(w) != comm_.rank()) continue;
-        auto error = memory[i];
-        at::sub_out(error, send[i], decoded);
-      }
+    // One pass: every worker's scale * sign added up in rank order, then divided by W (the float32
+    // operations of the former whole-tensor version, in the same order); this worker's own
+    // decoded value taken off its gradient for the memory.
+    const int world = comm_.size();
+    std::vector<const uint8_t*> bits;
+    std::vector<const float*> scale;
+    for (int w = 0; w < world; ++w) {
+      bits.push_back(all_signs[w].data_ptr<uint8_t>());
+      scale.push_back(all_scales[w].data_ptr<float>());
     }
-    for (const auto& o : out) o.div_(comm_.size());
+    float* own = flat_.flat().data_ptr<float>();
+    float* sum = sum_.flat().data_ptr<float>();
+    int64_t offset = 0;
+    const int rank = comm_.rank();
+    const auto divisor = static_cast<float>(world);
+    for (size_t i = 0; i < send.size(); ++i) {
+      const int64_t end = offset + send[i].numel();
+      for (int64_t j = offset; j < end; ++j) {
+        float total = 0;
+        for (int w = 0; w < world; ++w) total += sentSign(bits[w], j) * scale[w][i];
+        own[j] -= sentSign(bits[rank], j) * scale[rank][i];
+        sum[j] = total / divisor;
+      }
+      offset = end;
+    }
+    sum_.unpack(out);
+    flat_.unpack(memory);
     return bitsOf(signs) + bitsOf(scales);
   }
 
  private:
   Communicator& comm_;
-  TensorBuffer flat_;
+  TensorBuffer flat_;  // this worker's gradient, then its memory
+  TensorBuffer sum_;
 };
 
 }  // namespace

@@ -23,25 +23,33 @@ class SignumReducer : public Reducer {
 
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
-    if (flat_.numel() == 0) flat_ = TensorBuffer(send);
+    if (flat_.numel() == 0) {
+      flat_ = TensorBuffer(send);
+      vote_ = TensorBuffer(send);
+    }
     flat_.pack(send);
     const auto message = packSigns(flat_.flat());
-    auto votes = at::zeros_like(flat_.flat());
-    for (const auto& m : comm_.allgather(message)) {
-      votes.add_(unpackSigns(m, flat_.numel(), votes.scalar_type()));
+    std::vector<const uint8_t*> bits;
+    const auto messages = comm_.allgather(message);
+    for (const auto& m : messages) bits.push_back(m.data_ptr<uint8_t>());
+    // One pass: the sum of the +1 / -1 votes (exact in float32), its sign, and the memory.
+    float* own = flat_.flat().data_ptr<float>();
+    float* vote = vote_.flat().data_ptr<float>();
+    for (int64_t j = 0; j < flat_.numel(); ++j) {
+      float total = 0;
+      for (const uint8_t* b : bits) total += sentSign(b, j);
+      vote[j] = static_cast<float>((total > 0) - (total < 0));
+      own[j] -= vote[j];
     }
-    flat_.flat().copy_(votes.sign_());
-    flat_.unpack(out);
-    for (size_t i = 0; i < send.size(); ++i) {
-      auto error = memory[i];
-      at::sub_out(error, send[i], out[i]);
-    }
+    vote_.unpack(out);
+    flat_.unpack(memory);
     return bitsOf(message);
   }
 
  private:
   Communicator& comm_;
-  TensorBuffer flat_;
+  TensorBuffer flat_;  // this worker's gradient, then its memory
+  TensorBuffer vote_;
 };
 
 }  // namespace

@@ -111,4 +111,34 @@ inline std::vector<at::Tensor> pick(const std::vector<at::Tensor>& tensors, cons
   return picked;
 }
 
+// Raw float32 access to a tensor on the CPU: the tensor itself when it is one already, else a
+// contiguous CPU copy that writeBack() returns to it.
+class CpuFloats {
+ public:
+  explicit CpuFloats(const at::Tensor& t)
+      : target_(t), data_(t.is_cpu() && t.is_contiguous() && t.scalar_type() == at::kFloat
+                              ? t
+                              : t.to(at::kCPU, at::kFloat).contiguous()) {}
+  float* data() const { return data_.data_ptr<float>(); }
+  void writeBack() const {
+    if (!data_.is_same(target_)) target_.copy_(data_.view(target_.sizes()));
+  }
+
+ private:
+  at::Tensor target_, data_;
+};
+
+// Calls fn with t as one flat tensor it may write: a view of t when t is contiguous, else a copy
+// that is written back afterwards.
+template <class Fn>
+void withFlat(const at::Tensor& t, Fn&& fn) {
+  if (t.is_contiguous()) {
+    fn(t.view({-1}));
+    return;
+  }
+  auto flat = t.reshape({-1}).clone();
+  fn(flat);
+  t.copy_(flat.view(t.sizes()));
+}
+
 }  // namespace gcrun::reducers

@@ -1,3 +1,7 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <ATen/ATen.h>
@@ -22,20 +26,11 @@ class TernGradCodec : public GradientCodec {
   explicit TernGradCodec(at::Generator generator) : generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
-    return encodeScaledCodes(tensors, generator_, kFieldBits, [](const at::Tensor& g, const at::Tensor& uniform,
-                                                                  at::Tensor scale) {
-      scale.copy_(g.abs().max());
-      // An all-zero tensor has scale 0 and sends only zeros; the clamp only avoids 0/0.
-      auto probability = g.abs().div_(scale.clamp_min(std::numeric_limits<float>::min()));
-      auto kept = uniform.lt(probability).to(at::kLong);
-      return kept.mul_(g.lt(0).to(at::kLong).add_(1));
-    });
+    return encodeScaledCodes(tensors, generator_, kFieldBits, Quantizer{}, uniform_);
   }
 
   void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
-    const auto ternary = [](const at::Tensor& codes) {
-      return codes.eq(1).to(at::kFloat).sub_(codes.eq(2).to(at::kFloat));
-    };
+    const auto ternary = [](uint64_t code) { return code == 1 ? 1.0f : code == 2 ? -1.0f : 0.0f; };
     decodeScaledCodes(message, tensors, kFieldBits, ternary);
   }
 
@@ -43,8 +38,31 @@ class TernGradCodec : public GradientCodec {
   void loadState(const Reducer::State& state) override { loadGenerator(state, "terngrad", "generator", generator_); }
 
  private:
+  // Kept with probability |g| / max(scale, FLT_MIN): the float32 operations of the tensor ops this
+  // replaced (tests/reducer_oracle_test keeps them).
+  struct Quantizer {
+    // max |g_i| (NaN if any is), as g.abs().max() but without its temporary: a maximum does not
+    // depend on the order it is taken in. Taken over the bit patterns of |g_i|, which order
+    // non-negative floats as their values do and put NaNs above infinity.
+    float scale(const at::Tensor& g) const {
+      const CpuFloats values(g);
+      const auto* x = reinterpret_cast<const uint32_t*>(values.data());
+      uint32_t largest = 0;
+      for (int64_t j = 0; j < g.numel(); ++j) largest = std::max(largest, x[j] & 0x7FFFFFFFu);
+      if (largest > 0x7F800000u) return std::numeric_limits<float>::quiet_NaN();
+      float magnitude;
+      std::memcpy(&magnitude, &largest, sizeof(magnitude));
+      return magnitude;
+    }
+    uint32_t code(float x, float u, float scale) const {
+      const float probability = std::fabs(x) / std::max(scale, std::numeric_limits<float>::min());
+      return static_cast<uint32_t>(u < probability) * (1u + static_cast<uint32_t>(x < 0));
+    }
+  };
+
   static constexpr int64_t kFieldBits = 2;
   at::Generator generator_;
+  at::Tensor uniform_;  // encodeScaledCodes' scratch for the draws
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "reducers/builtin_reducers.h"
 #include "reducers/shared_settings.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/top_magnitudes.h"
 
 namespace gcrun::reducers {
 namespace {
@@ -39,59 +40,59 @@ class TopKReducer : public Reducer {
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
     if (!allocated_) allocate(send);
-    flat_.pack(send);
+    // Straight from and into the caller's tensors, one tensor at a time: no packed copies.
+    std::vector<at::Tensor> positions(send.size());
     int64_t slot = 0;
     for (size_t i = 0; i < send.size(); ++i) {
       const int64_t k = sizes_[i];
       if (k == 0) continue;
-      auto g = flat_.slice(i);
-      auto positions = std::get<1>(at::topk(g.abs(), k, /*dim=*/0, /*largest=*/true, /*sorted=*/false));
-      values_.narrow(0, slot, k).copy_(g.index_select(0, positions));
-      positions_.narrow(0, slot, k).copy_(positions);
+      const auto g = send[i].reshape({-1});
+      positions[i] = topMagnitudePositions(g, k);
+      values_.narrow(0, slot, k).copy_(g.index_select(0, positions[i]));
+      positions_.narrow(0, slot, k).copy_(positions[i]);
       slot += k;
     }
-    flat_.flat().index_fill_(0, flatPositions(positions_), 0);
-    flat_.unpack(memory);
+    for (size_t i = 0; i < send.size(); ++i) {
+      memory[i].copy_(send[i]);
+      if (sizes_[i] > 0) withFlat(memory[i], [&](const at::Tensor& m) { m.index_fill_(0, positions[i], 0); });
+    }
 
     // Gloo can hang on empty tensors; only a model without elements sends nothing.
     const int64_t total = values_.numel();
     auto all_values = total > 0 ? comm_.allgather(values_) : std::vector<at::Tensor>{};
     auto all_positions = total > 0 ? comm_.allgather(positions_) : std::vector<at::Tensor>{};
-    flat_.flat().zero_();
-    for (size_t w = 0; w < all_values.size(); ++w) {
-      flat_.flat().index_add_(0, flatPositions(all_positions[w]), all_values[w] / comm_.size());
+    slot = 0;
+    for (size_t i = 0; i < send.size(); ++i) {
+      const int64_t k = sizes_[i];
+      withFlat(out[i], [&](const at::Tensor& o) {
+        o.zero_();
+        for (size_t w = 0; w < all_values.size(); ++w) {
+          o.index_add_(0, all_positions[w].narrow(0, slot, k).to(at::kLong), all_values[w].narrow(0, slot, k) / comm_.size());
+        }
+      });
+      slot += k;
     }
-    flat_.unpack(out);
     return bitsOf(values_) + bitsOf(positions_);
   }
 
  private:
   void allocate(const std::vector<at::Tensor>& like) {
-    flat_ = TensorBuffer(like);
-    std::vector<at::Tensor> slot_offsets;
-    int64_t offset = 0;
+    int64_t total = 0;
     for (const auto& t : like) {
       sizes_.push_back(topkSize(compression_, t.numel()));
-      slot_offsets.push_back(at::full({sizes_.back()}, offset, t.options().dtype(at::kLong)));
-      offset += t.numel();
+      total += sizes_.back();
     }
-    const auto options = flat_.flat().options();
-    slot_offsets_ = like.empty() ? at::empty({0}, options.dtype(at::kLong)) : at::cat(slot_offsets);
-    values_ = at::empty({slot_offsets_.numel()}, options);
-    positions_ = at::empty({slot_offsets_.numel()}, options.dtype(at::kInt));
+    const auto options = like.empty() ? at::TensorOptions() : like.front().options();
+    values_ = at::empty({total}, options);
+    positions_ = at::empty({total}, options.dtype(at::kInt));
     allocated_ = true;
   }
-
-  // A message's positions within their tensors, as positions in the flat gradient.
-  at::Tensor flatPositions(const at::Tensor& positions) const { return positions.to(at::kLong) + slot_offsets_; }
 
   Communicator& comm_;
   const double compression_;
   bool allocated_ = false;
   std::vector<int64_t> sizes_;
-  at::Tensor slot_offsets_;  // for each sent slot, where its tensor starts in the flat gradient
   at::Tensor values_, positions_;
-  TensorBuffer flat_;
 };
 
 }  // namespace
