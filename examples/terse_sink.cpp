@@ -29,8 +29,8 @@ class TerseSink : public gcrun::outputs::MetricSink {
   void metric(const gcrun::outputs::MetricEvent& event) override { ++events_; }
 
   void epochEnd(const gcrun::outputs::EpochSummary& summary) override {
-    std::printf("terse: epoch=%lld step=%lld test_accuracy=%.*f events=%d\n",
-                static_cast<long long>(summary.epoch), static_cast<long long>(summary.step), digits_,
+    std::printf("terse: epoch=%lld step=%lld test_accuracy=%.*f events=%d\n", static_cast<long long>(summary.epoch),
+                static_cast<long long>(summary.step), digits_,
                 summary.test.count("accuracy") ? summary.test.at("accuracy") : 0.0, events_);
   }
 
@@ -44,10 +44,9 @@ class TerseSink : public gcrun::outputs::MetricSink {
 }  // namespace
 
 extern "C" void gcrun_register(void) {
-  gcrun::outputs::sinkRegistry().add("terse", "one terse line per epoch (example plugin)",
-                                     [](const gcrun::outputs::SinkContext& context) {
-                                       return std::make_unique<TerseSink>(
-                                           settings().read(context.config.output.settings));
-                                     });
+  gcrun::outputs::sinkRegistry().add(
+      "terse", "one terse line per epoch (example plugin)", [](const gcrun::outputs::SinkContext& context) {
+        return std::make_unique<TerseSink>(settings().read(context.config.output.settings));
+      });
   gcrun::hyperparams::declareSettings("output", "terse", settings().specs());
 }

@@ -33,7 +33,8 @@ std::string missingIncludes(const fs::path& include_dir) {
 
 TEST(Install, AnOutOfTreePluginBuildsAgainstTheInstallAndDeclaresItsKeys) {
   const std::string cmake = GCRUN_CMAKE_COMMAND;
-  if (!fs::exists(cmake)) GTEST_SKIP() << "cmake (" << cmake << ") is not available, so nothing can be built against an install";
+  if (!fs::exists(cmake))
+    GTEST_SKIP() << "cmake (" << cmake << ") is not available, so nothing can be built against an install";
   // Under the build folder, emptied first: the example build's paths stay the same from run to run,
   // so the compiler cache serves them.
   const fs::path root = fs::path(GCRUN_BUILD_DIR) / "install-test";
@@ -48,7 +49,7 @@ TEST(Install, AnOutOfTreePluginBuildsAgainstTheInstallAndDeclaresItsKeys) {
 
   const std::string launcher = std::string(GCRUN_CCACHE).empty() ? "" : " -DCMAKE_CXX_COMPILER_LAUNCHER=" GCRUN_CCACHE;
   const auto configure = runCommand(cmake + " -S " + GCRUN_SOURCE_DIR + "/examples -B " + build.string() +
-                             " -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + prefix.string() + launcher);
+                                    " -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + prefix.string() + launcher);
   ASSERT_EQ(configure.exit_code, 0) << configure.output;
   const auto compile = runCommand(cmake + " --build " + build.string() + " --parallel 2");
   ASSERT_EQ(compile.exit_code, 0) << compile.output;
@@ -58,11 +59,12 @@ TEST(Install, AnOutOfTreePluginBuildsAgainstTheInstallAndDeclaresItsKeys) {
   const std::string plugins = " --plugin " + (build / "libgcrun_int8_plugin.so").string() + " --plugin " +
                               (build / "libgcrun_recording_plugin.so").string() + " --plugin " +
                               (build / "libgcrun_terse_plugin.so").string();
-  const std::string keys = " --set reducer.name=recording --set reducer.inner=int8 --set reducer.int8_levels=60"
-                           " --set reducer.record_to=" + (root / "records").string() +
-                           " --set 'output.sinks=[terse,jsonl]' --set output.terse_digits=3";
+  const std::string keys =
+      " --set reducer.name=recording --set reducer.inner=int8 --set reducer.int8_levels=60"
+      " --set reducer.record_to=" +
+      (root / "records").string() + " --set 'output.sinks=[terse,jsonl]' --set output.terse_digits=3";
   const auto experiment = runCommand(gcrun + " experiment fashion-sgd" + plugins + keys + " --output-dir " +
-                              (root / "run").string() + " --set task.synthetic=true --set training.max_steps=2");
+                                     (root / "run").string() + " --set task.synthetic=true --set training.max_steps=2");
   ASSERT_EQ(experiment.exit_code, 0) << experiment.output;
   EXPECT_TRUE(contains(experiment.output, "terse: epoch=1 step=2")) << experiment.output;
   const auto records = readFile((root / "records/recording-rank0.tsv").string());

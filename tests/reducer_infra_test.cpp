@@ -54,7 +54,7 @@ ReducerOptions optionsFor(const std::string& name, const std::string& granularit
 
 std::unique_ptr<Reducer> make(Communicator& comm, const ReducerOptions& options) {
   return reducers::withGranularity(
-      reducers::reducerRegistry().at(options.name).factory.make({comm, options, 7}), options);
+      reducers::reducerRegistry().at(options.name).factory.make({comm, options, 7, /*parameters=*/{}}), options);
 }
 
 TEST(Granularity, SquareSideIsTheCeilingOfTheSquareRoot) {
