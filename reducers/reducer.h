@@ -34,9 +34,9 @@ using comm::PendingCollective;
 //  - send[i] is what this worker contributes (gradient, plus error-feedback memory when that is
 //    on). The reducer may use it as scratch space. memory[i] may be send[i] itself (the trainer
 //    accumulates error feedback in place), so a reducer reads what it needs of send[i] before it
-//    writes memory[i]. The same holds for a reducer that hands its arguments on to another one
-//    (a wrapper): whatever it wants of send[i] it must copy or measure before the inner reduce(),
-//    which may overwrite send[i] with scratch or with memory (examples/wrapping_reducer.cpp).
+//    writes memory[i]. So does a wrapper that hands its arguments on to another reducer: what it
+//    wants of send[i] it copies or measures before forwarding ready(i) or reduce(), which may
+//    overwrite send[i] in place (scratch, collectives, memory): examples/recording_reducer.cpp.
 //  - out[i] receives the update every worker applies: identical on every rank.
 //  - memory[i] receives what this worker's contribution lost: send[i] minus what the reducer
 //    delivered for it (for exact averaging, zero). The trainer owns these buffers and adds them to
