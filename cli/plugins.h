@@ -13,8 +13,8 @@ namespace gcrun::cli {
 // that defines
 //     extern "C" void gcrun_register(void);
 // which adds reducers, tasks or metric sinks to the registries; the gcrun executable exports its
-// symbols, so the plugin's calls resolve to the executable's registries. examples/reducer_plugin.cpp
-// is a complete one.
+// symbols, so the plugin's calls resolve to the executable's registries. examples/ holds complete
+// ones, built against an installed gcrun as find_package(gcrun) + gcrun::plugin.
 
 // Adds the repeatable `--plugin PATH` option to `command`, collecting into `paths`.
 void addPluginOption(CLI::App& command, std::vector<std::string>& paths);

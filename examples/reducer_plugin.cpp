@@ -1,5 +1,5 @@
 // A user's own reducer, added to gcrun as a plugin: build this file as a shared library against
-// gcrun's headers (examples/CMakeLists.txt does) and run
+// an installed gcrun (examples/CMakeLists.txt does) and run
 //     gcrun experiment fashion-sgd --plugin libgcrun_int8_plugin.so --set reducer.name=int8
 // gcrun loads the library and calls gcrun_register() below, which adds "int8" to the reducer
 // registry like any built-in: `gcrun list reducers --plugin ...` shows it, and every key, granularity

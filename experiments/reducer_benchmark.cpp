@@ -27,12 +27,6 @@ namespace {
 // A peer that fails leaves the others waiting in a collective for this long.
 constexpr std::chrono::seconds kCollectiveTimeout(120);
 
-std::vector<std::vector<int64_t>> shapesOf(torch::nn::Module& model) {
-  std::vector<std::vector<int64_t>> shapes;
-  for (const auto& p : model.parameters()) shapes.push_back(p.sizes().vec());
-  return shapes;
-}
-
 // ||out - mean|| / ||mean|| over all tensors, `sum` holding the workers' sends added up.
 double relativeError(const std::vector<at::Tensor>& out, const reducers::TensorBuffer& sum, int workers) {
   double difference = 0, reference = 0;
@@ -62,9 +56,9 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
   row.granularity = nameOf(reducer_options.granularity);
 
   int64_t elements = 0;
-  for (const auto& shape : set.shapes) {
+  for (const auto& parameter : set.parameters) {
     int64_t numel = 1;
-    for (auto size : shape) numel *= size;
+    for (auto size : parameter.shape) numel *= size;
     elements += numel;
   }
 
@@ -75,13 +69,13 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
     comm::runThreadGroup(workers, kCollectiveTimeout, [&](comm::Communicator& comm) {
       const int rank = comm.rank();
       auto reducer = reducers::withGranularity(
-          spec.make(reducers::ReducerContext{comm, reducer_options, options.seed}), reducer_options);
+          spec.make(reducers::ReducerContext{comm, reducer_options, options.seed, set.parameters}), reducer_options);
       auto generator = at::detail::createCPUGenerator(options.seed + 1000003ull * (rank + 1));
       std::vector<at::Tensor> send, out, memory;
-      for (const auto& shape : set.shapes) {
-        send.push_back(at::empty(shape));
-        out.push_back(at::empty(shape));
-        memory.push_back(at::empty(shape));
+      for (const auto& parameter : set.parameters) {
+        send.push_back(at::empty(parameter.shape));
+        out.push_back(at::empty(parameter.shape));
+        memory.push_back(at::empty(parameter.shape));
       }
       reducers::TensorBuffer sum(send);
       for (int step = 0; step < options.warmup + options.repeats; ++step) {
@@ -126,7 +120,7 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
 std::vector<ShapeSet> paperShapeSets(std::vector<std::string>& notes) {
   std::vector<ShapeSet> sets;
   auto resnet = tasks::models::buildModel("resnet18", {3, 32, 10}, 0);
-  sets.push_back({"resnet18", shapesOf(*resnet)});
+  sets.push_back({"resnet18", reducers::parametersOf(*resnet)});
   if (!tasks::taskRegistry().contains("wikitext2")) {
     notes.push_back("lstm: skipped, no task named wikitext2 is registered");
     return sets;
@@ -137,7 +131,7 @@ std::vector<ShapeSet> paperShapeSets(std::vector<std::string>& notes) {
   }
   auto task = tasks::taskRegistry().at("wikitext2").factory(
       tasks::TaskContext{config.task, config.training.batch_size, 0, c10::Device(c10::kCPU)});
-  sets.push_back({"lstm", shapesOf(task->model())});
+  sets.push_back({"lstm", reducers::parametersOf(task->model())});
   return sets;
 }
 

@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "hyperparams/config.h"
+#include "reducers/reducer.h"
 
 namespace gcrun::experiments {
 
-// The gradient shapes of one model: its parameters in registration order.
+// The gradient shapes of one model: its parameters in registration order, with their names.
 struct ShapeSet {
   std::string name;
-  std::vector<std::vector<int64_t>> shapes;
+  std::vector<reducers::ParameterInfo> parameters;
 };
 
 // The paper's models: ResNet-18 on CIFAR-10 and, when the wikitext2 task is registered, its LSTM

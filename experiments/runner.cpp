@@ -294,7 +294,8 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
     batchesPerEpochOf(*task, {comm.rank(), comm.size()}, config.training);
     reducer = reducers::withGranularity(
         reducers::reducerRegistry().at(config.reducer.name).factory.make(
-            reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed)}),
+            reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed),
+                                     reducers::parametersOf(task->model())}),
         config.reducer);
   } catch (const UserError& e) {
     if (hooks.shared) {

@@ -44,7 +44,7 @@ E enumFromName(const std::string& name) {
 }
 
 // A value of a setting that an extension declares itself (a reducer's reducer.rank, a plugin's
-// reducer.my_key): see hyperparams/settings.h.
+// reducer.my_key, task.my_key or output.my_key): see hyperparams/settings.h.
 using SettingValue = std::variant<int64_t, double, bool, std::string>;
 using SettingValues = std::map<std::string, SettingValue>;
 
@@ -63,6 +63,8 @@ struct TaskOptions {
   int64_t synthetic_samples = 0;
   // At most this many per evaluation batch; on the CPU at most 32 (tasks::evaluationChunk).
   int64_t test_batch_size = 1000;
+  // The values given for the tasks' own task.* settings (a plugin task's), as for the reducers'.
+  SettingValues settings;
 };
 
 // The evaluations at epoch ends.
@@ -138,6 +140,8 @@ struct OutputOptions {
   std::vector<std::string> sinks = {"console", "jsonl", "csv"};
   // How often (in steps) the console progress line is refreshed when stdout is not a terminal.
   int64_t log_every_steps = 50;
+  // The values given for the sinks' own output.* settings (a plugin sink's), as for the reducers'.
+  SettingValues settings;
 };
 
 // The published result a preset reproduces (the paper's 16-worker tables); run.json and the final

@@ -13,11 +13,12 @@ namespace {
 using yaml_values::parse;
 using yaml_values::toNode;
 
-// Where a section's declared settings live in the config, and which of their owners it selects.
+// Where a section's declared settings live in the config, and which of their owners it selects
+// (the reducer, the task, the sinks in order).
 struct SettingSection {
   std::function<SettingValues&(ExperimentConfig&)> values;
   std::function<const SettingValues&(const ExperimentConfig&)> given;
-  std::function<const std::string&(const ExperimentConfig&)> selected_owner;
+  std::function<std::vector<std::string>(const ExperimentConfig&)> selected_owners;
 };
 
 const std::map<std::string, SettingSection>& settingSections() {
@@ -25,7 +26,15 @@ const std::map<std::string, SettingSection>& settingSections() {
       {"reducer",
        {[](ExperimentConfig& c) -> SettingValues& { return c.reducer.settings; },
         [](const ExperimentConfig& c) -> const SettingValues& { return c.reducer.settings; },
-        [](const ExperimentConfig& c) -> const std::string& { return c.reducer.name; }}},
+        [](const ExperimentConfig& c) { return std::vector<std::string>{c.reducer.name}; }}},
+      {"task",
+       {[](ExperimentConfig& c) -> SettingValues& { return c.task.settings; },
+        [](const ExperimentConfig& c) -> const SettingValues& { return c.task.settings; },
+        [](const ExperimentConfig& c) { return std::vector<std::string>{c.task.name}; }}},
+      {"output",
+       {[](ExperimentConfig& c) -> SettingValues& { return c.output.settings; },
+        [](const ExperimentConfig& c) -> const SettingValues& { return c.output.settings; },
+        [](const ExperimentConfig& c) { return c.output.sinks; }}},
   };
   return sections;
 }
@@ -59,9 +68,11 @@ KeySpec declaredKey(const std::string& key, const SettingSection& section, const
     const auto& values = section.given(config);
     if (const auto given = values.find(name); given != values.end()) return toNode(given->second);
     const auto& declared = declarations().at(key);
-    const auto owner = declared.by_owner.find(section.selected_owner(config));
-    return toNode((owner != declared.by_owner.end() ? owner->second : declared.by_owner.at(declared.first_owner))
-                      .default_value);
+    for (const auto& owner : section.selected_owners(config)) {
+      const auto found = declared.by_owner.find(owner);
+      if (found != declared.by_owner.end()) return toNode(found->second.default_value);
+    }
+    return toNode(declared.by_owner.at(declared.first_owner).default_value);
   };
   return spec;
 }
@@ -91,6 +102,10 @@ void declareSetting(const std::string& section_name, const std::string& owner, c
   }
   declared.by_owner[owner] = spec;
   for (const auto& alias : spec.aliases) addAlias({alias, key, {}});
+}
+
+void declareSettings(const std::string& section, const std::string& owner, const std::vector<SettingSpec>& specs) {
+  for (const auto& spec : specs) declareSetting(section, owner, spec);
 }
 
 void declareReferenceValue(const std::string& key, const std::string& reference_value, const std::string& value) {

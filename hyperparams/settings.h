@@ -15,8 +15,12 @@ namespace gcrun::hyperparams {
 // A setting that an extension declares for itself, e.g. PowerSGD's `rank` under the section
 // `reducer`: the key `reducer.rank` then works like a built-in one (--set, --config, aliases,
 // `gcrun show`, `gcrun list keys`, validation), and the extension reads its value, or the default,
-// into its own options struct. Declared by the reducer registry for each reducer it holds, plugin
-// reducers included (reducers/reducer.h).
+// into its own options struct. Sections and where their values land:
+//  - reducer: ReducerOptions::settings; the reducer registry declares each reducer's settings
+//    (ReducerSpec::settings, plugin reducers included: reducers/reducer.h);
+//  - task: TaskOptions::settings, declared by the task itself when it registers (tasks/task.h);
+//  - output: OutputOptions::settings, declared by a metric sink when it registers
+//    (outputs/metric_sink.h).
 struct SettingSpec {
   std::string name;           // under the section: "rank"
   SettingValue default_value; // its type is the setting's type
@@ -30,8 +34,11 @@ struct SettingSpec {
 // reducer's name). Several owners may declare one key if they agree on its type and what it
 // accepts (powersgd and svd both read reducer.rank); a clash is a UserError naming both owners.
 // The config stores the value given, if any; where none is, the default is that of the owner the
-// config selects (reducer.name), or else of the first declarer. toYaml() writes every declared key.
+// config selects (reducer.name, task.name, the first of output.sinks that declares it), or else of
+// the first declarer. toYaml() writes every declared key.
 void declareSetting(const std::string& section, const std::string& owner, const SettingSpec& spec);
+// declareSetting() for each of `specs` (a SettingsSchema's specs()).
+void declareSettings(const std::string& section, const std::string& owner, const std::vector<SettingSpec>& specs);
 
 // `reference_value`, given through a reference alias of `key` (optimizer_reducer for reducer.name),
 // stands for `value`: the reference's RankKReducer is gcrun's powersgd.

@@ -65,7 +65,10 @@ struct SinkContext {
 using SinkFactory = std::function<std::unique_ptr<MetricSink>(const SinkContext&)>;
 
 // The sinks `output.sinks` may name; built-ins (console, jsonl, csv) are registered on first use.
-// Registering a name again replaces it: that is how user code swaps a built-in for its own.
+// Registering a name again replaces it: that is how user code swaps a built-in for its own. A sink
+// with settings of its own declares them as output.<key> when it registers:
+//     hyperparams::declareSettings("output", "my-sink", schema.specs());
+// and its factory reads them with its SettingsSchema from context.config.output.settings.
 Registry<SinkFactory>& sinkRegistry();
 
 }  // namespace gcrun::outputs

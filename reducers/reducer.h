@@ -15,6 +15,10 @@
 #include "hyperparams/settings.h"
 #include "reducers/comm/communicator.h"
 
+namespace torch::nn {
+class Module;
+}
+
 namespace gcrun::reducers {
 
 // Reducers talk to the other workers through the communicator.
@@ -30,7 +34,9 @@ using comm::PendingCollective;
 //  - send[i] is what this worker contributes (gradient, plus error-feedback memory when that is
 //    on). The reducer may use it as scratch space. memory[i] may be send[i] itself (the trainer
 //    accumulates error feedback in place), so a reducer reads what it needs of send[i] before it
-//    writes memory[i].
+//    writes memory[i]. So does a wrapper that hands its arguments on to another reducer: what it
+//    wants of send[i] it copies or measures before forwarding ready(i) or reduce(), which may
+//    overwrite send[i] in place (scratch, collectives, memory): examples/recording_reducer.cpp.
 //  - out[i] receives the update every worker applies: identical on every rank.
 //  - memory[i] receives what this worker's contribution lost: send[i] minus what the reducer
 //    delivered for it (for exact averaging, zero). The trainer owns these buffers and adds them to
@@ -60,15 +66,31 @@ class Reducer {
   virtual void loadState(const State& /*state*/) {}
 };
 
+// One of the model's parameters as a reducer sees it: named as torch::nn::Module::named_parameters()
+// names it ("layer1.0.conv1.weight"), and its shape.
+struct ParameterInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
 // What a factory gets. options.settings holds the values given for the reducer.* settings (those a
 // reducer declares in its ReducerSpec: it reads them with its SettingsSchema, whose defaults fill
 // in the rest). The seed is the same on every worker, so random choices (PowerSGD's initial query,
 // random-k indices) agree without communication.
+// `parameters` lists the model's parameters in registration order: at reducer.granularity layer,
+// reduce()'s tensor i is parameters[i], so a layer-aware reducer can treat tensors by name (skip
+// the first conv, say). At model and bucket granularity reduce() gets one padded square per group
+// instead (reducers/granularity.h); a reducer that needs names accepts only layer. Training and
+// `gcrun bench` fill it in; unit tests that build a reducer without a model may leave it empty.
 struct ReducerContext {
   Communicator& comm;
   const ReducerOptions& options;
   uint64_t seed;
+  std::vector<ParameterInfo> parameters;
 };
+
+// `model`'s parameters, for ReducerContext::parameters.
+std::vector<ParameterInfo> parametersOf(const torch::nn::Module& model);
 
 // How a reducer is registered: its factory and what gcrun must know about it without building one.
 struct ReducerSpec {

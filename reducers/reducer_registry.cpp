@@ -1,12 +1,14 @@
 #include "reducers/builtin_reducers.h"
 
+#include <torch/nn/module.h>
+
 namespace gcrun::reducers {
 namespace {
 
 // Makes a reducer's settings config keys, and its reference class name a value of the reference's
 // optimizer_reducer.
 void declare(const Registry<ReducerSpec>::Entry& entry) {
-  for (const auto& setting : entry.factory.settings) hyperparams::declareSetting("reducer", entry.name, setting);
+  hyperparams::declareSettings("reducer", entry.name, entry.factory.settings);
   if (!entry.factory.reference_name.empty()) {
     hyperparams::declareReferenceValue("reducer.name", entry.factory.reference_name, entry.name);
   }
@@ -51,6 +53,12 @@ Registry<ReducerSpec>& reducerRegistry() {
     return r;
   }();
   return *registry;
+}
+
+std::vector<ParameterInfo> parametersOf(const torch::nn::Module& model) {
+  std::vector<ParameterInfo> parameters;
+  for (const auto& item : model.named_parameters()) parameters.push_back({item.key(), item.value().sizes().vec()});
+  return parameters;
 }
 
 }  // namespace gcrun::reducers

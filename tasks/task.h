@@ -117,7 +117,10 @@ struct TaskContext {
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const TaskContext&)>;
 
-// The tasks gcrun knows, by `task.name`; built-ins are registered on first use.
+// The tasks gcrun knows, by `task.name`; built-ins are registered on first use. A task with settings
+// of its own declares them as task.<key> when it registers, e.g. in a plugin's gcrun_register():
+//     hyperparams::declareSettings("task", "my-task", schema.specs());
+// and its factory reads them with its SettingsSchema from context.options.settings.
 Registry<TaskFactory>& taskRegistry();
 
 }  // namespace gcrun::tasks

@@ -142,13 +142,4 @@ TEST(EndToEnd, MissingDataStopsTheLaunchBeforeAnyWorkerStarts) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("run")));
 }
 
-TEST(EndToEnd, TheExampleReplacesTheConsoleSink) {
-  TempDir dir;
-  auto result = run(GCRUN_EXAMPLE_PATH, dir.file("run") + " task.synthetic=true training.max_steps=3");
-  ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(contains(result.output, "terse: epoch=1 step=3")) << result.output;
-  EXPECT_TRUE(contains(result.output, "terse: closed after")) << result.output;
-  EXPECT_TRUE(std::filesystem::exists(dir.file("run") + "/metrics.jsonl"));
-}
-
 }  // namespace

@@ -145,7 +145,7 @@ TEST(PaperMessageSizes, ResNet18SendsWhatTheReferenceSends) {
       ReducerOptions options;
       options.name = name;
       options.settings["rank"] = int64_t{rank};
-      auto reducer = reducers::reducerRegistry().at(name).factory.make({comm, options, /*seed=*/42});
+      auto reducer = reducers::reducerRegistry().at(name).factory.make({comm, options, /*seed=*/42, /*parameters=*/{}});
       std::vector<at::Tensor> send, out, memory;
       for (const auto& t : shapes) {
         send.push_back(torch::ones_like(t));

@@ -6,10 +6,12 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
+#include "hyperparams/settings.h"
 #include "tests/support/config_fixtures.h"
 #include "tests/support/user_error.h"
 
@@ -25,7 +27,7 @@ ExperimentConfig everyFieldChanged() {
   c.description = "Rank-2: PowerSGD # warm start";
   c.seed = 7;
   c.device = Device::cuda;
-  c.task = {"cifar10", "resnet18", "/data/null", true, 250};
+  c.task = {"cifar10", "resnet18", "/data/null", true, 250, 1000, {}};
   c.training = {300, 1200, 64};
   c.optimizer.learning_rate = 0.1 * 3;
   c.optimizer.conv_learning_rate = 1e-5;
@@ -44,7 +46,7 @@ ExperimentConfig everyFieldChanged() {
   c.optimizer.warmup_epochs = 0.25;
   c.reducer = {"powersgd", Granularity::model, 0.5, {{"rank", int64_t{2}}, {"reuse_query", false}}};
   c.distributed = {Backend::nccl, 1.0 + 1.0 / 3.0};
-  c.output = {{"console", "tensorboard"}, 10};
+  c.output = {{"console", "tensorboard"}, 10, {}};
   return c;
 }
 
@@ -307,6 +309,41 @@ TEST(ConfigValidate, ChecksValuesSetInCode) {
   config = ExperimentConfig{};
   config.output.sinks.clear();
   expectMessageHas(userErrorOf([&] { validate(config); }), {"output.sinks = '[]'"});
+}
+
+// Tasks and sinks declare settings of their own as reducers do: task.* with the selected task's
+// default, output.* with the default of the first selected sink that declares it.
+TEST(DeclaredSettings, TasksAndSinksDeclareTheirOwn) {
+  struct TaskProbe {
+    int64_t depth = 3;
+  };
+  declareSettings("task", "probe-task",
+                  SettingsSchema<TaskProbe>().add(&TaskProbe::depth, "probe_depth", integerAtLeast(1), "test").specs());
+  struct Narrow {
+    int64_t width = 80;
+  };
+  struct Wide {
+    int64_t width = 120;
+  };
+  const auto narrow = SettingsSchema<Narrow>().add(&Narrow::width, "probe_width", integerAtLeast(1), "test");
+  declareSettings("output", "narrow-sink", narrow.specs());
+  declareSettings("output", "wide-sink",
+                  SettingsSchema<Wide>().add(&Wide::width, "probe_width", integerAtLeast(1), "test").specs());
+
+  ExperimentConfig config;
+  applyAssignment(config, "task.probe_depth=5");
+  EXPECT_EQ(std::get<int64_t>(config.task.settings.at("probe_depth")), 5);
+  EXPECT_TRUE(config.output.settings.empty());
+  auto yaml = YAML::Load(toYaml(config));
+  EXPECT_EQ(yaml["task"]["probe_depth"].as<int>(), 5);
+  EXPECT_EQ(yaml["output"]["probe_width"].as<int>(), 80);  // no selected sink declares it: the first declarer's
+  applyAssignment(config, "output.sinks=[jsonl,wide-sink,narrow-sink]");
+  EXPECT_EQ(YAML::Load(toYaml(config))["output"]["probe_width"].as<int>(), 120);
+  applyAssignment(config, "output.probe_width=7");
+  EXPECT_EQ(narrow.read(config.output.settings).width, 7);
+  EXPECT_EQ(YAML::Load(toYaml(config))["output"]["probe_width"].as<int>(), 7);
+  expectMessageHas(userErrorOf([&] { applyAssignment(config, "task.probe_depth=0"); }),
+                   {"task.probe_depth", "an integer >= 1"});
 }
 
 }  // namespace

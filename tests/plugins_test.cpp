@@ -1,38 +1,29 @@
-// The gcrun binary with a user's reducer plugin (examples/reducer_plugin.cpp), the reducer listing
-// and the reducer benchmark, run as a user would.
+// The gcrun binary with the example plugins (examples/: a reducer, a wrapping reducer, a metric
+// sink), the reducer listing and the reducer benchmark, run as a user would.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
+#include "tests/support/command.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
 using gcrun::testing::TempDir;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using gcrun::testing::CommandResult;
+using gcrun::testing::contains;
+using gcrun::testing::readFile;
 
 CommandResult gcrun(const std::string& arguments) {
-  CommandResult result;
-  FILE* pipe = ::popen((std::string(GCRUN_BINARY_PATH) + " " + arguments + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  return gcrun::testing::runCommand(std::string(GCRUN_BINARY_PATH) + " " + arguments);
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 size_t lineCount(const std::string& text) {
   std::stringstream stream(text);
@@ -42,6 +33,31 @@ size_t lineCount(const std::string& text) {
 }
 
 const std::string kPlugin = std::string("--plugin ") + GCRUN_PLUGIN_PATH;
+const std::string kRecording = std::string("--plugin ") + GCRUN_RECORDING_PLUGIN_PATH;
+const std::string kTerse = std::string("--plugin ") + GCRUN_TERSE_PLUGIN_PATH;
+
+// The lines of `text` that contain `part`.
+std::vector<std::string> linesWith(const std::string& text, const std::string& part) {
+  std::vector<std::string> lines;
+  std::stringstream stream(text);
+  for (std::string line; std::getline(stream, line);) {
+    if (contains(line, part)) lines.push_back(line);
+  }
+  return lines;
+}
+
+// The tab-separated fields of the line of a recording table that starts with `parameter`.
+std::vector<std::string> recordOf(const std::string& table, const std::string& parameter) {
+  std::stringstream stream(table);
+  for (std::string line; std::getline(stream, line);) {
+    if (line.rfind(parameter + "\t", 0) != 0) continue;
+    std::vector<std::string> fields;
+    std::stringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, '\t');) fields.push_back(cell);
+    return fields;
+  }
+  return {};
+}
 
 TEST(Plugins, ListShowsThePluginReducer) {
   const auto result = gcrun("list reducers " + kPlugin);
@@ -115,6 +131,76 @@ TEST(Plugins, BadPluginsAreUserErrors) {
   expectUserError(gcrun("experiment fashion-sgd --plugin " + not_a_library), "cannot load");
   // A real shared library that is no plugin.
   expectUserError(gcrun("show fashion-sgd --plugin " + std::string(GCRUN_NOT_A_PLUGIN_PATH)), "no gcrun_register");
+}
+
+// The sink plugin is selected in output.sinks and reads its own output.terse_digits.
+TEST(Plugins, ASinkPluginWithItsOwnSetting) {
+  TempDir dir;
+  const auto result = gcrun("experiment fashion-sgd " + kTerse + " --output-dir " + dir.file("run") +
+                            " --set 'output.sinks=[terse,jsonl]' --set output.terse_digits=2"
+                            " --set task.synthetic=true --set training.max_steps=3");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto lines = linesWith(result.output, "terse: epoch=1 step=3 test_accuracy=");
+  ASSERT_EQ(lines.size(), 1u) << result.output;
+  // Two decimals, then the event count.
+  const auto accuracy = lines[0].substr(lines[0].find("test_accuracy=") + 14);
+  EXPECT_EQ(accuracy.find(' '), 4u) << lines[0];
+  EXPECT_TRUE(contains(result.output, "terse: closed after")) << result.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("run") + "/metrics.jsonl"));
+  EXPECT_TRUE(contains(gcrun("list keys " + kTerse).output, "output.terse_digits"));
+  EXPECT_TRUE(contains(gcrun("show fashion-sgd " + kTerse + " --set output.terse_digits=2").output,
+                       "  terse_digits: 2\n"));
+}
+
+// The wrapping reducer around exact: training is exact's, bit for bit, and each rank's table names
+// every parameter with what it sent, measured before exact's in-place all-reduce.
+TEST(Plugins, AWrappingReducerRecordsEachParameterByName) {
+  TempDir dir;
+  const std::string common = " --nproc-per-node 2 --set task.synthetic=true --set training.max_steps=3";
+  const auto wrapped = gcrun("experiment fashion-sgd " + kRecording + common + " --output-dir " + dir.file("wrapped") +
+                             " --set reducer.name=recording --set reducer.inner=exact --set reducer.record_to=" +
+                             dir.file("records"));
+  ASSERT_EQ(wrapped.exit_code, 0) << wrapped.output;
+  const auto plain = gcrun("experiment fashion-sgd" + common + " --output-dir " + dir.file("plain"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  for (const char* metric : {"\"cross_entropy\"", "\"accuracy\""}) {
+    const auto expected = linesWith(readFile(dir.file("plain") + "/metrics.jsonl"), metric);
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(linesWith(readFile(dir.file("wrapped") + "/metrics.jsonl"), metric), expected);
+  }
+  const auto rank0 = readFile(dir.file("records") + "/recording-rank0.tsv");
+  const auto rank1 = readFile(dir.file("records") + "/recording-rank1.tsv");
+  for (const auto* table : {&rank0, &rank1}) {
+    for (const char* name : {"conv1.weight", "conv1.bias", "conv2.weight", "fc1.weight", "fc2.bias"}) {
+      EXPECT_EQ(recordOf(*table, name).size(), 5u) << name << "\n" << *table;
+    }
+    // 32 x 1 x 3 x 3 floats, in 3 calls.
+    const auto conv1 = recordOf(*table, "conv1.weight");
+    ASSERT_EQ(conv1.size(), 5u) << *table;
+    EXPECT_EQ(conv1[1], "32x1x3x3");
+    EXPECT_EQ(conv1[2], "3");
+    EXPECT_EQ(conv1[3], std::to_string(3 * 288 * 4));
+    EXPECT_TRUE(contains(*table, "# exact sent ")) << *table;
+  }
+  // Each worker's own gradient: after the all-reduce both ranks would hold the same sum.
+  EXPECT_NE(recordOf(rank0, "conv1.weight")[4], recordOf(rank1, "conv1.weight")[4]);
+  // A bad inner reducer is the user's error, naming the key.
+  const auto bad = gcrun("experiment fashion-sgd " + kRecording + " --output-dir " + dir.file("bad") +
+                         " --set reducer.name=recording --set reducer.inner=nope --set task.synthetic=true");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "reducer.inner: 'nope'")) << bad.output;
+}
+
+// The benchmark hands reducers the parameters' names too: ResNet-18's.
+TEST(Plugins, TheBenchmarkNamesTheParameters) {
+  TempDir dir;
+  const auto result = gcrun("bench reducers " + kRecording + " --reducer recording --workers 1 --repeats 1"
+                            " --warmup 0 --set reducer.record_to=" + dir.file("records"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto table = readFile(dir.file("records") + "/recording-rank0.tsv");
+  const auto layer = recordOf(table, "layer1.0.conv1.weight");
+  ASSERT_EQ(layer.size(), 5u) << table;
+  EXPECT_EQ(layer[1], "64x64x3x3");
 }
 
 TEST(ListReducers, ShowsCollectiveMemoryGranularityAndDefaults) {

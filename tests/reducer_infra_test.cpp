@@ -54,7 +54,7 @@ ReducerOptions optionsFor(const std::string& name, const std::string& granularit
 
 std::unique_ptr<Reducer> make(Communicator& comm, const ReducerOptions& options) {
   return reducers::withGranularity(
-      reducers::reducerRegistry().at(options.name).factory.make({comm, options, 7}), options);
+      reducers::reducerRegistry().at(options.name).factory.make({comm, options, 7, /*parameters=*/{}}), options);
 }
 
 TEST(Granularity, SquareSideIsTheCeilingOfTheSquareRoot) {
@@ -262,7 +262,7 @@ TEST(ReducerBenchmark, SaneNumbersOnTinyShapes) {
   options.world_sizes = {1, 2};
   options.warmup = 1;
   options.repeats = 2;
-  const std::vector<experiments::ShapeSet> sets = {{"tiny", {{8, 6}, {5}}}};  // 48 + 5 floats
+  const std::vector<experiments::ShapeSet> sets = {{"tiny", {{"w", {8, 6}}, {"b", {5}}}}};  // 48 + 5 floats
   int streamed = 0;
   const auto rows = experiments::benchmarkReducers(sets, options, [&](const auto&) { ++streamed; });
   ASSERT_EQ(rows.size(), 4u);
@@ -300,7 +300,7 @@ TEST(ReducerBenchmark, UnsupportedGranularityFallsBackToLayer) {
   options.warmup = 0;
   options.repeats = 1;
   options.reducer.granularity = Granularity::model;
-  const auto rows = experiments::benchmarkReducers({{"tiny", {{3, 3}}}}, options);
+  const auto rows = experiments::benchmarkReducers({{"tiny", {{"w", {3, 3}}}}}, options);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].granularity, "layer");
   EXPECT_NE(rows[0].note.find("model"), std::string::npos) << rows[0].note;

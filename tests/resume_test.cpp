@@ -51,7 +51,7 @@ gcrun::ReducerOptions reducerOptions(const std::string& granularity) {
 std::unique_ptr<Reducer> makeReducer(const std::string& name, const gcrun::ReducerOptions& options,
                                      Communicator& comm) {
   return gcrun::reducers::withGranularity(
-      reducerRegistry().at(name).factory.make(ReducerContext{comm, options, /*seed=*/11}), options);
+      reducerRegistry().at(name).factory.make(ReducerContext{comm, options, /*seed=*/11, /*parameters=*/{}}), options);
 }
 
 // This rank's gradients of one step: a matrix, a bias, a conv kernel and a second matrix, drawn
