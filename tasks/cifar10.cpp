@@ -92,18 +92,15 @@ std::shared_ptr<const Cifar10Data> loadData(const TaskOptions& options, uint64_t
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const Cifar10Data>> cache;
   const std::string dir = filesDir(resolveDataDir(options.data_dir, kCifar10Folder));
-  const std::string key = options.synthetic ? "synthetic " + std::to_string(seed) + " " +
-                                                  std::to_string(options.synthetic_samples)
-                                            : dir;
+  const std::string key = dataCacheKey(options, seed, dir);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto cached = cache[key].lock()) return cached;
   std::shared_ptr<const Cifar10Data> data;
   if (options.synthetic) {
     at::Generator generator = at::detail::createCPUGenerator(seed);
-    const int64_t train = options.synthetic_samples > 0 ? options.synthetic_samples : kSyntheticTrain;
-    const int64_t test = options.synthetic_samples > 0 ? std::max<int64_t>(1, train / 5) : kSyntheticTest;
-    CifarSplit train_split = randomSplit(train, generator);
-    data = std::make_shared<const Cifar10Data>(Cifar10Data{train_split, randomSplit(test, generator)});
+    const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticTest}, 5, 1);
+    CifarSplit train = randomSplit(sizes.train, generator);
+    data = std::make_shared<const Cifar10Data>(Cifar10Data{train, randomSplit(sizes.held_out, generator)});
   } else {
     data = std::make_shared<const Cifar10Data>(readCifar10(dir));
   }

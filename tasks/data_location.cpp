@@ -1,5 +1,6 @@
 #include "tasks/data_location.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -20,6 +21,17 @@ std::string resolveDataDir(const std::string& data_dir, const std::string& folde
     if (std::filesystem::is_directory(dir, error)) return dir;
   }
   return dirs.front();
+}
+
+std::string dataCacheKey(const TaskOptions& options, uint64_t seed, const std::string& dir) {
+  if (!options.synthetic) return dir;
+  return "synthetic " + std::to_string(seed) + " " + std::to_string(options.synthetic_samples);
+}
+
+SyntheticSizes syntheticSizes(const TaskOptions& options, SyntheticSizes defaults, int64_t held_out_divisor,
+                              int64_t min_held_out) {
+  if (options.synthetic_samples <= 0) return defaults;
+  return {options.synthetic_samples, std::max(min_held_out, options.synthetic_samples / held_out_divisor)};
 }
 
 }  // namespace gcrun::tasks

@@ -13,6 +13,7 @@
 #include <torch/utils.h>
 
 #include "hyperparams/base/errors.h"
+#include "tasks/data_location.h"
 #include "tasks/idx_reader.h"
 #include "tasks/models/models.h"
 #include "tasks/sampler.h"
@@ -63,19 +64,16 @@ std::shared_ptr<const FashionData> loadData(const TaskOptions& options, uint64_t
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const FashionData>> cache;
   const std::string dir = options.data_dir.empty() ? kFashionMnistDefaultDir : options.data_dir;
-  const std::string key = options.synthetic ? "synthetic " + std::to_string(seed) + " " +
-                                                  std::to_string(options.synthetic_samples)
-                                            : dir;
+  const std::string key = dataCacheKey(options, seed, dir);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto cached = cache[key].lock()) return cached;
   std::shared_ptr<const FashionData> data;
   if (options.synthetic) {
     at::Generator generator = at::detail::createCPUGenerator(seed);
     // As CIFAR-10's: task.synthetic_samples training samples and a fifth of them for the test.
-    const int64_t train = options.synthetic_samples > 0 ? options.synthetic_samples : kSyntheticTrain;
-    const int64_t test = options.synthetic_samples > 0 ? std::max<int64_t>(1, train / 5) : kSyntheticTest;
-    IdxDataset train_split = randomSplit(train, generator);
-    data = std::make_shared<const FashionData>(FashionData{train_split, randomSplit(test, generator)});
+    const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticTest}, 5, 1);
+    IdxDataset train = randomSplit(sizes.train, generator);
+    data = std::make_shared<const FashionData>(FashionData{train, randomSplit(sizes.held_out, generator)});
   } else {
     data = std::make_shared<const FashionData>(FashionData{readSplit(dir, "train"), readSplit(dir, "t10k")});
   }

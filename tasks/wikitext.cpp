@@ -50,15 +50,12 @@ std::shared_ptr<const LanguageData> readData(const std::string& dir) {
 std::shared_ptr<const LanguageData> randomData(const TaskOptions& options, uint64_t seed) {
   at::Generator generator = at::detail::createCPUGenerator(seed);
   const auto longs = at::TensorOptions().dtype(at::kLong);
-  const int64_t train = options.synthetic_samples > 0 ? options.synthetic_samples : kSyntheticTrain;
-  const int64_t held_out = std::max<int64_t>(2, train / 10);
+  const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticHeldOut}, 10, 2);
   auto data = std::make_shared<LanguageData>();
   data->vocabulary = kSyntheticVocabulary;
-  data->train = at::randint(0, kSyntheticVocabulary, {train}, generator, longs);
-  data->splits["validation"] = at::randint(
-      0, kSyntheticVocabulary, {options.synthetic_samples > 0 ? held_out : kSyntheticHeldOut}, generator, longs);
-  data->splits["test"] = at::randint(
-      0, kSyntheticVocabulary, {options.synthetic_samples > 0 ? held_out : kSyntheticHeldOut}, generator, longs);
+  data->train = at::randint(0, kSyntheticVocabulary, {sizes.train}, generator, longs);
+  data->splits["validation"] = at::randint(0, kSyntheticVocabulary, {sizes.held_out}, generator, longs);
+  data->splits["test"] = at::randint(0, kSyntheticVocabulary, {sizes.held_out}, generator, longs);
   return data;
 }
 
@@ -67,9 +64,7 @@ std::shared_ptr<const LanguageData> loadData(const TaskOptions& options, uint64_
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const LanguageData>> cache;
   const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
-  const std::string key = options.synthetic ? "synthetic " + std::to_string(seed) + " " +
-                                                  std::to_string(options.synthetic_samples)
-                                            : dir;
+  const std::string key = dataCacheKey(options, seed, dir);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto cached = cache[key].lock()) return cached;
   auto data = options.synthetic ? randomData(options, seed) : readData(dir);
