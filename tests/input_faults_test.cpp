@@ -17,6 +17,7 @@
 #include "hyperparams/base/errors.h"
 #include "tasks/idx_reader.h"
 #include "tests/support/command.h"
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace gcrun {
@@ -30,6 +31,7 @@ using testing::readFile;
 using testing::runCommand;
 using testing::startInBackground;
 using testing::TempDir;
+using testing::waitFor;
 
 const std::string kGcrun = GCRUN_BINARY_PATH;
 const std::string kQuick = " --set task.synthetic=true --set task.synthetic_samples=2048 --set training.batch_size=32"
@@ -220,10 +222,7 @@ TEST(InputFaults, OneRunDirectoryOneGcrunAndNoOrphans) {
   const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --resume " + run +
                                                " --set training.max_steps=100000 --set training.epochs=1000",
                                            dir.file("long.log"));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!contains(readFile(run + "/rank-0.log"), "resuming") && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  waitFor([&] { return contains(readFile(run + "/rank-0.log"), "resuming"); }, std::chrono::seconds(60));
   const auto second = runCommand(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --resume " + run +
                                  " --set training.max_steps=100000 --set training.epochs=1000");
   expectRefused(second, "another gcrun (pid " + std::to_string(launcher) + ")");
@@ -251,10 +250,7 @@ void expectAStoppedRankEndsTheRun(int stopped) {
                                                kQuick + " --set training.epochs=1000" +
                                                " --set distributed.timeout_s=20",
                                            dir.file("launch.log"));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!contains(readFile(run + "/metrics.jsonl"), "accuracy") && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  waitFor([&] { return contains(readFile(run + "/metrics.jsonl"), "accuracy"); }, std::chrono::seconds(60));
   ASSERT_TRUE(fs::exists(run + "/workers.json")) << readFile(dir.file("launch.log"));
   const auto workers = YAML::LoadFile(run + "/workers.json")["workers"];
   const pid_t target = workers[stopped]["pid"].as<pid_t>();
@@ -286,10 +282,7 @@ TEST(InputFaults, AStopSignalToOneWorkerStopsThemAll) {
   const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run +
                                                kQuick + " --set training.epochs=1000 --set output.log_every_steps=1",
                                            dir.file("launch.log"));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!contains(readFile(run + "/metrics.jsonl"), "window") && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  waitFor([&] { return contains(readFile(run + "/metrics.jsonl"), "window"); }, std::chrono::seconds(60));
   const auto workers = YAML::LoadFile(run + "/workers.json")["workers"];
   ::kill(workers[1]["pid"].as<pid_t>(), SIGINT);
   int status = 0;
@@ -308,10 +301,7 @@ TEST(InputFaults, AWorkersOwnWriteErrorIsReportedAsItIs) {
   const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run +
                                                kQuick + " --set training.epochs=1000 --set checkpoint.every_steps=20",
                                            dir.file("launch.log"));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(run + "/checkpoints/manifest.json") && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  waitFor([&] { return fs::exists(run + "/checkpoints/manifest.json"); }, std::chrono::seconds(60));
   fs::remove_all(run + "/checkpoints");
   std::ofstream(run + "/checkpoints") << "not a directory";
   int status = 0;
