@@ -250,6 +250,42 @@ TEST(ExactReducer, AveragesOverRanksAndSendsEveryFloat) {
   }
 }
 
+// Between 2 Gloo ranks the collectives are swaps over the pair (comm/process_group.cpp): a sum is
+// the two tensors added (float addition commutes, so both ranks get the same bits, as from Gloo's
+// ring), a gather lists them in rank order, and swaps in flight together keep their own messages.
+TEST(Communicator, TwoGlooRanksSumAndGatherExactlyWithSeveralInFlight) {
+  const std::vector<int64_t> sizes{1, 1000, 300001};
+  auto valuesOf = [](int rank, int64_t n, at::ScalarType type) {
+    auto generator = at::detail::createCPUGenerator(77 + rank + n);
+    return torch::randn({n}, generator, torch::kFloat64).mul_(1e3).to(type);
+  };
+  runRanks(2, [&](Communicator& comm) {
+    ASSERT_EQ(comm.backend(), "gloo");
+    std::vector<at::Tensor> tensors;
+    std::vector<std::unique_ptr<PendingCollective>> pending;
+    for (auto type : {at::kFloat, at::kDouble}) {
+      for (int64_t n : sizes) {
+        tensors.push_back(valuesOf(comm.rank(), n, type));
+        pending.push_back(comm.allreduceSumAsync(tensors.back()));
+      }
+    }
+    const auto bytes = valuesOf(comm.rank(), 4097, at::kFloat).view(at::kByte);
+    const auto gathered = comm.allgather(bytes);  // while the sums are in flight
+    for (size_t k = pending.size(); k-- > 0;) pending[k]->wait();
+    size_t k = 0;
+    for (auto type : {at::kFloat, at::kDouble}) {
+      for (int64_t n : sizes) {
+        const auto expected = valuesOf(0, n, type) + valuesOf(1, n, type);
+        EXPECT_TRUE(torch::equal(tensors[k++].view(at::kByte), expected.view(at::kByte))) << n << " " << type;
+      }
+    }
+    ASSERT_EQ(gathered.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_TRUE(torch::equal(gathered[r], valuesOf(r, 4097, at::kFloat).view(at::kByte))) << "rank " << r;
+    }
+  });
+}
+
 TEST(ReducerRegistry, UnknownNameListsTheKnownOnes) {
   try {
     reducerRegistry().at("powersdg");
