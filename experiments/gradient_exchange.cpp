@@ -91,14 +91,19 @@ void GradientExchange::prepareSend(size_t i) {
   }
   before_send_(i);
   if (sampling_) grad_norms_[i] = grads_[i].norm();
-  if (options_.error_feedback) {
-    memories_[i].add_(grads_[i]);
+  if (options_.lossless) {
+    if (sampling_) send_norms_[i] = grad_norms_[i];
   } else {
-    memories_[i].copy_(grads_[i]);
+    if (options_.error_feedback) {
+      memories_[i].add_(grads_[i]);
+    } else {
+      memories_[i].copy_(grads_[i]);
+    }
+    if (sampling_) send_norms_[i] = memories_[i].norm();
   }
-  if (sampling_) send_norms_[i] = memories_[i].norm();
-  send_sums_[i] = memories_[i].sum();
-  reducer_.ready(i, memories_);
+  // A lossless reducer carries a nan or inf into the average, which reduce() checks anyway.
+  if (!options_.lossless) send_sums_[i] = memories_[i].sum();
+  reducer_.ready(i, sends());
 }
 
 // torch.nn.utils.clip_grad_norm_ on this worker's gradient, before error feedback and the reduce.
@@ -126,11 +131,11 @@ uint64_t GradientExchange::reduce() {
     if (!prepared_[k]) prepareSend(k);
   }
   std::fill(prepared_.begin(), prepared_.end(), 0);
-  if (const int64_t bad = firstNonFinite(send_sums_); bad >= 0) {
+  if (const int64_t bad = options_.lossless ? -1 : firstNonFinite(send_sums_); bad >= 0) {
     throw NonFiniteGradient("the local gradient of '" + names_[bad] + "' is not finite (nan or inf)");
   }
   if (sampling_) sampled_ = Norms{globalNorm(grad_norms_), globalNorm(send_norms_)};
-  const uint64_t bits = reducer_.reduce(memories_, grads_, memories_);
+  const uint64_t bits = reducer_.reduce(sends(), grads_, memories_);
   if (grad_flat_.defined() && std::isfinite(grad_flat_.sum().item<double>())) return bits;
   std::vector<at::Tensor> sums;
   for (const auto& g : grads_) sums.push_back(g.sum());

@@ -26,14 +26,20 @@ class NonFiniteGradient : public std::runtime_error {
 // .grad and the error feedback are views of two flat buffers in reverse parameter order (the order
 // backward produces gradients), so that the exact reducer's buckets are contiguous ranges it
 // all-reduces in place. The error feedback is also what this worker sends: each gradient is added
-// into it in place, and the reducer overwrites it with what the send lost. As soon as backward has
-// a parameter's final gradient, a hook prepares its send and calls the reducer's ready().
+// into it in place, and the reducer overwrites it with what the send lost. A lossless reducer
+// (exact averaging) loses nothing, so its memory stays zero and the gradient itself is sent and
+// all-reduced in place into the update, as DDP with gradient_as_bucket_view does: adding it to a
+// zero memory first would cost a pass over every gradient for the same values. As soon as
+// backward has a parameter's final gradient, a hook prepares its send and calls the reducer's
+// ready().
 class GradientExchange {
  public:
   struct Options {
     bool error_feedback = true;  // false: the send is the gradient alone
     // Above 0: the whole local gradient is first clipped to this norm, so sends wait for backward.
     double clip_norm = 0;
+    // The reducer delivers the exact average (ReducerSpec::lossless): the gradient is the send.
+    bool lossless = false;
   };
 
   // Sets each parameter's .grad and hooks backward. before_send(i) runs on parameter i's final
@@ -47,7 +53,8 @@ class GradientExchange {
   // After backward: finishes the sends, checks them, reduces. The update is then in gradients(),
   // what the sends lost in memories(). Returns the bits this worker sent. Throws
   // NonFiniteGradient when a local or reduced gradient is not finite: a local one, because sign
-  // and top-k compressors would hide it; a reduced one is the same on every rank, so all stop.
+  // and top-k compressors would hide it (a lossless reducer cannot, so its sends go unchecked);
+  // a reduced one is the same on every rank, so all stop.
   uint64_t reduce();
 
   const std::vector<at::Tensor>& gradients() const { return grads_; }
@@ -62,6 +69,8 @@ class GradientExchange {
  private:
   void prepareSend(size_t i);
   void clip();
+  // What this worker sends: the memories, or the gradients themselves for a lossless reducer.
+  const std::vector<at::Tensor>& sends() const { return options_.lossless ? grads_ : memories_; }
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;

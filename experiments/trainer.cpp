@@ -70,14 +70,14 @@ struct Trainer::State {
       names.push_back(item.key());
     }
     // The exchange calls back during backward, by when the optimizer exists.
+    lossless = reducers::reducerRegistry().at(config.reducer.name).factory.lossless;
     exchange = std::make_unique<GradientExchange>(
-        params, names, reducer, GradientExchange::Options{options.memory, task.localGradientClipNorm()},
+        params, names, reducer, GradientExchange::Options{options.memory, task.localGradientClipNorm(), lossless},
         [this](size_t i) {
           if (config.optimizer.wd_before_reduce) optimizer->addWeightDecay(i);
           if (config.optimizer.mom_before_reduce) optimizer->applyMomentum(i);
         });
     optimizer = std::make_unique<Optimizer>(options, params, names, exchange->gradients());
-    lossless = reducers::reducerRegistry().at(config.reducer.name).factory.lossless;
     shard = {comm.rank(), comm.size()};
     batches_per_epoch = batchesPerEpochOf(task, shard, config.training);
     total_steps = config.training.epochs * batches_per_epoch;

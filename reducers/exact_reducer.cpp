@@ -39,8 +39,11 @@ class ExactReducer : public Reducer {
       bits += bitsOf(bucket.buffer.flat());
     }
     next_ = 0;
-    // After the unpack: memory may be the send tensors that the buckets view.
-    for (const auto& m : memory) m.zero_();
+    // After the unpack: memory may be the send tensors that the buckets view. Averaged in place
+    // (out is send), the caller's memory is zero already (see Reducer's contract).
+    if (!sameTensors(out, send)) {
+      for (const auto& m : memory) m.zero_();
+    }
     return bits;
   }
 

@@ -37,7 +37,10 @@ using comm::PendingCollective;
 //    writes memory[i]. So does a wrapper that hands its arguments on to another reducer: what it
 //    wants of send[i] it copies or measures before forwarding ready(i) or reduce(), which may
 //    overwrite send[i] in place (scratch, collectives, memory): examples/recording_reducer.cpp.
-//  - out[i] receives the update every worker applies: identical on every rank.
+//  - out[i] receives the update every worker applies: identical on every rank. For a lossless
+//    reducer (ReducerSpec::lossless) out[i] may be send[i] itself: the trainer sends its gradients
+//    and takes the average in place. The memory it then passes is zero, and the reducer need not
+//    write it.
 //  - memory[i] receives what this worker's contribution lost: send[i] minus what the reducer
 //    delivered for it (for exact averaging, zero). The trainer owns these buffers and adds them to
 //    the next step's gradient when error feedback is on; a reducer must write every element.
@@ -107,7 +110,8 @@ struct ReducerSpec {
   std::vector<Granularity> granularities = {Granularity::layer};
   // The reference's class name (optimizer_reducer: RankKReducer), if it has one.
   std::string reference_name;
-  // Delivers the exact average, so the memory it leaves is always zero (not worth logging).
+  // Delivers the exact average, so the memory it leaves is always zero (not worth logging), and
+  // the trainer hands it the gradients as both send and out (see Reducer's contract).
   bool lossless = false;
 };
 

@@ -111,6 +111,12 @@ inline std::vector<at::Tensor> pick(const std::vector<at::Tensor>& tensors, cons
   return picked;
 }
 
+// True when `a` and `b` are the very same tensors, in the same order.
+inline bool sameTensors(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const at::Tensor& x, const at::Tensor& y) { return x.is_same(y); });
+}
+
 // Raw float32 access to a tensor on the CPU: the tensor itself when it is one already, else a
 // contiguous CPU copy that writeBack() returns to it.
 class CpuFloats {
