@@ -35,7 +35,7 @@ class ExactReducer : public Reducer {
       if (bucket.pending) bucket.pending->wait();
       bucket.pending.reset();
       bucket.ready = 0;
-      bucket.buffer.unpack(pick(out, bucket.members));
+      bucket.buffer.unpack(pick(out, bucket.members), 1.0 / comm_.size());
       bits += bitsOf(bucket.buffer.flat());
     }
     next_ = 0;
@@ -77,7 +77,7 @@ class ExactReducer : public Reducer {
       if (!all && bucket.ready < bucket.members.size()) return;
       bucket.buffer.pack(pick(send, bucket.members));
       // Gloo can hang on empty tensors.
-      if (bucket.buffer.numel() > 0) bucket.pending = comm_.allreduceMeanAsync(bucket.buffer.flat());
+      if (bucket.buffer.numel() > 0) bucket.pending = comm_.allreduceSumAsync(bucket.buffer.flat());
     }
   }
 

@@ -30,9 +30,6 @@ class Communicator {
   virtual void allreduceSum(at::Tensor& tensor) = 0;
   // Starts the same sum without waiting; wait() on the result before reading the tensor.
   virtual std::unique_ptr<PendingCollective> allreduceSumAsync(at::Tensor& tensor) = 0;
-  // Starts the sum times 1.0 / size(), the average, rounded as tensor.mul_(1.0 / size()) after
-  // the sum would round it. A backend may fold the scaling into its last pass over the tensor.
-  virtual std::unique_ptr<PendingCollective> allreduceMeanAsync(at::Tensor& tensor);
   // Every rank's `tensor`, in rank order (each of the same shape and dtype). This rank's entry may
   // be `tensor` itself: copy it before writing either.
   virtual std::vector<at::Tensor> allgather(const at::Tensor& tensor) = 0;
@@ -51,21 +48,5 @@ class PendingCollective {
   virtual ~PendingCollective() = default;
   virtual void wait() = 0;
 };
-
-inline std::unique_ptr<PendingCollective> Communicator::allreduceMeanAsync(at::Tensor& tensor) {
-  struct Scaled : PendingCollective {
-    Scaled(std::unique_ptr<PendingCollective> sum, at::Tensor tensor, double scale)
-        : sum(std::move(sum)), tensor(std::move(tensor)), scale(scale) {}
-    void wait() override {
-      sum->wait();
-      if (scale != 1.0) tensor.mul_(scale);
-      scale = 1.0;  // waited for
-    }
-    std::unique_ptr<PendingCollective> sum;
-    at::Tensor tensor;
-    double scale;
-  };
-  return std::make_unique<Scaled>(allreduceSumAsync(tensor), tensor, 1.0 / size());
-}
 
 }  // namespace gcrun::comm

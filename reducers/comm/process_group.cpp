@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <future>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -28,45 +27,6 @@ class C10dPending : public PendingCollective {
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
-};
-
-// A sum between 2 ranks as a swap: each sends its tensor to the other and adds what it receives,
-// times `scale` in the same pass: the same roundings as an add followed by mul_(scale).
-class SwapPending : public PendingCollective {
- public:
-  SwapPending(c10::intrusive_ptr<c10d::Work> send, c10::intrusive_ptr<c10d::Work> receive, at::Tensor tensor,
-              at::Tensor received, double scale)
-      : send_(std::move(send)),
-        receive_(std::move(receive)),
-        tensor_(std::move(tensor)),
-        received_(std::move(received)),
-        scale_(scale) {}
-  void wait() override {
-    if (!received_.defined()) return;
-    send_->wait();
-    receive_->wait();
-    if (tensor_.scalar_type() == at::kFloat) {
-      addScaled(tensor_.data_ptr<float>(), received_.data_ptr<float>(), static_cast<float>(scale_));
-    } else {
-      addScaled(tensor_.data_ptr<double>(), received_.data_ptr<double>(), scale_);
-    }
-    received_.reset();
-  }
-
- private:
-  template <class T>
-  void addScaled(T* into, const T* other, T scale) const {
-    const int64_t n = tensor_.numel();
-    if (scale == T(1)) {
-      for (int64_t j = 0; j < n; ++j) into[j] += other[j];
-    } else {
-      for (int64_t j = 0; j < n; ++j) into[j] = (into[j] + other[j]) * scale;
-    }
-  }
-
-  c10::intrusive_ptr<c10d::Work> send_, receive_;
-  at::Tensor tensor_, received_;
-  double scale_;
 };
 
 class C10dCommunicator : public Communicator {
@@ -94,23 +54,12 @@ class C10dCommunicator : public Communicator {
     // A sum over one rank is the tensor itself: a single worker pays nothing for its reducer's
     // all-reduces (the compute-only baseline).
     if (size_ == 1) return std::make_unique<Completed>();
-    if (swapsSum(tensor)) return swapSum(tensor, 1.0);
     std::vector<at::Tensor> tensors{tensor};
     return std::make_unique<C10dPending>(group_->allreduce(tensors));
   }
 
-  std::unique_ptr<PendingCollective> allreduceMeanAsync(at::Tensor& tensor) override {
-    return swapsSum(tensor) ? swapSum(tensor, 1.0 / size_) : Communicator::allreduceMeanAsync(tensor);
-  }
-
   std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
-    if (swaps(tensor)) {
-      at::Tensor received = at::empty_like(tensor);
-      auto [send, receive] = swap(tensor, received);
-      send->wait();
-      receive->wait();
-      return rank_ == 0 ? std::vector<at::Tensor>{tensor, received} : std::vector<at::Tensor>{received, tensor};
-    }
+    if (swaps(tensor)) return swap(tensor);
     std::vector<at::Tensor> inputs{tensor.contiguous()};
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size_; ++r) outputs[0].push_back(at::empty_like(inputs[0]));
@@ -132,36 +81,24 @@ class C10dCommunicator : public Communicator {
   }
 
  private:
-  // Between 2 Gloo ranks a collective is one swap over their pair: the same bytes each way as
-  // Gloo's ring (N per rank), in a quarter of the time on LibTorch 1.13, whose all-gather and ring
-  // all-reduce copy through fresh buffers in chunks. Measured there, 2 processes on 2 cores: a
-  // 21 MiB swap 12 ms, Gloo's all-gather of it 48 ms, a 42 MiB float all-reduce 40 ms.
+  // Between 2 Gloo ranks an all-gather is one swap over their pair: the same bytes each way as
+  // Gloo's, in a quarter of the time on LibTorch 1.13, whose all-gather copies through fresh
+  // buffers. Measured there, 2 processes on 2 cores: a 21 MiB swap 12 ms, Gloo's all-gather 48 ms.
+  // Sums stay with Gloo's ring, which adds inside its pipeline: a swap and an add of 3 buckets
+  // (42 MiB) took 32 ms against the ring's 33, and longer with the ranks as threads.
   bool swaps(const at::Tensor& tensor) const {
     return size_ == 2 && backend_ == "gloo" && tensor.is_cpu() && tensor.is_contiguous() && tensor.numel() > 0;
   }
 
-  bool swapsSum(const at::Tensor& tensor) const {
-    return swaps(tensor) && (tensor.scalar_type() == at::kFloat || tensor.scalar_type() == at::kDouble);
-  }
-
-  // Either rank adds the same two numbers (float addition commutes): Gloo's bits on both.
-  std::unique_ptr<PendingCollective> swapSum(at::Tensor& tensor, double scale) {
-    at::Tensor received = at::empty_like(tensor);
-    auto [send, receive] = swap(tensor, received);
-    return std::make_unique<SwapPending>(std::move(send), std::move(receive), tensor, std::move(received), scale);
-  }
-
-  // Starts sending `tensor` to the other rank and receiving its into `received`. The tags follow
-  // the order of the calls, the same on both ranks (the collectives' contract), so swaps in flight
-  // together never take each other's messages; Gloo's own collectives use other slots.
-  std::pair<c10::intrusive_ptr<c10d::Work>, c10::intrusive_ptr<c10d::Work>> swap(const at::Tensor& tensor,
-                                                                                at::Tensor& received) {
-    const int tag = next_tag_;
-    next_tag_ = next_tag_ == std::numeric_limits<int>::max() ? 0 : next_tag_ + 1;
-    std::vector<at::Tensor> outgoing{tensor}, incoming{received};
-    auto receive = group_->recv(incoming, 1 - rank_, tag);
-    auto send = group_->send(outgoing, 1 - rank_, tag);
-    return {std::move(send), std::move(receive)};
+  // Sends `tensor` to the other rank and receives its: both, in rank order. One swap at a time
+  // (it waits for both), so one tag serves; Gloo's collectives in flight use other slots.
+  std::vector<at::Tensor> swap(const at::Tensor& tensor) {
+    constexpr int kTag = 0;
+    std::vector<at::Tensor> outgoing{tensor}, incoming{at::empty_like(tensor)};
+    auto receive = group_->recv(incoming, 1 - rank_, kTag);
+    group_->send(outgoing, 1 - rank_, kTag)->wait();
+    receive->wait();
+    return rank_ == 0 ? std::vector<at::Tensor>{tensor, incoming[0]} : std::vector<at::Tensor>{incoming[0], tensor};
   }
 
   c10::intrusive_ptr<c10d::Store> store_;  // kept alive for the group's lifetime
@@ -169,7 +106,6 @@ class C10dCommunicator : public Communicator {
   std::string backend_;
   int rank_;
   int size_;
-  int next_tag_ = 0;
 };
 
 bool isLoopback(const std::string& address) {
