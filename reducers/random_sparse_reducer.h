@@ -15,6 +15,10 @@ namespace gcrun::reducers {
 // the shared generator, so every worker picks the same ones without communicating.
 using IndexSampler = std::function<at::Tensor(int64_t numel, int64_t count, at::Generator& shared)>;
 
+// random-k's sampler: at::randperm(numel, shared).narrow(0, 0, count), with the same draws and the
+// generator left where randperm leaves it, without building the permutation.
+at::Tensor firstOfRandomPermutation(int64_t numel, int64_t count, at::Generator& shared);
+
 // The reference's UniformRandomSparse(Block)Reducer around a sampler: per tensor k = max(1,
 // floor(c numel)) sampled elements (c = reducer.compression), all tensors' values in one
 // all-reduce, divided by W and written at their indices into a zero gradient. The generator is

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "reducers/quantized_reducer.h"
+#include "reducers/random_sparse_reducer.h"
 #include "reducers/reducer.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/reducer_fixtures.h"
@@ -225,6 +226,22 @@ TEST(RandomSparse, EveryRankPicksTheSameFreshIndicesEachStep) {
         previous = mask;
       }
     });
+  }
+}
+
+// random-k's sampler against the at::randperm it replaces: the same indices, and the generator
+// where randperm leaves it (the next draws equal), from the smallest tensor to ResNet-18's largest.
+TEST(RandomSparse, RandomKDrawsTheFirstIndicesOfRandperm) {
+  for (auto [n, count] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {2, 1}, {2, 2}, {17, 17}, {1000, 1}, {1000, 999}, {4096, 40}, {2359296, 23592}}) {
+    for (uint64_t seed : {1u, 7u}) {
+      auto mine = at::detail::createCPUGenerator(seed);
+      auto theirs = at::detail::createCPUGenerator(seed);
+      const auto indices = firstOfRandomPermutation(n, count, mine);
+      const auto expected = at::randperm(n, theirs, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, count);
+      EXPECT_TRUE(torch::equal(indices, expected)) << n << " " << count << " seed " << seed;
+      EXPECT_TRUE(torch::equal(torch::rand({4}, mine), torch::rand({4}, theirs))) << n << " " << count;
+    }
   }
 }
 
