@@ -347,8 +347,8 @@ TEST(PackBits, MatchesTheTensorOpsForEveryWidth) {
   }
 }
 
-// The top-k reducers' selection against at::topk itself: the distinct case takes the fast path,
-// ties and NaNs fall back, both give at::topk's indices in its order.
+// The top-k reducers' selection against at::topk itself, ties included (the replay keeps their
+// order); NaNs and the nth_element regime fall back.
 TEST(TopMagnitudePositions, AreAtTopkIndicesInItsOrder) {
   auto generator = at::detail::createCPUGenerator(11);
   const auto expectTopk = [](const at::Tensor& flat, int64_t k, const std::string& what) {
@@ -360,6 +360,9 @@ TEST(TopMagnitudePositions, AreAtTopkIndicesInItsOrder) {
   expectTopk(at::randn({10}, generator), 3, "nth_element regime");
   auto ties = at::randint(-50, 50, {20000}, generator).to(at::kFloat);
   for (int64_t k : {1, 100, 300}) expectTopk(ties, k, "ties, k " + std::to_string(k));
+  // Float32 magnitudes of a large N(0, 1) tensor collide among its top 1% (the LSTM's embedding).
+  const auto large = at::randn({2359296}, generator);
+  for (int64_t k : {11796, 36864}) expectTopk(large, k, "large, k " + std::to_string(k));
   auto with_nan = distinct.clone();
   with_nan[123] = std::nanf("");
   expectTopk(with_nan, 500, "nan");
