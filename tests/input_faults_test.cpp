@@ -37,6 +37,14 @@ const std::string kGcrun = GCRUN_BINARY_PATH;
 const std::string kQuick = " --set task.synthetic=true --set task.synthetic_samples=2048 --set training.batch_size=32"
                            " --set distributed.timeout_s=20 --set output.sinks=[jsonl]";
 
+// A 2-worker fashion-sgd run into `run` that only ends when disturbed, started in the background
+// with `settings` added; its launcher logs to `log`.
+pid_t startEndlessRun(const std::string& run, const std::string& settings, const std::string& log) {
+  return startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run + kQuick +
+                               " --set training.epochs=1000" + settings,
+                           log);
+}
+
 size_t lineCount(const std::string& text) {
   size_t lines = 0;
   for (char c : text) lines += c == '\n';
@@ -246,10 +254,7 @@ TEST(InputFaults, OneRunDirectoryOneGcrunAndNoOrphans) {
 void expectAStoppedRankEndsTheRun(int stopped) {
   TempDir dir;
   const std::string run = dir.file("run");
-  const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run +
-                                               kQuick + " --set training.epochs=1000" +
-                                               " --set distributed.timeout_s=20",
-                                           dir.file("launch.log"));
+  const pid_t launcher = startEndlessRun(run, " --set distributed.timeout_s=20", dir.file("launch.log"));
   waitFor([&] { return contains(readFile(run + "/metrics.jsonl"), "accuracy"); }, std::chrono::seconds(60));
   ASSERT_TRUE(fs::exists(run + "/workers.json")) << readFile(dir.file("launch.log"));
   const auto workers = YAML::LoadFile(run + "/workers.json")["workers"];
@@ -279,9 +284,7 @@ TEST(StoppedRank, OneEndsTheRunWithinTheTimeout) { expectAStoppedRankEndsTheRun(
 TEST(InputFaults, AStopSignalToOneWorkerStopsThemAll) {
   TempDir dir;
   const std::string run = dir.file("run");
-  const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run +
-                                               kQuick + " --set training.epochs=1000 --set output.log_every_steps=1",
-                                           dir.file("launch.log"));
+  const pid_t launcher = startEndlessRun(run, " --set output.log_every_steps=1", dir.file("launch.log"));
   waitFor([&] { return contains(readFile(run + "/metrics.jsonl"), "window"); }, std::chrono::seconds(60));
   const auto workers = YAML::LoadFile(run + "/workers.json")["workers"];
   ::kill(workers[1]["pid"].as<pid_t>(), SIGINT);
@@ -298,9 +301,7 @@ TEST(InputFaults, AStopSignalToOneWorkerStopsThemAll) {
 TEST(InputFaults, AWorkersOwnWriteErrorIsReportedAsItIs) {
   TempDir dir;
   const std::string run = dir.file("run");
-  const pid_t launcher = startInBackground(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run +
-                                               kQuick + " --set training.epochs=1000 --set checkpoint.every_steps=20",
-                                           dir.file("launch.log"));
+  const pid_t launcher = startEndlessRun(run, " --set checkpoint.every_steps=20", dir.file("launch.log"));
   waitFor([&] { return fs::exists(run + "/checkpoints/manifest.json"); }, std::chrono::seconds(60));
   fs::remove_all(run + "/checkpoints");
   std::ofstream(run + "/checkpoints") << "not a directory";
