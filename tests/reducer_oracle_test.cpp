@@ -26,30 +26,22 @@ using testing::clones;
 using testing::runRanks;
 
 // Passes every collective on and keeps a copy of what this rank put on the wire.
-class RecordingCommunicator : public Communicator {
+class RecordingCommunicator : public testing::ForwardingCommunicator {
  public:
-  explicit RecordingCommunicator(Communicator& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string backend() const override { return inner_.backend(); }
+  using ForwardingCommunicator::ForwardingCommunicator;
   void allreduceSum(at::Tensor& tensor) override {
     sent.push_back(tensor.clone());
-    inner_.allreduceSum(tensor);
+    ForwardingCommunicator::allreduceSum(tensor);
   }
   std::unique_ptr<PendingCollective> allreduceSumAsync(at::Tensor& tensor) override {
     sent.push_back(tensor.clone());
-    return inner_.allreduceSumAsync(tensor);
+    return ForwardingCommunicator::allreduceSumAsync(tensor);
   }
   std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
     sent.push_back(tensor.clone());
-    return inner_.allgather(tensor);
+    return ForwardingCommunicator::allgather(tensor);
   }
-  void broadcast(at::Tensor& tensor, int root) override { inner_.broadcast(tensor, root); }
-  void barrier() override { inner_.barrier(); }
   std::vector<at::Tensor> sent;
-
- private:
-  Communicator& inner_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -170,24 +170,14 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryReducer, ::testing::ValuesIn(everyReduce
 // exact
 
 // Counts the collectives started asynchronously, passing every call on.
-class CountingCommunicator : public Communicator {
+class CountingCommunicator : public testing::ForwardingCommunicator {
  public:
-  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string backend() const override { return inner_.backend(); }
-  void allreduceSum(at::Tensor& tensor) override { inner_.allreduceSum(tensor); }
+  using ForwardingCommunicator::ForwardingCommunicator;
   std::unique_ptr<PendingCollective> allreduceSumAsync(at::Tensor& tensor) override {
     ++started;
-    return inner_.allreduceSumAsync(tensor);
+    return ForwardingCommunicator::allreduceSumAsync(tensor);
   }
-  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override { return inner_.allgather(tensor); }
-  void broadcast(at::Tensor& tensor, int root) override { inner_.broadcast(tensor, root); }
-  void barrier() override { inner_.barrier(); }
   int started = 0;
-
- private:
-  Communicator& inner_;
 };
 
 // DDP's buckets: in reverse order, the first up to 1 MiB, then 25 MiB; each all-reduced as soon as

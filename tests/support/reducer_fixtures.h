@@ -24,4 +24,24 @@ inline std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
   return out;
 }
 
+// A communicator that passes every call on to `inner`: tests derive from it to record or count
+// the collectives a reducer starts, overriding only those.
+class ForwardingCommunicator : public comm::Communicator {
+ public:
+  explicit ForwardingCommunicator(comm::Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backend() const override { return inner_.backend(); }
+  void allreduceSum(at::Tensor& tensor) override { inner_.allreduceSum(tensor); }
+  std::unique_ptr<comm::PendingCollective> allreduceSumAsync(at::Tensor& tensor) override {
+    return inner_.allreduceSumAsync(tensor);
+  }
+  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override { return inner_.allgather(tensor); }
+  void broadcast(at::Tensor& tensor, int root) override { inner_.broadcast(tensor, root); }
+  void barrier() override { inner_.barrier(); }
+
+ private:
+  comm::Communicator& inner_;
+};
+
 }  // namespace gcrun::testing
