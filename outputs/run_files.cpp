@@ -1,17 +1,12 @@
 #include "outputs/run_files.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <random>
-#include <stdexcept>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
 #include "outputs/json.h"
 
 namespace gcrun::outputs {
@@ -77,24 +72,6 @@ std::string createRequestedRunDirectory(const std::string& requested) {
   return requested;
 }
 
-[[noreturn]] void throwWriteError(const std::string& path, const std::string& what, int error) {
-  throw std::runtime_error("cannot write '" + path + "' (" + what + "): " + std::strerror(error));
-}
-
-void writeAll(int fd, std::string_view contents, const std::string& path) {
-  const char* data = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    ssize_t written = ::write(fd, data, left);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throwWriteError(path, "write", errno);
-    }
-    data += written;
-    left -= static_cast<size_t>(written);
-  }
-}
-
 }  // namespace
 
 std::string createRunDirectory(const std::string& requested, const std::string& experiment) {
@@ -103,29 +80,10 @@ std::string createRunDirectory(const std::string& requested, const std::string& 
 }
 
 void writeFileAtomically(const std::string& path, std::string_view contents) {
-  std::random_device device;
-  const std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(device());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throwWriteError(path, "open " + temp, errno);
-  try {
-    writeAll(fd, contents, path);
-    if (::fsync(fd) != 0) throwWriteError(path, "fsync", errno);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    int error = errno;
-    ::unlink(temp.c_str());
-    throwWriteError(path, "close", error);
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    ::unlink(temp.c_str());
-    throwWriteError(path, "rename", error);
-  }
+  const fs::path target(path);
+  const auto parent = target.parent_path();
+  files::Directory::open(parent.empty() ? "." : parent.string(), false)
+      .writeAtomically(target.filename().string(), contents);
 }
 
 std::string runInfoJson(const RunInfo& info) {

@@ -14,8 +14,8 @@ namespace gcrun::outputs {
 // overwritten silently).
 std::string createRunDirectory(const std::string& requested, const std::string& experiment);
 
-// Writes `contents` to `path` through a temporary file, fsync and rename, so readers never see a
-// half-written file.
+// Writes `contents` to `path` through a temporary file, fsync and rename (files::Directory), so
+// readers never see a half-written file and a symlink at `path` is replaced, never followed.
 void writeFileAtomically(const std::string& path, std::string_view contents);
 
 // A preset's published result next to this run's (run.json's "paper" object).
