@@ -23,6 +23,7 @@
 #include "experiments/simulated_workers.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/thread_team.h"
 #include "outputs/rank_logger.h"
 #include "outputs/run_record.h"
 #include "outputs/statistics.h"
@@ -188,19 +189,18 @@ RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options
   SharedParameters shared;
   std::vector<RunResult> results(workers);
   std::vector<std::exception_ptr> failures(workers);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      try {
-        results[w] = runCheckedWorker(config, options, *comms[w], world.local_rank, WorkerHooks{true, &shared, w});
-      } catch (const std::exception&) {
-        failures[w] = std::current_exception();
-        shared.fail();
-        comms[w].reset();  // its peers' collectives fail now rather than at the timeout
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  runThreadTeam(
+      workers,
+      [&](int w) {
+        try {
+          results[w] = runCheckedWorker(config, options, *comms[w], world.local_rank, WorkerHooks{true, &shared, w});
+        } catch (const std::exception&) {
+          failures[w] = std::current_exception();
+          shared.fail();
+          comms[w].reset();  // its peers' collectives fail now rather than at the timeout
+        }
+      },
+      "distributed.simulated_workers=" + std::to_string(workers));
   std::exception_ptr first;
   for (const auto& failure : failures) {
     if (!failure) continue;

@@ -15,6 +15,7 @@
 
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/thread_team.h"
 #include "reducers/comm/torch_compat.h"
 
 namespace gcrun::comm {
@@ -326,22 +327,21 @@ std::vector<std::unique_ptr<Communicator>> connectSimulated(const WorldSpec& wor
   if (world.world_size == 1) shared = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::unique_ptr<Communicator>> comms(static_cast<size_t>(workers));
   std::vector<std::string> failures(static_cast<size_t>(workers));
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      WorldSpec logical = world;
-      logical.rank = world.rank * workers + w;
-      logical.world_size = world.world_size * workers;
-      const int rank = logical.rank;
-      try {
-        const auto store = shared ? shared : connectStore(logical, timeout, /*join=*/true);
-        comms[w] = makeGloo(store, rank, logical.world_size, timeout, world.master_addr);
-      } catch (const std::exception& e) {
-        failures[w] = "simulated worker rank " + std::to_string(rank) + " could not join its group: " + firstLine(e.what());
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  runThreadTeam(
+      workers,
+      [&](int w) {
+        WorldSpec logical = world;
+        logical.rank = world.rank * workers + w;
+        logical.world_size = world.world_size * workers;
+        const int rank = logical.rank;
+        try {
+          const auto store = shared ? shared : connectStore(logical, timeout, /*join=*/true);
+          comms[w] = makeGloo(store, rank, logical.world_size, timeout, world.master_addr);
+        } catch (const std::exception& e) {
+          failures[w] = "simulated worker rank " + std::to_string(rank) + " could not join its group: " + firstLine(e.what());
+        }
+      },
+      "distributed.simulated_workers=" + std::to_string(workers));
   for (const auto& failure : failures) {
     if (!failure.empty()) throw std::runtime_error(failure);
   }
