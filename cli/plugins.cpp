@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 
 namespace gcrun::cli {
 namespace {
@@ -18,6 +19,9 @@ std::string loaderError() {
 
 void loadPlugin(const std::string& path) {
   std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw UserError("--plugin " + path + ": is a directory; --plugin takes a shared library (.so) file");
+  }
   if (!std::filesystem::is_regular_file(path, error)) {
     throw UserError("--plugin " + path + ": no such file");
   }
@@ -30,7 +34,14 @@ void loadPlugin(const std::string& path) {
   if (!symbol) {
     throw UserError("--plugin " + path + ": no gcrun_register function: " + loaderError());
   }
-  reinterpret_cast<void (*)()>(symbol)();
+  // A plugin is trusted code, but its failure is still named: whatever it throws becomes one line.
+  try {
+    reinterpret_cast<void (*)()>(symbol)();
+  } catch (const std::exception& e) {
+    throw UserError("--plugin " + path + ": gcrun_register failed: " + firstLine(e.what()));
+  } catch (...) {
+    throw UserError("--plugin " + path + ": gcrun_register failed with an exception that is no std::exception");
+  }
 }
 
 }  // namespace
