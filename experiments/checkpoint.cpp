@@ -1,8 +1,6 @@
 #include "experiments/checkpoint.h"
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <algorithm>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -16,10 +14,9 @@
 
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/errors.h"
-#include "outputs/run_files.h"
+#include "outputs/files/safe_files.h"
 
 namespace gcrun::experiments {
-namespace fs = std::filesystem;
 namespace {
 
 constexpr int kFormat = 1;
@@ -28,10 +25,12 @@ std::string rankFile(int rank, int64_t step) {
   return "rank-" + std::to_string(rank) + "-step-" + std::to_string(step) + ".pt";
 }
 
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path + ": cannot read the checkpoint file");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+// The checkpoint directory of `run_dir`, or nullopt when it has none. A symlink or a file in its
+// place is a UserError: a resume would write (and delete old rank files) through it.
+std::optional<files::Directory> checkpointDirectory(const std::string& run_dir, bool create) {
+  const auto run = files::Directory::open(run_dir, false);
+  if (!create && !run.has("checkpoints")) return std::nullopt;
+  return run.sub("checkpoints", create);
 }
 
 struct Manifest {
@@ -42,11 +41,11 @@ struct Manifest {
   std::vector<uint64_t> checksums;
 };
 
-std::optional<Manifest> readManifest(const std::string& dir) {
-  const std::string path = dir + "/manifest.json";
-  if (!fs::exists(path)) return std::nullopt;
+std::optional<Manifest> readManifest(const std::optional<files::Directory>& dir) {
+  if (!dir || !dir->has("manifest.json")) return std::nullopt;
+  const std::string path = dir->pathOf("manifest.json");
   try {
-    const YAML::Node node = YAML::LoadFile(path);
+    const YAML::Node node = YAML::Load(files::readBoundedFile(path, files::kMaxRecordBytes));
     if (node["format"].as<int>() != kFormat) {
       throw UserError(path + ": checkpoint format " + node["format"].as<std::string>() + ", this gcrun reads " +
                       std::to_string(kFormat));
@@ -54,6 +53,11 @@ std::optional<Manifest> readManifest(const std::string& dir) {
     Manifest manifest;
     manifest.step = node["step"].as<int64_t>();
     manifest.world_size = node["world_size"].as<int>();
+    // Counted before the list is walked: YAML aliases could make it far longer than the file.
+    if (node["files"].size() != static_cast<size_t>(std::max(0, manifest.world_size))) {
+      throw UserError(path + ": lists " + std::to_string(node["files"].size()) + " rank files for world size " +
+                      std::to_string(manifest.world_size));
+    }
     for (const auto& file : node["files"]) {
       manifest.files.push_back(file["file"].as<std::string>());
       manifest.sizes.push_back(file["bytes"].as<uint64_t>());
@@ -69,10 +73,6 @@ std::optional<Manifest> readManifest(const std::string& dir) {
       if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
         throw UserError(path + ": file name '" + clipForMessage(file) + "' is not a plain file name in this directory");
       }
-    }
-    if (static_cast<int>(manifest.files.size()) != manifest.world_size) {
-      throw UserError(path + ": lists " + std::to_string(manifest.files.size()) + " rank files for world size " +
-                      std::to_string(manifest.world_size));
     }
     return manifest;
   } catch (const UserError&) {
@@ -122,16 +122,16 @@ uint64_t checkpointChecksum(std::string_view bytes) {
 }
 
 CheckpointStore::CheckpointStore(std::string run_dir, comm::Communicator& comm, c10::Device device)
-    : dir_(std::move(run_dir) + "/checkpoints"), comm_(comm), device_(device) {}
+    : run_dir_(std::move(run_dir)), comm_(comm), device_(device) {}
 
 void CheckpointStore::save(int64_t step, const TensorMap& state) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& kv : state) dict.insert(kv.first, kv.second.detach().cpu());
   const std::vector<char> pickled = pickleTensorDict(dict);
   const std::string_view bytes(pickled.data(), pickled.size());  // a copy would double the peak memory
-  fs::create_directories(dir_);
+  const auto dir = *checkpointDirectory(run_dir_, /*create=*/true);
   const std::string name = rankFile(comm_.rank(), step);
-  outputs::writeFileAtomically(dir_ + "/" + name, bytes);
+  dir.writeAtomically(name, bytes);
 
   // Gathering sizes and checksums is also the barrier: every rank's file is in place before the
   // manifest names it.
@@ -150,26 +150,28 @@ void CheckpointStore::save(int64_t step, const TensorMap& state) {
                << "\"}";
     }
     manifest << "]}\n";
-    outputs::writeFileAtomically(dir_ + "/manifest.json", manifest.str());
+    dir.writeAtomically("manifest.json", manifest.str());
   }
   comm_.barrier();
   const std::string prefix = "rank-" + std::to_string(comm_.rank()) + "-step-";
-  for (const auto& entry : fs::directory_iterator(dir_)) {
-    const std::string file = entry.path().filename().string();
-    if (file.rfind(prefix, 0) == 0 && file != name) fs::remove(entry.path());
+  for (const auto& file : dir.entries()) {
+    if (file.rfind(prefix, 0) == 0 && file != name) dir.removeFile(file);
   }
   last_step_ = step;
 }
 
 std::optional<TensorMap> CheckpointStore::loadLatest() {
-  const auto manifest = readManifest(dir_);
+  const auto dir = checkpointDirectory(run_dir_, /*create=*/false);
+  const auto manifest = readManifest(dir);
   if (!manifest) return std::nullopt;
   if (manifest->world_size != comm_.size()) {
-    throw UserError(dir_ + "/manifest.json: the checkpoint has " + std::to_string(manifest->world_size) +
+    throw UserError(dir->pathOf("manifest.json") + ": the checkpoint has " + std::to_string(manifest->world_size) +
                     " workers, this run " + std::to_string(comm_.size()) + "; resume with as many workers as it saved");
   }
-  const std::string path = dir_ + "/" + manifest->files[comm_.rank()];
-  const std::string bytes = readBytes(path);
+  const std::string path = dir->pathOf(manifest->files[comm_.rank()]);
+  // The manifest's size bounds the read: a rank file that is larger, a device or a FIFO is refused
+  // before it is read.
+  const std::string bytes = files::readBoundedFile(path, manifest->sizes[comm_.rank()]);
   if (bytes.size() != manifest->sizes[comm_.rank()] || checkpointChecksum(bytes) != manifest->checksums[comm_.rank()]) {
     throw UserError(path + ": corrupt checkpoint: its size or checksum differs from manifest.json's");
   }
@@ -185,7 +187,7 @@ std::optional<TensorMap> CheckpointStore::loadLatest() {
 }
 
 std::optional<int> CheckpointStore::savedWorldSize(const std::string& run_dir) {
-  const auto manifest = readManifest(run_dir + "/checkpoints");
+  const auto manifest = readManifest(checkpointDirectory(run_dir, /*create=*/false));
   if (!manifest) return std::nullopt;
   return manifest->world_size;
 }

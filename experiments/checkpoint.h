@@ -46,7 +46,7 @@ class CheckpointStore {
   static std::optional<int> savedWorldSize(const std::string& run_dir);
 
  private:
-  std::string dir_;
+  std::string run_dir_;
   comm::Communicator& comm_;
   c10::Device device_;
   int64_t last_step_ = -1;

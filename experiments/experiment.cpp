@@ -1,12 +1,9 @@
 #include "experiments/experiment.h"
 
-#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 
 #include <yaml-cpp/yaml.h>
@@ -17,6 +14,7 @@
 #include "experiments/runner.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_keys.h"
+#include "outputs/files/safe_files.h"
 #include "outputs/run_files.h"
 
 namespace gcrun::experiments {
@@ -93,10 +91,15 @@ void checkResumedSettings(const ExperimentRequest& request, const ExperimentConf
 // Holds <dir>/.gcrun.lock (flock) for the rest of this process's life, and so for its workers,
 // which inherit it: a second gcrun on the same run directory is refused. The kernel drops the
 // lock when its holders exit, so a crashed run leaves none behind.
+// A planted symlink at .gcrun.lock is refused before anything is written through it.
 void lockRunDirectory(const std::string& dir) {
-  const std::string path = dir + "/.gcrun.lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
-  if (fd < 0) throw UserError("--resume " + dir + ": cannot open " + path + ": " + std::strerror(errno));
+  files::UniqueFd lock;
+  try {
+    lock = files::Directory::open(dir, false).openLockFile(".gcrun.lock");
+  } catch (const UserError& e) {
+    throw UserError("--resume " + dir + ": " + e.what());
+  }
+  const int fd = lock.release();  // held until the process ends
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char pid[32] = {0};
     const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);

@@ -1,8 +1,6 @@
 #include "experiments/presets.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
@@ -10,6 +8,7 @@
 #include "experiments/embedded_yaml.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
 #include "reducers/reducer.h"
 
 namespace gcrun::experiments {
@@ -25,22 +24,23 @@ const EmbeddedYaml& findPreset(const std::string& name) {
 }
 
 // A regular file's text: a directory or a device (/dev/null) is no settings file, even though
-// reading one gives nothing, which would pass for empty settings.
+// reading one gives nothing, which would pass for empty settings; a FIFO or /dev/zero would never
+// end. Bounded in size.
 std::string readConfigFile(const std::string& path) {
   std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    const bool exists = std::filesystem::exists(path, error);
-    throw UserError("config file '" + path + "' " + (exists ? "is not a regular file" : "does not exist") +
-                    "; --config takes a YAML file of settings");
+  if (!std::filesystem::exists(path, error)) {
+    throw UserError("config file '" + path + "' does not exist; --config takes a YAML file of settings");
   }
-  std::ifstream in(path);
-  if (!in) throw UserError("config file '" + path + "' cannot be read; --config takes a YAML file of settings");
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().find_first_not_of(" \t\r\n") == std::string::npos) {
+  std::string text;
+  try {
+    text = files::readBoundedFile(path, files::kMaxConfigBytes);
+  } catch (const UserError& e) {
+    throw UserError("config file: " + std::string(e.what()) + "; --config takes a YAML file of settings");
+  }
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     spdlog::info("config file '{}' is empty: the preset's settings apply", path);
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace

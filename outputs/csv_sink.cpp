@@ -1,12 +1,9 @@
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <sstream>
-#include <stdexcept>
 #include <vector>
 
 #include "outputs/builtin_sinks.h"
+#include "outputs/files/safe_files.h"
 #include "outputs/json.h"
 
 namespace gcrun::outputs {
@@ -28,14 +25,9 @@ std::string csvField(const std::string& text) {
 
 class CsvSink : public MetricSink {
  public:
-  CsvSink(std::string path, bool append)
-      : path_(std::move(path)),
-        header_on_file_(append && std::ifstream(path_).peek() != std::ifstream::traits_type::eof()),
-        out_(path_, append ? std::ios::app : std::ios::trunc) {
-    if (!out_) {
-      throw std::runtime_error("cannot open '" + path_ + "' for writing: " + std::strerror(errno));
-    }
-  }
+  CsvSink(const std::string& run_dir, bool append)
+      : file_(files::Directory::open(run_dir, false), "epochs.csv", /*truncate=*/!append),
+        header_on_file_(append && !file_.wasEmpty()) {}
 
   void metric(const MetricEvent&) override {}
 
@@ -48,11 +40,12 @@ class CsvSink : public MetricSink {
     const double mb_sent = static_cast<double>(summary.bits) / 8.0 / (1024.0 * 1024.0);
     out_ << ',' << csvNumber(mb_sent) << ',' << csvNumber(summary.elapsed_s) << ','
          << csvNumber(summary.learning_rate) << '\n';
-    out_.flush();
-    if (!out_) throw std::runtime_error("cannot write '" + path_ + "': " + std::strerror(errno));
+    file_.write(out_.str());
+    out_.str("");
+    file_.flush();
   }
 
-  void close() override { out_.flush(); }
+  void close() override { file_.flush(); }
 
  private:
   // The columns are fixed by the first epoch: later epochs report the same metrics.
@@ -84,9 +77,9 @@ class CsvSink : public MetricSink {
     }
   }
 
-  std::string path_;
+  files::AppendFile file_;
   bool header_on_file_;  // a resumed run's file already starts with the header
-  std::ofstream out_;
+  std::ostringstream out_;  // the row being written
   bool header_written_ = false;
   std::vector<std::string> train_columns_;
   std::vector<std::string> validation_columns_;
@@ -96,7 +89,7 @@ class CsvSink : public MetricSink {
 }  // namespace
 
 std::unique_ptr<MetricSink> makeCsvSink(const SinkContext& context) {
-  return std::make_unique<CsvSink>(context.run_dir + "/epochs.csv", context.resume);
+  return std::make_unique<CsvSink>(context.run_dir, context.resume);
 }
 
 }  // namespace gcrun::outputs

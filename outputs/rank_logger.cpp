@@ -1,18 +1,42 @@
 #include "outputs/rank_logger.h"
 
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <mutex>
 #include <vector>
 
+#include "outputs/files/safe_files.h"
+
 namespace gcrun::outputs {
+namespace {
+
+// Appends each line to a file opened below the run directory without following symlinks (spdlog's
+// file sinks open by path). Unbuffered, as the log is what survives a crash.
+class RunFileSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  RunFileSink(const std::string& run_dir, const std::string& name)
+      : path_(run_dir + "/" + name), fd_(files::Directory::open(run_dir, false).openForAppend(name)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(message, line);
+    files::writeAll(fd_.get(), std::string_view(line.data(), line.size()), path_);
+  }
+  void flush_() override {}
+
+ private:
+  std::string path_;
+  files::UniqueFd fd_;
+};
+
+}  // namespace
 
 std::shared_ptr<spdlog::logger> installRankLogger(const std::string& run_dir, int rank) {
   const std::string rank_text = std::to_string(rank);
-  auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(
-      run_dir + "/rank-" + rank_text + ".log", /*truncate=*/false);
+  auto file_sink = std::make_shared<RunFileSink>(run_dir, "rank-" + rank_text + ".log");
   file_sink->set_level(spdlog::level::debug);
   auto console_sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   // Every rank logs the same progress; only rank 0's is worth reading on the console.
