@@ -4,7 +4,9 @@
 
 #include "cli/commands.h"
 #include "experiments/study/study.h"
+#include "hyperparams/base/errors.h"
 #include "outputs/report/report.h"
+#include "outputs/report/safe_text.h"
 
 namespace gcrun::cli {
 
@@ -22,14 +24,20 @@ void addReportCommand(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember(outputs::reportFormats()));
   command->callback([flags] {
-    std::vector<outputs::RunData> runs;
-    for (const auto& dir : outputs::findRunDirectories(flags->inputs)) runs.push_back(outputs::loadRun(dir));
+    auto loaded = outputs::loadRuns(flags->inputs);
+    if (loaded.found == 0) {
+      std::string inputs;
+      for (const auto& input : flags->inputs) inputs += (inputs.empty() ? "" : ", ") + input;
+      throw UserError("report: no run directories (a directory with run.json) found under " + inputs);
+    }
     const auto result = outputs::writeReport(
-        runs, {flags->output_dir.empty() ? flags->inputs.front() : flags->output_dir, flags->formats, "",
-               experiments::reducerReads});
+        loaded.runs, {flags->output_dir.empty() ? flags->inputs.front() : flags->output_dir, flags->formats, "",
+                      experiments::reducerReads, loaded.skipped});
+    // Names from the runs are printed on one line each: no terminal escapes, no forged lines.
     std::printf("%zu runs in %zu configurations\n", result.runs, result.configurations);
-    for (const auto& file : result.files) std::printf("  %s\n", file.c_str());
-    if (!result.note.empty()) std::printf("note: %s\n", result.note.c_str());
+    for (const auto& file : result.files) std::printf("  %s\n", outputs::oneLine(file).c_str());
+    for (const auto& line : loaded.skipped) std::printf("skipped: %s\n", outputs::oneLine(line).c_str());
+    if (!result.note.empty()) std::printf("note: %s\n", outputs::oneLine(result.note).c_str());
   });
 }
 

@@ -11,6 +11,7 @@
 #include "hyperparams/base/errors.h"
 #include "outputs/report/plots.h"
 #include "outputs/report/report.h"
+#include "outputs/report/safe_text.h"
 #include "outputs/report/summary.h"
 #include "tests/support/command.h"
 #include "tests/support/temp_dir.h"
@@ -55,9 +56,7 @@ void writeRun(const std::string& dir, const std::string& reducer, int seed, doub
 }
 
 std::vector<RunData> load(const TempDir& dir) {
-  std::vector<RunData> runs;
-  for (const auto& run : findRunDirectories({dir.path().string()})) runs.push_back(loadRun(run));
-  return runs;
+  return loadRuns({dir.path().string()}).runs;
 }
 
 TEST(Report, GroupsSeedsAndComputesTheirSpread) {
@@ -166,7 +165,27 @@ TEST(Report, WritesTablesImagesAndOneSelfContainedPage) {
 TEST(Report, UnknownFormatAndMissingDirectoryAreUserErrors) {
   TempDir dir;
   EXPECT_THROW(writeReport({}, {dir.file("r"), {"pdf"}, ""}), UserError);
-  EXPECT_THROW(findRunDirectories({dir.file("nonexistent")}), UserError);
+  EXPECT_THROW(loadRuns({dir.file("nonexistent")}), UserError);
+}
+
+// A study writes its report before any run has started: no runs is a report, not an error.
+TEST(Report, NoRunsYetIsAnEmptyReport) {
+  TempDir dir;
+  const auto result = writeReport({}, {dir.file("study"), reportFormats(), "A study", nullptr});
+  EXPECT_EQ(result.runs, 0u);
+  EXPECT_TRUE(contains(readFile(dir.file("study/report.md")), "0 runs in 0 configurations"));
+}
+
+TEST(Report, TextFromRunsStaysTextInEachFormat) {
+  EXPECT_EQ(gnuplotString("it's `id`\n@m"), "'it''s `id` @m'");
+  EXPECT_EQ(oneLine("a\r\nb\x1b[2J\xc2\x85"), "a  b [2J ");
+  EXPECT_EQ(validUtf8("ok\xff\xc0\xaf\xed\xa0\x80é"), "ok\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD\uFFFDé");
+  EXPECT_EQ(markdownText("<b>|[x]#\n"), "&lt;b&gt;\\|\\[x\\]\\# ");
+  EXPECT_EQ(csvText("=1+1"), "\"'=1+1\"");
+  EXPECT_EQ(csvText("-x"), "\"'-x\"");
+  EXPECT_EQ(csvText("a\rb"), "\"'a\rb\"");
+  EXPECT_EQ(csvText("a,b"), "\"a,b\"");
+  EXPECT_EQ(csvText("plain"), "plain");
 }
 
 }  // namespace

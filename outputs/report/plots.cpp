@@ -1,16 +1,21 @@
 #include "outputs/report/plots.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <fcntl.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
+#include <random>
 
 #include <spdlog/fmt/fmt.h>
 
-#include "outputs/run_files.h"
+#include "hyperparams/base/errors.h"
+#include "outputs/report/safe_text.h"
 
 namespace gcrun::outputs {
 namespace {
@@ -48,12 +53,6 @@ Plot plotOf(const std::vector<ConfigGroup>& groups, std::string name, std::strin
   return plot;
 }
 
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return out + "\"";
-}
-
 std::string script(const Plot& plot) {
   std::string plots;
   for (size_t i = 0; i < plot.curves.size(); ++i) {
@@ -61,12 +60,12 @@ std::string script(const Plot& plot) {
     plots += fmt::format("{}'{}.dat' index {} using 1:3:4 with filledcurves {} notitle, \\\n", i ? "     " : "",
                          plot.name, i, color);
     plots += fmt::format("     '{}.dat' index {} using 1:2 with linespoints {} pt 7 ps 0.6 lw 2 title {}{}\n", plot.name,
-                         i, color, quoted(plot.curves[i].label), i + 1 < plot.curves.size() ? ", \\" : "");
+                         i, color, gnuplotString(plot.curves[i].label), i + 1 < plot.curves.size() ? ", \\" : "");
   }
   const auto setup = fmt::format(
       "set title {}\nset xlabel {}\nset ylabel {}\nset key outside right top\nset grid\n"
       "set style fill transparent solid 0.2 noborder\n",
-      quoted(plot.title), quoted(plot.x_label), quoted(plot.y_label));
+      gnuplotString(plot.title), gnuplotString(plot.x_label), gnuplotString(plot.y_label));
   return fmt::format(
       "# Written by gcrun report: the mean of each configuration over its seeds, with the min-max band.\n"
       "set terminal pngcairo size 1000,600 noenhanced font 'sans,10'\nset output '{0}.png'\n{1}plot {2}"
@@ -74,25 +73,69 @@ std::string script(const Plot& plot) {
       plot.name, setup, plots);
 }
 
-// Runs gnuplot on `script_file` in `dir`; its messages go to gnuplot.log. -1: gnuplot is missing.
-int runGnuplot(const std::string& dir, const std::string& script_file) {
+// gnuplot's path on PATH, or "" when it is not installed: looked up before fork, since the child
+// may do nothing but exec.
+std::string findGnuplot() {
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string candidate = (end == start ? std::string(".") : dirs.substr(start, end - start)) + "/gnuplot";
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+// Runs gnuplot on `script_file` with its working directory in `work`, its messages into `log`.
+// gnuplot opens its `set output` files by path, following symlinks; `work` is a directory nobody
+// else could have planted anything in. Everything the child needs is built before the fork.
+int runGnuplot(const std::string& gnuplot, const files::Directory& work, int log, const std::string& script_file) {
+  const char* argv[] = {"gnuplot", script_file.c_str(), nullptr};
+  const int work_fd = work.fd();
   const pid_t pid = ::fork();
   if (pid < 0) return 1;
   if (pid == 0) {
-    if (::chdir(dir.c_str()) != 0) ::_exit(1);
-    const int log = ::open("gnuplot.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (log >= 0) {
-      ::dup2(log, STDOUT_FILENO);
-      ::dup2(log, STDERR_FILENO);
-    }
-    ::execlp("gnuplot", "gnuplot", script_file.c_str(), static_cast<char*>(nullptr));
+    if (::fchdir(work_fd) != 0 || ::dup2(log, STDOUT_FILENO) < 0 || ::dup2(log, STDERR_FILENO) < 0) ::_exit(126);
+    ::execv(gnuplot.c_str(), const_cast<char* const*>(argv));
     ::_exit(127);
   }
   int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return -1;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
+
+// A fresh directory inside `dir` that only this report writes into, removed when this goes away.
+class PrivateDirectory {
+ public:
+  explicit PrivateDirectory(const files::Directory& dir) : parent_(dir) {
+    std::random_device random;
+    do {
+      name_ = fmt::format(".gnuplot-{}-{:08x}{:08x}", ::getpid(), random(), random());
+    } while (parent_.has(name_));
+    work_.emplace(parent_.sub(name_, true));
+  }
+  ~PrivateDirectory() {
+    try {
+      parent_.removeTree(name_);
+    } catch (const std::exception&) {
+      // Left behind: a hidden directory is no harm, and the report itself was written.
+    }
+  }
+  PrivateDirectory(const PrivateDirectory&) = delete;
+  PrivateDirectory& operator=(const PrivateDirectory&) = delete;
+
+  const files::Directory& get() const { return *work_; }
+
+ private:
+  const files::Directory& parent_;
+  std::string name_;
+  std::optional<files::Directory> work_;
+};
 
 }  // namespace
 
@@ -126,23 +169,46 @@ std::string plotData(const Plot& plot) {
   std::string out;
   for (size_t i = 0; i < plot.curves.size(); ++i) {
     if (i > 0) out += "\n\n";
-    out += "# " + plot.curves[i].label + "\n# x mean min max\n";
+    out += "# " + oneLine(plot.curves[i].label) + "\n# x mean min max\n";
     for (const auto& p : plot.curves[i].points) out += fmt::format("{:.17g} {:.17g} {:.17g} {:.17g}\n", p[0], p[1], p[2], p[3]);
   }
   return out;
 }
 
-std::string renderPlots(const std::vector<Plot>& plots, const std::string& dir) {
-  std::string note;
+RenderedPlots renderPlots(const std::vector<Plot>& plots, const files::Directory& dir) {
+  RenderedPlots rendered;
+  const bool any = std::any_of(plots.begin(), plots.end(), [](const Plot& plot) { return !plot.curves.empty(); });
+  if (!any) return rendered;
+  const std::string gnuplot = findGnuplot();
+  if (gnuplot.empty()) {
+    rendered.note = "gnuplot is not installed, so the plots are missing (apt-get install gnuplot-nox); their data is in " +
+                    dir.path();
+  }
+  const auto log = dir.openForAppend("gnuplot.log", true);
+  const PrivateDirectory work(dir);
   for (const auto& plot : plots) {
     if (plot.curves.empty()) continue;
-    writeFileAtomically(dir + "/" + plot.name + ".dat", plotData(plot));
-    writeFileAtomically(dir + "/" + plot.name + ".gp", script(plot));
-    const int code = runGnuplot(dir, plot.name + ".gp");
-    if (code == -1) return "gnuplot is not installed, so the plots are missing (apt-get install gnuplot-nox); their data is in " + dir;
-    if (code != 0 && note.empty()) note = "gnuplot failed on " + plot.name + ".gp (see " + dir + "/gnuplot.log)";
+    work.get().writeAtomically(plot.name + ".dat", plotData(plot));
+    work.get().writeAtomically(plot.name + ".gp", script(plot));
+    if (!gnuplot.empty()) {
+      const int code = runGnuplot(gnuplot, work.get(), log.get(), plot.name + ".gp");
+      if (code != 0 && rendered.note.empty()) {
+        rendered.note = "gnuplot failed on " + plot.name + ".gp (see " + dir.pathOf("gnuplot.log") + ")";
+      }
+      if (code == 0 && work.get().has(plot.name + ".svg")) {
+        rendered.svg[plot.name] = files::readBoundedFile(work.get().pathOf(plot.name + ".svg"), files::kMaxRecordBytes);
+      }
+    }
+    for (const char* extension : {".dat", ".gp", ".png", ".svg"}) {
+      const std::string name = plot.name + extension;
+      if (!work.get().has(name)) continue;
+      work.get().moveTo(name, dir, name);
+      if (rendered.svg.count(plot.name) && (extension == std::string(".png") || extension == std::string(".svg"))) {
+        rendered.images.push_back(dir.pathOf(name));
+      }
+    }
   }
-  return note;
+  return rendered;
 }
 
 }  // namespace gcrun::outputs

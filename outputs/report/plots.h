@@ -1,9 +1,11 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "outputs/files/safe_files.h"
 #include "outputs/report/summary.h"
 
 namespace gcrun::outputs {
@@ -24,12 +26,20 @@ struct Plot {
 // (points aligned by their index across seeds, x averaged), and the training loss against steps.
 std::vector<Plot> reportPlots(const std::vector<ConfigGroup>& groups);
 
-// The data file a plot's gnuplot script reads: one block per curve ("# label", then
+// The data file a plot's gnuplot script reads: one block per curve ("# label" on one line, then
 // "x mean min max" lines), blocks separated by two blank lines (gnuplot's `index`).
 std::string plotData(const Plot& plot);
 
+struct RenderedPlots {
+  std::map<std::string, std::string> svg;  // by plot name: the SVG drawn now (never one found in `dir`)
+  std::vector<std::string> images;         // the .png and .svg files drawn now, in `dir`
+  std::string note;                        // why some images are missing (no gnuplot, or its error)
+};
+
 // Writes each plot's .dat and .gp into `dir` and runs gnuplot on it for <name>.png and <name>.svg.
-// Returns "" or a note saying why some images are missing (no gnuplot, or its error).
-std::string renderPlots(const std::vector<Plot>& plots, const std::string& dir);
+// Labels reach gnuplot only as string literals (gnuplotString). gnuplot runs in a fresh directory
+// of its own, and its files are then moved into `dir`, replacing whatever was there, symlinks
+// included.
+RenderedPlots renderPlots(const std::vector<Plot>& plots, const files::Directory& dir);
 
 }  // namespace gcrun::outputs

@@ -1,48 +1,23 @@
 #include "outputs/report/report.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <spdlog/fmt/fmt.h>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
 #include "outputs/report/plots.h"
+#include "outputs/report/safe_text.h"
 #include "outputs/report/summary.h"
-#include "outputs/run_files.h"
 
 namespace gcrun::outputs {
 namespace {
-
-namespace fs = std::filesystem;
 
 const char kNotes[] =
     "The final metric is each run's value at its end; seeds are grouped when everything else in the "
     "configuration is equal. Time per batch is each run's median step (the mean over seeds), on this "
     "machine and at this run's world size; MiB/epoch is what one worker sent per epoch; compression is what "
     "a float32 all-reduce would have sent divided by what was sent.";
-
-std::string html(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-std::string readText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The runs that did not complete, with their error.
 std::vector<std::string> unfinished(const std::vector<RunData>& runs) {
@@ -61,54 +36,63 @@ std::string summaryLine(const std::vector<RunData>& runs, size_t configurations)
 }
 
 std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigGroup>& groups,
-                     const std::vector<Plot>& plots, const ReportOptions& options) {
+                     const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options) {
   std::string out = "# gcrun report\n\n";
-  if (!options.title.empty()) out += options.title + "\n\n";
+  if (!options.title.empty()) out += markdownText(options.title) + "\n\n";
   out += summaryLine(runs, groups.size()) + "\n\n" + markdownTable(resultTable(groups)) + "\n" + kNotes + "\n";
   const auto open = unfinished(runs);
   if (!open.empty()) {
     out += "\n## Runs not completed\n\n";
-    for (const auto& line : open) out += "- " + line + "\n";
+    for (const auto& line : open) out += "- " + markdownText(line) + "\n";
+  }
+  if (!options.skipped.empty()) {
+    out += "\n## Left out\n\n";
+    for (const auto& line : options.skipped) out += "- " + markdownText(line) + "\n";
   }
   out += "\n## Plots\n\n";
   for (const auto& plot : plots) {
-    if (!plot.curves.empty()) out += "![" + plot.title + "](plots/" + plot.name + ".png)\n\n";
+    if (rendered.svg.count(plot.name)) out += "![" + markdownText(plot.title) + "](plots/" + plot.name + ".png)\n\n";
   }
+  if (!rendered.note.empty()) out += markdownText(rendered.note) + "\n";
   return out;
 }
 
+std::string htmlList(const std::string& heading, const std::vector<std::string>& lines) {
+  if (lines.empty()) return "";
+  std::string out = "<h2>" + heading + "</h2>\n<ul>\n";
+  for (const auto& line : lines) out += "<li>" + htmlText(line) + "</li>\n";
+  return out + "</ul>\n";
+}
+
 std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigGroup>& groups,
-                     const std::vector<Plot>& plots, const ReportOptions& options, const std::string& plot_dir) {
+                     const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options) {
   const auto table = resultTable(groups);
   std::string out =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gcrun report</title><style>"
       "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:90%}"
       "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f3f3f3}"
       "figure{margin:1.5em 0}svg{max-width:100%;height:auto}</style></head><body>\n<h1>gcrun report</h1>\n";
-  if (!options.title.empty()) out += "<p>" + html(options.title) + "</p>\n";
-  out += "<p>" + html(summaryLine(runs, groups.size())) + "</p>\n<table>\n<tr>";
-  for (const auto& cell : table.header) out += "<th>" + html(cell) + "</th>";
+  if (!options.title.empty()) out += "<p>" + htmlText(options.title) + "</p>\n";
+  out += "<p>" + htmlText(summaryLine(runs, groups.size())) + "</p>\n<table>\n<tr>";
+  for (const auto& cell : table.header) out += "<th>" + htmlText(cell) + "</th>";
   out += "</tr>\n";
   for (const auto& row : table.rows) {
     out += "<tr>";
-    for (const auto& cell : row) out += "<td>" + html(cell) + "</td>";
+    for (const auto& cell : row) out += "<td>" + htmlText(cell) + "</td>";
     out += "</tr>\n";
   }
-  out += "</table>\n<p>" + html(kNotes) + "</p>\n";
-  const auto open = unfinished(runs);
-  if (!open.empty()) {
-    out += "<h2>Runs not completed</h2>\n<ul>\n";
-    for (const auto& line : open) out += "<li>" + html(line) + "</li>\n";
-    out += "</ul>\n";
-  }
+  out += "</table>\n<p>" + htmlText(kNotes) + "</p>\n";
+  out += htmlList("Runs not completed", unfinished(runs)) + htmlList("Left out", options.skipped);
   out += "<h2>Plots</h2>\n";
+  // Only what gnuplot drew just now from sanitized labels; a file already in plots/ is not ours to trust.
   for (const auto& plot : plots) {
-    const std::string svg = plot_dir + "/" + plot.name + ".svg";
-    if (plot.curves.empty() || !fs::is_regular_file(svg)) continue;
-    std::string image = readText(svg);
-    if (const auto start = image.find("<svg"); start != std::string::npos) image = image.substr(start);
-    out += "<figure>\n" + image + "\n<figcaption>" + html(plot.title) + "</figcaption></figure>\n";
+    const auto svg = rendered.svg.find(plot.name);
+    if (svg == rendered.svg.end()) continue;
+    const auto start = svg->second.find("<svg");
+    const std::string image = start == std::string::npos ? svg->second : svg->second.substr(start);
+    out += "<figure>\n" + validUtf8(image) + "\n<figcaption>" + htmlText(plot.title) + "</figcaption></figure>\n";
   }
+  if (!rendered.note.empty()) out += "<p>" + htmlText(rendered.note) + "</p>\n";
   return out + "</body></html>\n";
 }
 
@@ -132,26 +116,19 @@ ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& 
   result.runs = runs.size();
   const auto groups = groupRuns(runs, options.reads);
   result.configurations = groups.size();
-  fs::create_directories(options.output_dir);
-  const std::string plot_dir = options.output_dir + "/plots";
+  const auto out = files::Directory::open(options.output_dir, true);
   const auto plots = reportPlots(groups);
-  if (wants("md") || wants("html")) {
-    fs::create_directories(plot_dir);
-    result.note = renderPlots(plots, plot_dir);
-  }
+  RenderedPlots rendered;
+  if (wants("md") || wants("html")) rendered = renderPlots(plots, out.sub("plots", true));
+  result.note = rendered.note;
   const auto write = [&](const std::string& name, const std::string& text) {
-    writeFileAtomically(options.output_dir + "/" + name, text);
-    result.files.push_back(options.output_dir + "/" + name);
+    out.writeAtomically(name, text);
+    result.files.push_back(out.pathOf(name));
   };
-  if (wants("md")) write("report.md", markdown(runs, groups, plots, options) + (result.note.empty() ? "" : "\n" + result.note + "\n"));
+  if (wants("md")) write("report.md", markdown(runs, groups, plots, rendered, options));
   if (wants("csv")) write("report.csv", csvTable(groups));
-  if (wants("html")) write("report.html", htmlPage(runs, groups, plots, options, plot_dir));
-  for (const auto& plot : plots) {
-    for (const char* extension : {".png", ".svg"}) {
-      const std::string path = plot_dir + "/" + plot.name + extension;
-      if (!plot.curves.empty() && fs::is_regular_file(path)) result.files.push_back(path);
-    }
-  }
+  if (wants("html")) write("report.html", htmlPage(runs, groups, plots, rendered, options));
+  result.files.insert(result.files.end(), rendered.images.begin(), rendered.images.end());
   return result;
 }
 

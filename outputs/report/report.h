@@ -13,6 +13,7 @@ struct ReportOptions {
   std::vector<std::string> formats = {"md", "csv", "html"};
   std::string title;       // a line under the heading (a study's description)
   ReadsSetting reads;      // which reducer settings matter to which reducer (summary.h)
+  std::vector<std::string> skipped = {};  // "path: why" for runs left out (LoadedRuns::skipped)
 };
 
 struct ReportResult {
@@ -30,7 +31,10 @@ const std::vector<std::string>& reportFormats();
 // batch, MiB sent per worker and epoch, compression against a float32 all-reduce, the paper's value
 // and the distance to it), plots/ (PNG and SVG through gnuplot, with the data they were drawn
 // from) and report.html (one page, no network: the tables and the SVG plots inline). Runs that
-// failed or are still going are listed as such.
+// failed or are still going are listed as such, and the skipped ones with why.
+// Every name and label read from a run is text in each format (safe_text.h), and every file is
+// written below options.output_dir through files::Directory: a symlink planted there is replaced
+// or refused (a UserError naming it), never written through.
 ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& options);
 
 }  // namespace gcrun::outputs

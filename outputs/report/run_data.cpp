@@ -1,26 +1,69 @@
 #include "outputs/report/run_data.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <regex>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
 
 namespace gcrun::outputs {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<YAML::Node> loadFile(const fs::path& path) {
+// What gcrun writes holds a few hundred values; YAML aliases can make a few bytes stand for
+// billions ("billion laughs"), which would hang flatten() and whatever else walks them.
+constexpr size_t kMaxValues = 100000;
+
+// Counts the values under `node`, aliases expanded, stopping once past `budget`.
+size_t countValues(const YAML::Node& node, size_t budget) {
+  size_t count = 1;
+  const auto add = [&](const YAML::Node& child) {
+    if (count <= budget) count += countValues(child, budget - count);
+  };
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end() && count <= budget; ++it) {
+      add(it->first);
+      add(it->second);
+    }
+  } else if (node.IsSequence()) {
+    for (auto it = node.begin(); it != node.end() && count <= budget; ++it) add(*it);
+  }
+  return count;
+}
+
+bool isPresent(const fs::path& path) {
+  std::error_code error;
+  return fs::exists(fs::symlink_status(path, error));  // a dangling or looping symlink exists too
+}
+
+// The document at `path`; nothing when it is missing or not YAML (a run still writing it). A file
+// that is not a regular one within `limit` bytes, or whose aliases expand past kMaxValues, is a
+// UserError: the run is not read at all.
+std::optional<YAML::Node> loadFile(const fs::path& path, size_t limit) {
+  if (!isPresent(path)) return std::nullopt;
+  const auto text = files::readBoundedFile(path.string(), limit);
+  YAML::Node node;
   try {
-    if (!fs::is_regular_file(path)) return std::nullopt;
-    return YAML::LoadFile(path.string());
+    node = YAML::Load(text);
   } catch (const YAML::Exception&) {
     return std::nullopt;
   }
+  if (countValues(node, kMaxValues) > kMaxValues) {
+    throw UserError(path.string() + " holds more than " + std::to_string(kMaxValues) +
+                    " values once its YAML aliases are expanded; gcrun writes far fewer");
+  }
+  return node;
 }
 
 // node[keys[0]][keys[1]]..., or a null node where a key is missing (yaml-cpp throws instead).
@@ -31,6 +74,18 @@ YAML::Node child(const YAML::Node& root, std::initializer_list<const char*> keys
     node.reset(node[key]);  // rebinds; `node = ...` would overwrite the node it refers to
   }
   return node;
+}
+
+// A finite number, or nothing: NaN, infinities and numbers past a double's range are missing data.
+std::optional<double> numberOf(const YAML::Node& node) {
+  try {
+    if (node && node.IsScalar()) {
+      const double value = node.as<double>();
+      if (std::isfinite(value)) return value;
+    }
+  } catch (const YAML::Exception&) {
+  }
+  return std::nullopt;
 }
 
 template <class T>
@@ -45,7 +100,7 @@ T valueOr(const YAML::Node& node, const T& fallback) {
 // "reducer.rank" -> "2" for every leaf of the configuration.
 void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
   if (node.IsMap()) {
-    for (const auto& item : node) flatten(item.second, prefix + item.first.as<std::string>() + ".", out);
+    for (const auto& item : node) flatten(item.second, prefix + valueOr<std::string>(item.first, "?") + ".", out);
     return;
   }
   YAML::Emitter emitter;
@@ -55,7 +110,7 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
 
 // The metric a report compares: the one the preset reproduces, else the first the run has of
 // test accuracy, validation or test perplexity, else any test metric.
-std::string chooseMetric(const std::string& paper_metric, const std::map<std::string, double>& finals) {
+std::string chooseMetric(const std::string& paper_metric, const std::map<std::string, std::optional<double>>& finals) {
   if (!paper_metric.empty()) return paper_metric;
   for (const char* preferred : {"test.accuracy", "validation.perplexity", "test.perplexity"}) {
     if (finals.count(preferred)) return preferred;
@@ -66,41 +121,82 @@ std::string chooseMetric(const std::string& paper_metric, const std::map<std::st
   return finals.empty() ? "test.accuracy" : finals.begin()->first;
 }
 
+// A metrics event is one short line; a longer one is not gcrun's and is skipped.
+constexpr size_t kMaxEventBytes = 64 << 10;
+
+// Calls `visit` with each line of `path`, never holding more than one line: a regular file of at
+// most `limit` bytes (else a UserError: a FIFO would hang the read, /dev/zero never end), read up
+// to `limit` even if it grows meanwhile. A missing file has no lines.
+void forEachLine(const fs::path& path, size_t limit, const std::function<void(const std::string&)>& visit) {
+  if (!isPresent(path)) return;
+  files::UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!file) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(file.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw UserError(path.string() + " is not a regular file; gcrun reads only regular files there");
+  }
+  if (static_cast<uint64_t>(info.st_size) > limit) {
+    throw UserError(path.string() + " holds " + std::to_string(info.st_size) + " bytes, more than the " +
+                    std::to_string(limit) + " gcrun reads from such a file");
+  }
+  std::string line;
+  bool too_long = false;
+  char buffer[1 << 16];
+  for (size_t total = 0; total < limit;) {
+    const ssize_t got = ::read(file.get(), buffer, std::min(sizeof(buffer), limit - total));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
+    if (got == 0) break;
+    total += static_cast<size_t>(got);
+    for (ssize_t i = 0; i < got; ++i) {
+      if (buffer[i] == '\n') {
+        if (!too_long) visit(line);
+        line.clear();
+        too_long = false;
+      } else if (line.size() < kMaxEventBytes) {
+        line += buffer[i];
+      } else {
+        too_long = true;
+      }
+    }
+  }
+  if (!too_long && !line.empty()) visit(line);
+}
+
 void readMetrics(const fs::path& path, RunData& run) {
-  std::ifstream in(path);
   const auto dot = run.metric.find('.');
   const std::string split = run.metric.substr(0, dot);
   const std::string name = dot == std::string::npos ? run.metric : run.metric.substr(dot + 1);
   std::map<int64_t, EpochPoint> by_step;  // the epoch-end events of one step
   std::map<int64_t, bool> has_metric;
-  for (std::string line; std::getline(in, line);) {
+  forEachLine(path, files::kMaxMetricsBytes, [&](const std::string& line) {
     YAML::Node event;
     try {
       event = YAML::Load(line);
     } catch (const YAML::Exception&) {
-      continue;  // a line cut short by a crash
+      return;  // a line cut short by a crash
     }
-    if (!event.IsMap()) continue;
+    if (!event.IsMap()) return;
     const auto at = [&](const char* key) { return child(event, {key}); };
     const auto event_name = valueOr<std::string>(at("name"), "");
     const auto event_split = valueOr<std::string>(at("split"), "");
     const auto step = valueOr<int64_t>(at("step"), 0);
-    const auto value = valueOr<double>(at("value"), 0);
+    const auto value = numberOf(at("value"));
     // The windowed events are the per-step training loss (named as its task names it) and rate.
     if (valueOr<int64_t>(at("window"), 0) > 0) {
-      if (event_name != "learning_rate" && event_split == "train") run.losses.push_back({step, value});
-      continue;
+      if (event_name != "learning_rate" && event_split == "train" && value) run.losses.push_back({step, *value});
+      return;
     }
     auto& point = by_step[step];
-    point.epoch = valueOr<double>(at("epoch"), 0);
+    point.epoch = numberOf(at("epoch")).value_or(0);
     point.mib = static_cast<double>(valueOr<uint64_t>(at("bits"), 0)) / 8.0 / (1 << 20);
-    if (event_name == name && event_split == split) {
-      point.metric = value;
+    if (event_name == name && event_split == split && value) {
+      point.metric = *value;
       has_metric[step] = true;
     } else if (event_name == "elapsed_s") {
-      point.elapsed_s = value;
+      point.elapsed_s = value.value_or(0);
     }
-  }
+  });
   for (const auto& kv : by_step) {
     if (has_metric.count(kv.first)) run.epochs.push_back(kv.second);
   }
@@ -108,21 +204,29 @@ void readMetrics(const fs::path& path, RunData& run) {
 
 }  // namespace
 
-std::vector<std::string> findRunDirectories(const std::vector<std::string>& paths) {
+std::vector<std::string> findRunDirectories(const std::vector<std::string>& paths, std::vector<std::string>& skipped) {
   std::vector<std::string> dirs;
   for (const auto& path : paths) {
-    if (!fs::is_directory(path)) throw UserError("report: '" + path + "' is not a directory");
-    if (fs::is_regular_file(fs::path(path) / "run.json")) dirs.push_back(fs::path(path).lexically_normal().string());
-    for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied);
-         it != fs::recursive_directory_iterator(); ++it) {
-      if (!it->is_directory()) continue;
+    std::error_code error;
+    if (!fs::is_directory(path, error)) throw UserError("report: '" + path + "' is not a directory");
+    if (isPresent(fs::path(path) / "run.json")) dirs.push_back(fs::path(path).lexically_normal().string());
+    fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, error);
+    for (; !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+      std::error_code type_error;
+      // Follows a symlink (a run linked into a folder counts); the walk itself never does.
+      const bool directory = it->is_directory(type_error);
+      if (type_error && type_error != std::errc::no_such_file_or_directory && type_error != std::errc::not_a_directory) {
+        skipped.push_back(it->path().string() + ": " + type_error.message());  // a symlink loop, say
+      }
+      if (!directory) continue;
       // A run's own folders (checkpoints) hold no runs.
       if (it->path().filename() == "checkpoints") {
         it.disable_recursion_pending();
-      } else if (fs::is_regular_file(it->path() / "run.json")) {
+      } else if (isPresent(it->path() / "run.json")) {
         dirs.push_back(it->path().lexically_normal().string());
       }
     }
+    if (error) skipped.push_back(path + ": not searched further: " + error.message());
   }
   std::sort(dirs.begin(), dirs.end());
   dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
@@ -143,7 +247,7 @@ void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, R
     run.synthetic = valueOr<bool>(child(*config, {"task", "synthetic"}), false);
     paper_metric = valueOr<std::string>(child(*config, {"paper", "metric"}), "");
     run.paper_source = valueOr<std::string>(child(*config, {"paper", "source"}), "");
-    if (!paper_metric.empty()) run.paper_value = valueOr<double>(child(*config, {"paper", "value"}), 0);
+    if (!paper_metric.empty()) run.paper_value = numberOf(child(*config, {"paper", "value"}));
     for (const auto& kv : run.settings) {
       if (kv.first != "seed") run.config_key += kv.first + "=" + kv.second + "\n";
     }
@@ -174,8 +278,8 @@ RunData loadRun(const std::string& dir) {
   run.dir = dir;
   const fs::path root(dir);
   std::string paper_metric;
-  readConfig(root, loadFile(root / "config.yaml"), run, paper_metric);
-  const auto info = loadFile(root / "run.json");
+  readConfig(root, loadFile(root / "config.yaml", files::kMaxConfigBytes), run, paper_metric);
+  const auto info = loadFile(root / "run.json", files::kMaxRecordBytes);
   if (!info || !info->IsMap()) {
     run.status = "unreadable";
     return run;
@@ -186,24 +290,41 @@ RunData loadRun(const std::string& dir) {
   run.experiment = valueOr<std::string>(field("experiment"), "");
   run.world_size = valueOr<int>(field("world_size"), 1);
   run.simulated_workers = valueOr<int>(field("simulated_workers"), 1);
-  run.compute_per_batch_ms = valueOr<double>(field("compute_per_batch_ms"), 0);
-  std::map<std::string, double> finals;
+  run.compute_per_batch_ms = numberOf(field("compute_per_batch_ms")).value_or(0);
+  std::map<std::string, std::optional<double>> finals;
   if (field("final_metrics").IsMap()) {
-    for (const auto& item : field("final_metrics")) finals[item.first.as<std::string>()] = valueOr<double>(item.second, 0);
+    for (const auto& item : field("final_metrics")) finals[valueOr<std::string>(item.first, "")] = numberOf(item.second);
   }
   run.metric = chooseMetric(paper_metric, finals);
   if (const auto found = finals.find(run.metric); found != finals.end()) run.final_value = found->second;
-  const double bits = valueOr<double>(field("bits_sent"), 0);
-  const double epochs = valueOr<double>(field("epochs_done"), 0);
-  const double steps = valueOr<double>(field("steps"), 0);
-  const double parameters = valueOr<double>(field("num_parameters"), 0);
-  if (epochs > 0) run.mib_per_epoch = bits / 8.0 / (1 << 20) / epochs;
-  if (bits > 0) run.compression = 32.0 * parameters * steps / bits;
-  if (const auto timer = loadFile(root / "timer_summary.json"); timer && child(*timer, {"batch"})) {
-    run.time_per_batch_ms = 1000.0 * valueOr<double>(child(*timer, {"batch", "median_duration"}), 0);
+  const double bits = numberOf(field("bits_sent")).value_or(0);
+  const double epochs = numberOf(field("epochs_done")).value_or(0);
+  const double steps = numberOf(field("steps")).value_or(0);
+  const double parameters = numberOf(field("num_parameters")).value_or(0);
+  const auto finiteOr0 = [](double value) { return std::isfinite(value) ? value : 0.0; };
+  if (epochs > 0) run.mib_per_epoch = finiteOr0(bits / 8.0 / (1 << 20) / epochs);
+  if (bits > 0) run.compression = finiteOr0(32.0 * parameters * steps / bits);
+  if (const auto timer = loadFile(root / "timer_summary.json", files::kMaxRecordBytes)) {
+    if (const auto median = numberOf(child(*timer, {"batch", "median_duration"}))) run.time_per_batch_ms = 1000.0 * *median;
   }
   readMetrics(root / "metrics.jsonl", run);
   return run;
+}
+
+LoadedRuns loadRuns(const std::vector<std::string>& paths) {
+  LoadedRuns loaded;
+  const auto dirs = findRunDirectories(paths, loaded.skipped);
+  loaded.found = dirs.size();
+  for (const auto& dir : dirs) {
+    try {
+      loaded.runs.push_back(loadRun(dir));
+    } catch (const UserError& e) {
+      loaded.skipped.push_back(dir + ": " + e.what());
+    } catch (const YAML::Exception& e) {
+      loaded.skipped.push_back(dir + ": " + e.what());
+    }
+  }
+  return loaded;
 }
 
 }  // namespace gcrun::outputs

@@ -50,10 +50,24 @@ struct RunData {
 };
 
 // Every run directory at or below each of `paths` (a directory holding run.json), sorted by path.
-// A path that does not exist is a UserError naming it.
-std::vector<std::string> findRunDirectories(const std::vector<std::string>& paths);
+// A path that is not a directory is a UserError naming it; what cannot be searched (a symlink
+// loop) is left out with a line "path: why" in `skipped`.
+std::vector<std::string> findRunDirectories(const std::vector<std::string>& paths, std::vector<std::string>& skipped);
 
+// The run in `dir`. Its files are read only if they are regular files within files::kMax*Bytes and
+// their YAML aliases expand to a bounded number of values; otherwise a UserError naming the file.
+// Numbers that are not finite doubles (NaN, 1e400) are missing, not 0.
 RunData loadRun(const std::string& dir);
+
+struct LoadedRuns {
+  std::vector<RunData> runs;
+  std::vector<std::string> skipped;  // "path: why" for each run or path left out
+  size_t found = 0;                  // run directories found, those skipped included
+};
+
+// The runs below `paths` (findRunDirectories): one that cannot be read safely is skipped with a
+// line saying why rather than failing the others.
+LoadedRuns loadRuns(const std::vector<std::string>& paths);
 
 // A run that never wrote its directory (refused input, say): what its configuration says, and its
 // status and error as whoever started it recorded them.

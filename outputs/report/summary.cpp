@@ -8,6 +8,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "outputs/json.h"
+#include "outputs/report/safe_text.h"
 
 namespace gcrun::outputs {
 namespace {
@@ -37,13 +38,6 @@ bool isFraction(const std::string& metric) { return metric.find("accuracy") != s
 
 std::string formatMetric(const std::string& metric, double value) {
   return isFraction(metric) ? fmt::format("{:.2f}%", 100 * value) : number(value);
-}
-
-std::string csvField(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 }  // namespace
@@ -160,9 +154,7 @@ std::string markdownTable(const TextTable& table) {
   const auto row = [](const std::vector<std::string>& cells) {
     std::string out = "|";
     for (const auto& cell : cells) {
-      std::string escaped;
-      for (char c : cell) escaped += c == '|' ? std::string("\\|") : std::string(1, c);
-      out += " " + escaped + " |";
+      out += " " + markdownText(cell) + " |";
     }
     return out + "\n";
   };
@@ -181,14 +173,14 @@ std::string csvTable(const std::vector<ConfigGroup>& groups) {
   for (const auto& g : groups) {
     const auto& m = g.final_metric;
     const bool measured = m.count > 0;
-    out += csvField(g.name) + "," + csvField(g.reducer) + "," + csvField(g.settings) + "," + std::to_string(g.workers) +
-           "," + std::to_string(g.simulated_workers) + "," + std::to_string(m.count) + "," + csvField(g.status) + "," +
-           csvField(g.metric) + "," + (measured ? jsonNumber(m.mean) : "") + "," + (measured ? jsonNumber(m.std) : "") +
+    out += csvText(g.name) + "," + csvText(g.reducer) + "," + csvText(g.settings) + "," + std::to_string(g.workers) +
+           "," + std::to_string(g.simulated_workers) + "," + std::to_string(m.count) + "," + csvText(g.status) + "," +
+           csvText(g.metric) + "," + (measured ? jsonNumber(m.mean) : "") + "," + (measured ? jsonNumber(m.std) : "") +
            "," + (measured ? jsonNumber(m.min) : "") + "," + (measured ? jsonNumber(m.max) : "") + "," +
            opt(g.time_per_batch_ms) + "," + (g.simulated_workers > 1 ? jsonNumber(g.compute_per_batch_ms) : "") + "," +
            (measured ? jsonNumber(g.mib_per_epoch) : "") + "," + (g.compression > 0 ? jsonNumber(g.compression) : "") +
            "," + opt(g.paper_value) + "," +
-           (g.paper_value && measured ? jsonNumber(m.mean - *g.paper_value) : "") + "," + csvField(g.paper_source) +
+           (g.paper_value && measured ? jsonNumber(m.mean - *g.paper_value) : "") + "," + csvText(g.paper_source) +
            "\n";
   }
   return out;

@@ -44,7 +44,8 @@ using ReadsSetting = std::function<bool(const std::string& reducer, const std::s
 std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs, const ReadsSetting& reads = nullptr);
 
 // The report's table in the layout of the paper's Tables 3-7, as text cells (Markdown and HTML
-// render the same cells), and as CSV with raw numbers.
+// render the same cells, each escaped for its format), and as CSV with raw numbers (text cells
+// neutralized against spreadsheet formulas: csvText).
 struct TextTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
