@@ -94,7 +94,13 @@ Directory Directory::sub(const std::string& name, bool create) const {
     refuse(pathOf(name), errno, "create");
   }
   UniqueFd sub(::openat(fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!sub) refuse(pathOf(name), errno, "write");
+  if (!sub) {
+    // With O_DIRECTORY, Linux reports a symlink as ENOTDIR: name it as the symlink it is.
+    const int error = errno;
+    struct stat info {};
+    const bool link = ::fstatat(fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(info.st_mode);
+    refuse(pathOf(name), link ? ELOOP : error, "write");
+  }
   return Directory(std::move(sub), pathOf(name));
 }
 
