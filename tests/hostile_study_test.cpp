@@ -235,7 +235,7 @@ TEST(HostileStudy, RunsThatWouldShareADirectoryAreRefusedAtPlanning) {
 
 // --- what is planted in the study directory (item 9) ---
 
-TEST(HostileStudy, AStudyJsonOrSlurmScriptThatIsADirectoryIsRefusedByName) {
+TEST(HostileStudy, AStudyJsonSlurmScriptOrLogThatIsADirectoryIsRefusedByName) {
   TempDir dir;
   const auto file = write(dir, "study.yaml", kOneRun);
   fs::create_directories(dir.file("out/study.json/inside"));
@@ -243,6 +243,11 @@ TEST(HostileStudy, AStudyJsonOrSlurmScriptThatIsADirectoryIsRefusedByName) {
   EXPECT_FALSE(fs::exists(dir.file("out/runs/sgd-seed1")));
   fs::create_directories(dir.file("out/slurm.sbatch/inside"));
   expectRefused(study(file, dir.file("out"), "--slurm"), dir.file("out/slurm.sbatch") + " is a directory");
+  // A run's log, opened before the run starts: not left to the child to fail on quietly.
+  fs::remove_all(dir.file("out"));
+  fs::create_directories(dir.file("out/logs/sgd-seed1.log/inside"));
+  expectRefused(study(file, dir.file("out")), dir.file("out/logs/sgd-seed1.log") + " is a directory");
+  EXPECT_FALSE(fs::exists(dir.file("out/runs/sgd-seed1/run.json")));
 }
 
 TEST(HostileStudy, SymlinksPlantedInTheStudyDirectoryAreNotFollowed) {
