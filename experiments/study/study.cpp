@@ -306,8 +306,8 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
       // logs/<dir_name>.log is the longest name the study writes.
       if (run.dir_name.size() + 4 > NAME_MAX) {
         throw UserError(spec.source + ": run '" + clipForMessage(run.dir_name) + "' has a name of " +
-                        std::to_string(run.dir_name.size()) + " bytes; a file name holds at most " +
-                        std::to_string(NAME_MAX - 4) + " with .log added: shorten the configuration's name");
+                        std::to_string(run.dir_name.size()) + " bytes; with .log added it must fit a file name (" +
+                        std::to_string(NAME_MAX) + " bytes): shorten the configuration's name");
       }
       run.config_yaml = hyperparams::toYaml(resolve(spec, "run '" + run.dir_name + "'", run.preset, run.assignments));
       runs.push_back(std::move(run));
