@@ -143,10 +143,6 @@ std::string position(const YAML::Mark& mark) {
   return " at line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
 }
 
-// A configuration has a few dozen values; YAML aliases can make a few bytes stand for billions
-// ("billion laughs"), which would hang whatever walks them.
-constexpr size_t kMaxValues = 10000;
-
 // Counts the values under `node`, aliases expanded, stopping once past `budget`.
 size_t countValues(const YAML::Node& node, size_t budget) {
   size_t count = 1;
@@ -171,8 +167,8 @@ YAML::Node load(const std::string& text, const std::string& what) {
   } catch (const YAML::Exception& e) {
     throw UserError("config: invalid YAML in " + what + position(e.mark) + ": " + e.msg);
   }
-  if (countValues(root, kMaxValues) > kMaxValues) {
-    throw UserError("config: " + what + " holds more than " + std::to_string(kMaxValues) +
+  if (exceedsValueLimit(root)) {
+    throw UserError("config: " + what + " holds more than " + std::to_string(kMaxYamlValues) +
                     " values once its YAML aliases are expanded; a configuration needs far fewer");
   }
   return root;
@@ -196,6 +192,8 @@ void insert(YAML::Node node, const std::string& key, const YAML::Node& value) {
 }
 
 }  // namespace
+
+bool exceedsValueLimit(const YAML::Node& node) { return countValues(node, kMaxYamlValues) > kMaxYamlValues; }
 
 void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std::string& source) {
   const YAML::Node root = load(yaml_text, source);

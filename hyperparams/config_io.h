@@ -1,9 +1,14 @@
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "hyperparams/config.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace gcrun::hyperparams {
 
@@ -22,6 +27,15 @@ void validate(const ExperimentConfig& config);
 
 // The resolved configuration as YAML, nested by section; applyYaml(toYaml(c)) reproduces c.
 std::string toYaml(const ExperimentConfig& config);
+
+// A configuration or a study has at most a few thousand values; YAML aliases can make a few bytes
+// stand for billions ("billion laughs"), which would hang whatever walks them. Every YAML document
+// gcrun reads from a user is refused past this many values.
+constexpr size_t kMaxYamlValues = 10000;
+
+// Whether `node` holds more than kMaxYamlValues values once its aliases are expanded; counting
+// stops there, so a bomb costs no more than the limit.
+bool exceedsValueLimit(const YAML::Node& node);
 
 struct KeyInfo {
   std::string key;

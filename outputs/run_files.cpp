@@ -1,6 +1,6 @@
 #include "outputs/run_files.h"
 
-
+#include <algorithm>
 #include <cctype>
 #include <ctime>
 #include <filesystem>
@@ -61,7 +61,9 @@ std::string createRequestedRunDirectory(const std::string& requested) {
       throw UserError("output directory '" + requested +
                       "' exists and is not a directory; choose another --output-dir");
     }
-    if (!fs::is_empty(path, error)) {
+    const auto entries = fs::directory_iterator(path, error);
+    if (std::any_of(begin(entries), end(entries),
+                    [](const fs::directory_entry& entry) { return entry.path().filename() != kStudyRunMarker; })) {
       throw UserError("output directory '" + requested +
                       "' already holds files; choose another --output-dir or remove it");
     }

@@ -14,6 +14,11 @@ namespace gcrun::outputs {
 // overwritten silently).
 std::string createRunDirectory(const std::string& requested, const std::string& experiment);
 
+// The file `gcrun study` writes into a run directory it creates before starting the run there,
+// so that it clears only directories of its own (experiments/study/study_runner.cpp). A requested
+// directory that holds nothing else counts as empty.
+inline constexpr char kStudyRunMarker[] = ".gcrun-study-run";
+
 // Writes `contents` to `path` through a temporary file, fsync and rename (files::Directory), so
 // readers never see a half-written file and a symlink at `path` is replaced, never followed.
 void writeFileAtomically(const std::string& path, std::string_view contents);

@@ -2,12 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <limits.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "experiments/presets.h"
 #include "experiments/runner.h"
@@ -15,6 +17,7 @@
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
+#include "outputs/files/safe_files.h"
 #include "reducers/reducer.h"
 
 namespace gcrun::experiments {
@@ -22,29 +25,55 @@ namespace {
 
 const std::vector<std::string> kStudyKeys = {"description", "base", "set", "runs", "grid", "seeds"};
 
+// Far more than any table of a paper; a grid of a few keys multiplies quickly, and every run is
+// resolved (and would be started) before anything is checked.
+constexpr uint64_t kMaxStudyRuns = 100000;
+
 std::string flow(const YAML::Node& node) {
   YAML::Emitter out;
   out << YAML::Flow << node;
   return out.c_str();
 }
 
-// A `set` mapping as key=value assignments; nested sections become dotted keys.
+std::string text(const YAML::Node& node, const std::string& what) {
+  if (!node.IsScalar()) throw UserError(what + " must be a string, got '" + clipForMessage(flow(node)) + "'");
+  return node.Scalar();
+}
+
+// A mapping's keys, in order. yaml-cpp keeps both entries of a key written twice but looks up only
+// the first, so a repeated key is refused here rather than half ignored.
+std::vector<std::string> keysOf(const YAML::Node& map, const std::string& where) {
+  std::vector<std::string> keys;
+  for (const auto& item : map) {
+    auto key = text(item.first, where + ": a key");
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+      throw UserError(where + ": key '" + clipForMessage(key) + "' is given twice; keep one");
+    }
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+// A `set` mapping as key=value assignments; nested sections become dotted keys, and a key given
+// twice (`training: {epochs: 1}` and `training.epochs: 2`) is refused.
 void assignmentsOf(const YAML::Node& node, const std::string& prefix, const std::string& where,
-                   std::vector<std::string>& out) {
+                   std::vector<std::string>& out, std::set<std::string>& given) {
   if (!node.IsMap()) throw UserError(where + ": `set` must be a mapping of keys to values, got '" + clipForMessage(flow(node)) + "'");
   for (const auto& item : node) {
-    const std::string key = prefix + item.first.as<std::string>();
+    const std::string key = prefix + text(item.first, where + ": a key of `set`");
     if (item.second.IsMap()) {
-      assignmentsOf(item.second, key + ".", where, out);
+      assignmentsOf(item.second, key + ".", where, out, given);
+    } else if (!given.insert(key).second) {
+      throw UserError(where + ": `set` gives '" + clipForMessage(key) + "' twice; keep one");
     } else {
       out.push_back(key + "=" + flow(item.second));
     }
   }
 }
 
-std::string text(const YAML::Node& node, const std::string& what) {
-  if (!node.IsScalar()) throw UserError(what + " must be a string, got '" + clipForMessage(flow(node)) + "'");
-  return node.Scalar();
+void assignmentsOf(const YAML::Node& node, const std::string& where, std::vector<std::string>& out) {
+  std::set<std::string> given;
+  assignmentsOf(node, "", where, out, given);
 }
 
 StudySpec parse(const std::string& yaml, StudySpec spec) {
@@ -54,9 +83,12 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
   } catch (const YAML::Exception& e) {
     throw UserError(spec.source + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
+  if (hyperparams::exceedsValueLimit(root)) {
+    throw UserError(spec.source + ": holds more than " + std::to_string(hyperparams::kMaxYamlValues) +
+                    " values once its YAML aliases are expanded; a study needs far fewer");
+  }
   if (!root.IsMap()) throw UserError(spec.source + ": a study is a YAML mapping (description, base, set, runs, grid, seeds)");
-  for (const auto& item : root) {
-    const auto key = item.first.as<std::string>();
+  for (const auto& key : keysOf(root, spec.source)) {
     if (std::find(kStudyKeys.begin(), kStudyKeys.end(), key) == kStudyKeys.end()) {
       throw UserError(spec.source + ": unknown key '" + clipForMessage(key) +
                       "'; a study has description, base, set, runs, grid and seeds");
@@ -65,21 +97,20 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
   if (root["description"]) spec.description = text(root["description"], spec.source + ": description");
   if (!root["base"]) throw UserError(spec.source + ": `base` is missing; name the preset every run starts from");
   spec.base = text(root["base"], spec.source + ": base");
-  if (root["set"]) assignmentsOf(root["set"], "", spec.source, spec.assignments);
+  if (root["set"]) assignmentsOf(root["set"], spec.source, spec.assignments);
   if (const auto runs = root["runs"]) {
     if (!runs.IsSequence()) throw UserError(spec.source + ": `runs` must be a list of {name, preset, set}");
     for (const auto& run : runs) {
       if (!run.IsMap() || !run["name"]) throw UserError(spec.source + ": every entry of `runs` needs a name");
       StudySpec::Entry entry{text(run["name"], spec.source + ": a run's name"), spec.base, {}};
-      for (const auto& item : run) {
-        const auto key = item.first.as<std::string>();
+      const std::string where = spec.source + ": run '" + clipForMessage(entry.name) + "'";
+      for (const auto& key : keysOf(run, where)) {
         if (key == "preset") {
-          entry.preset = text(item.second, spec.source + ": run '" + entry.name + "': preset");
+          entry.preset = text(run[key], where + ": preset");
         } else if (key == "set") {
-          assignmentsOf(item.second, "", spec.source + ": run '" + entry.name + "'", entry.assignments);
+          assignmentsOf(run[key], where, entry.assignments);
         } else if (key != "name") {
-          throw UserError(spec.source + ": run '" + entry.name + "': unknown key '" + clipForMessage(key) +
-                          "'; a run has name, preset and set");
+          throw UserError(where + ": unknown key '" + clipForMessage(key) + "'; a run has name, preset and set");
         }
       }
       spec.runs.push_back(std::move(entry));
@@ -87,13 +118,13 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
   }
   if (const auto grid = root["grid"]) {
     if (!grid.IsMap()) throw UserError(spec.source + ": `grid` must map keys to lists of values");
-    for (const auto& item : grid) {
-      const auto key = item.first.as<std::string>();
-      if (!item.second.IsSequence() || item.second.size() == 0) {
-        throw UserError(spec.source + ": grid key '" + key + "' must have a non-empty list of values");
+    for (const auto& key : keysOf(grid, spec.source + ": grid")) {
+      const auto list = grid[key];
+      if (!list.IsSequence() || list.size() == 0) {
+        throw UserError(spec.source + ": grid key '" + clipForMessage(key) + "' must have a non-empty list of values");
       }
       std::vector<std::string> values;
-      for (const auto& value : item.second) values.push_back(flow(value));
+      for (const auto& value : list) values.push_back(flow(value));
       spec.grid.emplace_back(key, std::move(values));
     }
   }
@@ -103,6 +134,10 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
       int64_t value = -1;
       if (!YAML::convert<int64_t>::decode(seed, value) || value < 0) {
         throw UserError(spec.source + ": seeds must be a list of integers >= 0, got '" + clipForMessage(flow(seed)) + "'");
+      }
+      // The same seed twice would be one run directory counted as two runs.
+      if (std::find(spec.seeds.begin(), spec.seeds.end(), value) != spec.seeds.end()) {
+        throw UserError(spec.source + ": seed " + std::to_string(value) + " is listed twice in seeds; keep one");
       }
       spec.seeds.push_back(value);
     }
@@ -135,6 +170,29 @@ std::vector<std::pair<std::string, std::vector<std::string>>> gridPoints(const S
     points = std::move(next);
   }
   return points;
+}
+
+// A count of runs as messages show it: exact while a long double holds it exactly.
+std::string countText(long double count) {
+  if (count < 1e18L) return std::to_string(static_cast<uint64_t>(count));
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3Lg", count);
+  return text;
+}
+
+// The runs the study asks for at most (a grid point that changes nothing in a run is dropped
+// later), refused above kMaxStudyRuns before any of them is built. Counted in long double: a
+// grid of a few thousand keys overflows any integer.
+void checkRunCount(const StudySpec& spec) {
+  long double points = 1;
+  for (const auto& [key, values] : spec.grid) points *= values.size();
+  const long double configurations =
+      spec.runs.empty() ? points : spec.runs.size() * (spec.grid.empty() ? 1 : 1 + points);
+  const long double runs = configurations * spec.seeds.size();
+  if (runs <= kMaxStudyRuns) return;
+  throw UserError(spec.source + ": the study asks for up to " + countText(runs) + " runs (" +
+                  countText(configurations) + " configurations x " + std::to_string(spec.seeds.size()) +
+                  " seeds), more than the " + std::to_string(kMaxStudyRuns) + " a study may have; split it");
 }
 
 struct Configuration {
@@ -171,20 +229,20 @@ StudySpec loadStudy(const std::string& name_or_file) {
     if (name_or_file == study.name) return parse(study.yaml, StudySpec{study.name, "study " + name_or_file, "", "", "", {}, {}, {}});
   }
   namespace fs = std::filesystem;
-  if (!fs::is_regular_file(name_or_file)) {
+  std::error_code error;
+  if (!fs::exists(fs::symlink_status(name_or_file, error))) {
     std::string known;
     for (const auto& study : embeddedStudies()) known += (known.empty() ? "" : ", ") + std::string(study.name);
-    throw UserError("study '" + name_or_file + "' is neither a built-in study (" + known + ") nor a YAML file");
+    throw UserError("study '" + clipForMessage(name_or_file) + "' is neither a built-in study (" + known +
+                    ") nor a YAML file");
   }
-  std::ifstream in(name_or_file);
-  std::stringstream yaml;
-  yaml << in.rdbuf();
-  if (!in) throw UserError("study file '" + name_or_file + "' cannot be read");
+  // A study file may come from anyone: a FIFO, a device or a huge file is refused, not read.
+  const std::string yaml = files::readBoundedFile(name_or_file, files::kMaxConfigBytes);
   StudySpec spec;
   spec.name = fs::path(name_or_file).stem().string();
   spec.source = "file " + name_or_file;
   spec.file = fs::absolute(name_or_file).string();
-  return parse(yaml.str(), spec);
+  return parse(yaml, spec);
 }
 
 std::vector<StudyInfo> listStudies() {
@@ -194,6 +252,7 @@ std::vector<StudyInfo> listStudies() {
 }
 
 std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::string>& extra_assignments) {
+  checkRunCount(spec);
   std::vector<Configuration> configurations;
   const auto with = [&](std::vector<std::string> assignments, const std::vector<std::string>& more) {
     assignments.insert(assignments.begin(), spec.assignments.begin(), spec.assignments.end());
@@ -221,11 +280,19 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
       configurations.push_back({name, entry.preset, std::move(assignments)});
     }
   }
-  std::set<std::string> names;
+  // Configurations by their directory's spelling: two that spell alike would share run directories.
+  std::map<std::string, std::string> folders;
   std::vector<StudyRun> runs;
   for (const auto& configuration : configurations) {
-    if (!names.insert(configuration.name).second) {
-      throw UserError(spec.source + ": two configurations are named '" + configuration.name + "'; give runs distinct names");
+    const auto [other, added] = folders.emplace(safe(configuration.name), configuration.name);
+    if (!added && other->second == configuration.name) {
+      throw UserError(spec.source + ": two configurations are named '" + clipForMessage(configuration.name) +
+                      "'; give runs distinct names");
+    }
+    if (!added) {
+      throw UserError(spec.source + ": configurations '" + clipForMessage(other->second) + "' and '" +
+                      clipForMessage(configuration.name) + "' would both run in runs/" + clipForMessage(other->first) +
+                      "-seed<k>; rename one");
     }
     for (const int64_t seed : spec.seeds) {
       StudyRun run;
@@ -236,6 +303,12 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
       run.assignments = configuration.assignments;
       run.assignments.push_back("seed=" + std::to_string(seed));
       run.dir_name = safe(configuration.name) + "-seed" + std::to_string(seed);
+      // logs/<dir_name>.log is the longest name the study writes.
+      if (run.dir_name.size() + 4 > NAME_MAX) {
+        throw UserError(spec.source + ": run '" + clipForMessage(run.dir_name) + "' has a name of " +
+                        std::to_string(run.dir_name.size()) + " bytes; with .log added it must fit a file name (" +
+                        std::to_string(NAME_MAX) + " bytes): shorten the configuration's name");
+      }
       run.config_yaml = hyperparams::toYaml(resolve(spec, "run '" + run.dir_name + "'", run.preset, run.assignments));
       runs.push_back(std::move(run));
     }
