@@ -14,6 +14,7 @@
 #include <regex>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 
 namespace gcrun::outputs {
@@ -21,35 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What gcrun writes holds a few hundred values; YAML aliases can make a few bytes stand for
-// billions ("billion laughs"), which would hang flatten() and whatever else walks them.
-constexpr size_t kMaxValues = 100000;
-
-// Counts the values under `node`, aliases expanded, stopping once past `budget`.
-size_t countValues(const YAML::Node& node, size_t budget) {
-  size_t count = 1;
-  const auto add = [&](const YAML::Node& child) {
-    if (count <= budget) count += countValues(child, budget - count);
-  };
-  if (node.IsMap()) {
-    for (auto it = node.begin(); it != node.end() && count <= budget; ++it) {
-      add(it->first);
-      add(it->second);
-    }
-  } else if (node.IsSequence()) {
-    for (auto it = node.begin(); it != node.end() && count <= budget; ++it) add(*it);
-  }
-  return count;
-}
-
 bool isPresent(const fs::path& path) {
   std::error_code error;
   return fs::exists(fs::symlink_status(path, error));  // a dangling or looping symlink exists too
 }
 
 // The document at `path`; nothing when it is missing or not YAML (a run still writing it). A file
-// that is not a regular one within `limit` bytes, or whose aliases expand past kMaxValues, is a
-// UserError: the run is not read at all.
+// that is not a regular one within `limit` bytes, or whose aliases expand past the limit on YAML
+// values (what gcrun writes holds a few hundred), is a UserError: the run is not read at all.
 std::optional<YAML::Node> loadFile(const fs::path& path, size_t limit) {
   if (!isPresent(path)) return std::nullopt;
   const auto text = files::readBoundedFile(path.string(), limit);
@@ -59,8 +39,8 @@ std::optional<YAML::Node> loadFile(const fs::path& path, size_t limit) {
   } catch (const YAML::Exception&) {
     return std::nullopt;
   }
-  if (countValues(node, kMaxValues) > kMaxValues) {
-    throw UserError(path.string() + " holds more than " + std::to_string(kMaxValues) +
+  if (hyperparams::exceedsValueLimit(node)) {
+    throw UserError(path.string() + " holds more than " + std::to_string(hyperparams::kMaxYamlValues) +
                     " values once its YAML aliases are expanded; gcrun writes far fewer");
   }
   return node;
