@@ -230,16 +230,23 @@ void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::
                       const std::vector<Outcome>& outcomes) {
   try {
     std::vector<outputs::RunData> runs;
+    std::vector<std::string> skipped;
     for (const auto& run : plan) {
       const std::string run_dir = dir + "/runs/" + run.dir_name;
       const auto& outcome = outcomes[run.index];
       if (fs::is_regular_file(run_dir + "/run.json")) {
-        runs.push_back(outputs::loadRun(run_dir));
+        // A run whose files cannot be read safely is left out with why, as `gcrun report` does.
+        try {
+          runs.push_back(outputs::loadRun(run_dir));
+        } catch (const UserError& e) {
+          skipped.push_back(run_dir + ": " + e.what());
+        }
       } else if (outcome.status == "failed") {
         runs.push_back(outputs::runThatDidNotStart(run_dir, run.config_yaml, outcome.status, outcome.error));
       }
     }
-    const auto result = outputs::writeReport(runs, {dir, outputs::reportFormats(), spec.description, reducerReads});
+    const auto result =
+        outputs::writeReport(runs, {dir, outputs::reportFormats(), spec.description, reducerReads, skipped});
     if (!result.note.empty()) std::printf("study: %s\n", result.note.c_str());
   } catch (const std::exception& e) {
     std::printf("study: the report could not be written: %s\n", e.what());
