@@ -129,9 +129,17 @@ void CheckpointStore::save(int64_t step, const TensorMap& state) {
   for (const auto& kv : state) dict.insert(kv.first, kv.second.detach().cpu());
   const std::vector<char> pickled = pickleTensorDict(dict);
   const std::string_view bytes(pickled.data(), pickled.size());  // a copy would double the peak memory
-  const auto dir = *checkpointDirectory(run_dir_, /*create=*/true);
   const std::string name = rankFile(comm_.rank(), step);
-  dir.writeAtomically(name, bytes);
+  // A resume has checked the directory before training; one that changes under a running job is
+  // a runtime failure (exit 1) like any other write error, not bad input.
+  std::optional<files::Directory> opened;
+  try {
+    opened = checkpointDirectory(run_dir_, /*create=*/true);
+    opened->writeAtomically(name, bytes);
+  } catch (const UserError& e) {
+    throw std::runtime_error(e.what());
+  }
+  const auto& dir = *opened;
 
   // Gathering sizes and checksums is also the barrier: every rank's file is in place before the
   // manifest names it.

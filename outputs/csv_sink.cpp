@@ -26,7 +26,7 @@ std::string csvField(const std::string& text) {
 class CsvSink : public MetricSink {
  public:
   CsvSink(const std::string& run_dir, bool append)
-      : file_(files::Directory::open(run_dir, false), "epochs.csv", /*truncate=*/!append),
+      : file_(run_dir, "epochs.csv", /*truncate=*/!append),
         header_on_file_(append && !file_.wasEmpty()) {}
 
   void metric(const MetricEvent&) override {}

@@ -10,7 +10,7 @@ namespace {
 class JsonlSink : public MetricSink {
  public:
   JsonlSink(const std::string& run_dir, bool append)
-      : out_(files::Directory::open(run_dir, false), "metrics.jsonl", /*truncate=*/!append) {}
+      : out_(run_dir, "metrics.jsonl", /*truncate=*/!append) {}
 
   void metric(const MetricEvent& event) override {
     std::ostringstream line;

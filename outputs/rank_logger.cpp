@@ -17,7 +17,7 @@ namespace {
 class RunFileSink : public spdlog::sinks::base_sink<std::mutex> {
  public:
   RunFileSink(const std::string& run_dir, const std::string& name)
-      : path_(run_dir + "/" + name), fd_(files::Directory::open(run_dir, false).openForAppend(name)) {}
+      : path_(run_dir + "/" + name), fd_(files::directoryToWrite(run_dir, name).openForAppend(name)) {}
 
  protected:
   void sink_it_(const spdlog::details::log_msg& message) override {

@@ -84,8 +84,8 @@ std::string createRunDirectory(const std::string& requested, const std::string& 
 void writeFileAtomically(const std::string& path, std::string_view contents) {
   const fs::path target(path);
   const auto parent = target.parent_path();
-  files::Directory::open(parent.empty() ? "." : parent.string(), false)
-      .writeAtomically(target.filename().string(), contents);
+  const std::string name = target.filename().string();
+  files::directoryToWrite(parent.empty() ? "." : parent.string(), name).writeAtomically(name, contents);
 }
 
 std::string runInfoJson(const RunInfo& info) {

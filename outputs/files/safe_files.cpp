@@ -199,8 +199,16 @@ std::vector<std::string> Directory::entries() const {
   return names;
 }
 
-AppendFile::AppendFile(const Directory& dir, const std::string& name, bool truncate)
-    : path_(dir.pathOf(name)), fd_(dir.openForAppend(name, truncate)) {
+Directory directoryToWrite(const std::string& dir, const std::string& name) {
+  try {
+    return Directory::open(dir, false);
+  } catch (const UserError& e) {
+    throw UserError("cannot write '" + dir + "/" + name + "': " + e.what());
+  }
+}
+
+AppendFile::AppendFile(const std::string& dir, const std::string& name, bool truncate)
+    : path_(dir + "/" + name), fd_(directoryToWrite(dir, name).openForAppend(name, truncate)) {
   struct stat info {};
   was_empty_ = ::fstat(fd_.get(), &info) != 0 || info.st_size == 0;
 }

@@ -83,11 +83,15 @@ class Directory {
   std::string path_;
 };
 
+// Directory::open(dir, false) for writing `name` in it: a failure names the file, dir/name.
+Directory directoryToWrite(const std::string& dir, const std::string& name);
+
 // A file below a Directory, written at its end through a buffer (the text sinks' output): opened
 // as Directory::openForAppend does, so never through a symlink.
 class AppendFile {
  public:
-  AppendFile(const Directory& dir, const std::string& name, bool truncate);
+  // `name` in the directory `dir` (directoryToWrite).
+  AppendFile(const std::string& dir, const std::string& name, bool truncate);
   ~AppendFile();  // flushes what it can; errors surface only through flush()
 
   // Buffered; written out once the buffer passes 64 KiB and at flush().
