@@ -8,7 +8,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "tests/support/command.h"
@@ -18,6 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using gcrun::testing::contains;
+using gcrun::testing::readFile;
 using gcrun::testing::runCommand;
 using gcrun::testing::TempDir;
 
@@ -27,11 +27,6 @@ const std::string kLimit = "timeout 120 ";
 const std::string kQuick =
     " --set task.synthetic=true --set training.batch_size=32 --set task.test_batch_size=500"
     " --set output.sinks=[jsonl,csv] --set distributed.timeout_s=20";
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 void writeFile(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
