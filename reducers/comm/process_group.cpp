@@ -165,6 +165,7 @@ c10::intrusive_ptr<c10d::Store> connectStore(const WorldSpec& world, std::chrono
   if (join && !world.agent_store) options.numWorkers = world.world_size;
   options.waitWorkers = join && !world.agent_store;
   options.timeout = timeout;
+  compat::useClassicTcpStore(options);
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
     return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
