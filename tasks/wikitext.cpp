@@ -154,7 +154,7 @@ class WikiText2Task : public Task {
   }
   void loadState(const State& state) override {
     const auto entry = [&](const std::string& name, const at::Tensor& like) {
-      const auto& saved = stateEntry(state, "wikitext2", name);
+      const at::Tensor saved = stateEntry(state, "wikitext2", name);  // a handle, not a reference: gcc 14 warns it could dangle
       if (like.defined() && !saved.sizes().equals(like.sizes())) {
         throw std::invalid_argument("wikitext2 state: '" + name + "' has another shape than this run's hidden state");
       }
