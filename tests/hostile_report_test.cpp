@@ -270,8 +270,9 @@ TEST(HostileReport, FilesThatNeverEndOrExplodeAreSkippedWithANote) {
       bomb << "]\n";
     }
   }
-  // 2 GiB of address space: far above what the report needs, far below what the big file would take.
-  const auto result = runCommand("timeout 120 prlimit --as=2147483648 " +
+  // 2 GiB of data (heap and anonymous memory, not the libraries' code, which a CUDA LibTorch maps by
+  // the gigabyte): far above what the report needs, far below what the big file would take.
+  const auto result = runCommand("timeout 120 prlimit --data=2147483648 " +
                                  gcrun("report " + dir.file("runs") + " --output " + dir.file("out")));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "1 runs in 1 configurations")) << result.output;
