@@ -23,11 +23,13 @@
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
+#include "tests/support/command.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
+using gcrun::testing::gcrunLines;
 using gcrun::testing::Process;
 using gcrun::testing::TempDir;
 using gcrun::testing::waitFor;
@@ -55,15 +57,6 @@ Result gcrun(const std::string& arguments, const TempDir& dir, std::chrono::seco
                                                                             "-" + std::to_string(Clock::now().time_since_epoch().count())));
   const int code = process.wait(limit);
   return {code, process.output()};
-}
-
-std::vector<std::string> errorLines(const std::string& output) {
-  std::vector<std::string> found;
-  std::stringstream stream(output);
-  for (std::string line; std::getline(stream, line);) {
-    if (line.rfind("gcrun: ", 0) == 0) found.push_back(line);
-  }
-  return found;
 }
 
 // name -> value of the measurements at `step` (timings left out: they are not reproducible).
@@ -163,7 +156,7 @@ TEST(Faults, ADivergingRunStopsNamingTheStep) {
                           " --set training.max_steps=50 --set checkpoint.every_steps=1",
                       dir);
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  const auto errors = errorLines(result.output);
+  const auto errors = gcrunLines(result.output);
   ASSERT_EQ(errors.size(), 1u) << result.output;
   EXPECT_TRUE(contains(errors[0], "gcrun: failed: step ")) << errors[0];
   EXPECT_TRUE(contains(errors[0], "not finite") || contains(errors[0], "the loss is")) << errors[0];
@@ -259,7 +252,7 @@ TEST(Faults, CorruptOrMismatchedCheckpointsExitTwo) {
 
   auto fewer = gcrun("experiment fashion-sgd --resume " + run + " --set training.max_steps=4", dir);
   EXPECT_EQ(fewer.exit_code, 2) << fewer.output;
-  ASSERT_EQ(errorLines(fewer.output).size(), 1u) << fewer.output;
+  ASSERT_EQ(gcrunLines(fewer.output).size(), 1u) << fewer.output;
   EXPECT_TRUE(contains(fewer.output, "written by 2 workers, this launch has 1")) << fewer.output;
 
   auto other_model = gcrun("experiment fashion-sgd --nproc-per-node 2 --resume " + run +

@@ -8,7 +8,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "tests/support/command.h"
 #include "tests/support/temp_dir.h"
@@ -17,6 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using gcrun::testing::contains;
+using gcrun::testing::gcrunLines;
 using gcrun::testing::readFile;
 using gcrun::testing::runCommand;
 using gcrun::testing::TempDir;
@@ -30,19 +30,10 @@ const std::string kQuick =
 
 void writeFile(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
-std::vector<std::string> errorLines(const std::string& output) {
-  std::vector<std::string> lines;
-  std::stringstream stream(output);
-  for (std::string line; std::getline(stream, line);) {
-    if (line.rfind("gcrun: ", 0) == 0) lines.push_back(line);
-  }
-  return lines;
-}
-
 // Exit 2 and one line of gcrun's own that names `part`.
 void expectRefused(const gcrun::testing::CommandResult& result, const std::string& part) {
   EXPECT_EQ(result.exit_code, 2) << result.output;
-  const auto lines = errorLines(result.output);
+  const auto lines = gcrunLines(result.output);
   ASSERT_EQ(lines.size(), 1u) << result.output;
   EXPECT_TRUE(contains(lines.front(), part)) << result.output;
 }
@@ -176,7 +167,7 @@ TEST(HostileInputs, ThreadsThatCannotStartEndInOneLine) {
                                  " experiment fashion-sgd --output-dir " + dir.file("run") + kQuick +
                                  " --set training.max_steps=1 --set distributed.simulated_workers=64");
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  const auto lines = errorLines(result.output);
+  const auto lines = gcrunLines(result.output);
   ASSERT_EQ(lines.size(), 1u) << result.output;
   EXPECT_TRUE(contains(lines.front(), "of 64 for distributed.simulated_workers=64")) << result.output;
   EXPECT_FALSE(contains(result.output, "terminate called")) << result.output;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace gcrun::testing {
 
@@ -52,5 +53,15 @@ inline bool alive(pid_t pid) {
 }
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The lines gcrun itself printed ("gcrun: error: ...", "gcrun: failed: ..."), in order.
+inline std::vector<std::string> gcrunLines(const std::string& output) {
+  std::vector<std::string> lines;
+  std::stringstream stream(output);
+  for (std::string line; std::getline(stream, line);) {
+    if (line.rfind("gcrun: ", 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
 
 }  // namespace gcrun::testing
