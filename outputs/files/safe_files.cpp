@@ -232,24 +232,36 @@ void AppendFile::flush() {
   writeAll(fd_.get(), pending, path_);
 }
 
-std::string readBoundedFile(const std::string& path, size_t limit) {
+namespace {
+
+UserError tooLarge(const std::string& path, uint64_t size, size_t limit) {
+  return UserError(path + " holds " + std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
+                   " gcrun reads from such a file");
+}
+
+}  // namespace
+
+UniqueFd openBoundedFile(const std::string& path, size_t limit) {
   UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!file) throw UserError("cannot read " + path + ": " + errorText(errno));
   struct stat info {};
   if (::fstat(file.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
     throw UserError(path + " is not a regular file (a directory, a device or a FIFO)");
   }
-  const auto too_large = [&](uint64_t size) {
-    return UserError(path + " holds " + std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
-                     " gcrun reads from such a file");
-  };
-  if (static_cast<uint64_t>(info.st_size) > limit) throw too_large(static_cast<uint64_t>(info.st_size));
+  if (static_cast<uint64_t>(info.st_size) > limit) throw tooLarge(path, static_cast<uint64_t>(info.st_size), limit);
+  return file;
+}
+
+std::string readBoundedFile(const std::string& path, size_t limit) {
+  const UniqueFd file = openBoundedFile(path, limit);
+  struct stat info {};
+  ::fstat(file.get(), &info);
   std::string bytes(static_cast<size_t>(info.st_size), '\0');
   size_t filled = 0;
   // The file may grow while it is read (a run still writing it): read what fits the limit.
   for (;;) {
     if (filled == bytes.size()) {
-      if (filled > limit) throw too_large(filled);
+      if (filled > limit) throw tooLarge(path, filled, limit);
       bytes.resize(std::min(limit + 1, std::max<size_t>(4096, 2 * bytes.size())));
     }
     const ssize_t got = ::read(file.get(), bytes.data() + filled, bytes.size() - filled);

@@ -109,9 +109,13 @@ class AppendFile {
   bool was_empty_ = true;
 };
 
-// The whole of `path` if it is a regular file of at most `limit` bytes; otherwise a UserError
-// naming the path and why (not a regular file: a FIFO, /dev/zero, a directory; too large;
-// unreadable). Opening never blocks, so a FIFO is refused rather than waited on.
+// `path` opened for reading if it is a regular file of at most `limit` bytes; otherwise a
+// UserError naming the path and why (not a regular file: a FIFO, /dev/zero, a directory; too
+// large; unreadable). Opening never blocks, so a FIFO is refused rather than waited on. For a
+// reader that streams; it stops at `limit` itself, as the file may grow meanwhile.
+UniqueFd openBoundedFile(const std::string& path, size_t limit);
+
+// The whole of a file openBoundedFile accepts, at most `limit` bytes (a UserError past that).
 std::string readBoundedFile(const std::string& path, size_t limit);
 
 // Limits on files gcrun reads back; each is far above what gcrun itself writes.

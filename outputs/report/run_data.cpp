@@ -1,7 +1,5 @@
 #include "outputs/report/run_data.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -109,16 +107,7 @@ constexpr size_t kMaxEventBytes = 64 << 10;
 // to `limit` even if it grows meanwhile. A missing file has no lines.
 void forEachLine(const fs::path& path, size_t limit, const std::function<void(const std::string&)>& visit) {
   if (!isPresent(path)) return;
-  files::UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (!file) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
-  struct stat info {};
-  if (::fstat(file.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
-    throw UserError(path.string() + " is not a regular file; gcrun reads only regular files there");
-  }
-  if (static_cast<uint64_t>(info.st_size) > limit) {
-    throw UserError(path.string() + " holds " + std::to_string(info.st_size) + " bytes, more than the " +
-                    std::to_string(limit) + " gcrun reads from such a file");
-  }
+  const auto file = files::openBoundedFile(path.string(), limit);
   std::string line;
   bool too_long = false;
   char buffer[1 << 16];
@@ -291,18 +280,23 @@ RunData loadRun(const std::string& dir) {
   return run;
 }
 
+std::optional<RunData> loadRunOrSkip(const std::string& dir, std::vector<std::string>& skipped) {
+  try {
+    return loadRun(dir);
+  } catch (const UserError& e) {
+    skipped.push_back(dir + ": " + e.what());
+  } catch (const YAML::Exception& e) {
+    skipped.push_back(dir + ": " + e.what());
+  }
+  return std::nullopt;
+}
+
 LoadedRuns loadRuns(const std::vector<std::string>& paths) {
   LoadedRuns loaded;
   const auto dirs = findRunDirectories(paths, loaded.skipped);
   loaded.found = dirs.size();
   for (const auto& dir : dirs) {
-    try {
-      loaded.runs.push_back(loadRun(dir));
-    } catch (const UserError& e) {
-      loaded.skipped.push_back(dir + ": " + e.what());
-    } catch (const YAML::Exception& e) {
-      loaded.skipped.push_back(dir + ": " + e.what());
-    }
+    if (auto run = loadRunOrSkip(dir, loaded.skipped)) loaded.runs.push_back(std::move(*run));
   }
   return loaded;
 }
