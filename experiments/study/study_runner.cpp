@@ -235,12 +235,7 @@ void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::
       const std::string run_dir = dir + "/runs/" + run.dir_name;
       const auto& outcome = outcomes[run.index];
       if (fs::is_regular_file(run_dir + "/run.json")) {
-        // A run whose files cannot be read safely is left out with why, as `gcrun report` does.
-        try {
-          runs.push_back(outputs::loadRun(run_dir));
-        } catch (const UserError& e) {
-          skipped.push_back(run_dir + ": " + e.what());
-        }
+        if (auto loaded = outputs::loadRunOrSkip(run_dir, skipped)) runs.push_back(std::move(*loaded));
       } else if (outcome.status == "failed") {
         runs.push_back(outputs::runThatDidNotStart(run_dir, run.config_yaml, outcome.status, outcome.error));
       }

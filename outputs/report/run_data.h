@@ -59,14 +59,17 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
 // Numbers that are not finite doubles (NaN, 1e400) are missing, not 0.
 RunData loadRun(const std::string& dir);
 
+// loadRun(dir), or nothing with a line "dir: why" added to `skipped` when the run cannot be read
+// safely: a report leaves such a run out rather than failing the others.
+std::optional<RunData> loadRunOrSkip(const std::string& dir, std::vector<std::string>& skipped);
+
 struct LoadedRuns {
   std::vector<RunData> runs;
   std::vector<std::string> skipped;  // "path: why" for each run or path left out
   size_t found = 0;                  // run directories found, those skipped included
 };
 
-// The runs below `paths` (findRunDirectories): one that cannot be read safely is skipped with a
-// line saying why rather than failing the others.
+// The runs below `paths` (findRunDirectories), each through loadRunOrSkip.
 LoadedRuns loadRuns(const std::vector<std::string>& paths);
 
 // A run that never wrote its directory (refused input, say): what its configuration says, and its
