@@ -31,8 +31,8 @@ void checkName(const std::string& name, const std::string& dir) {
 // The one-line refusal of a path that gcrun would otherwise have written through.
 [[noreturn]] void refuse(const std::string& path, int error, const char* what) {
   if (error == ELOOP) {
-    throw UserError(path + " is a symlink; gcrun does not " + std::string(what) +
-                    " through symlinks in a run, study or report directory (remove it)");
+    throw UserError(path + " is a symlink; gcrun never writes through a symlink in a run, study or report "
+                    "directory (remove it)");
   }
   if (error == EISDIR || error == ENOTDIR) {
     throw UserError(path + (error == EISDIR ? " is a directory" : " is not a directory") + "; gcrun cannot " +
