@@ -97,10 +97,16 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
 
-    dist.init_process_group("gloo")
+    cuda = args.device == "cuda"
+    dist.init_process_group("nccl" if cuda else "gloo")
+    # On a GPU, kernels run asynchronously: each time is read after the device has caught up,
+    # as gcrun's timer does with device=cuda.
+    device = torch.device("cuda", dist.get_rank() % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    synchronize = torch.cuda.synchronize if cuda else (lambda: None)
     torch.manual_seed(1)
     if args.model == "resnet18":
         model = ResNet18()
@@ -112,6 +118,8 @@ def main():
         inputs = torch.randint(0, 28869, (30, args.batch_size))
         targets = torch.randint(0, 28869, (30 * args.batch_size,))
         optimizer = torch.optim.SGD(model.parameters(), lr=1.25)
+    model.to(device)
+    inputs, targets = inputs.to(device), targets.to(device)
     bucket_cap_mb = 25
     if args.reducer == "powersgd":
         # One gradient bucket (the first one included, which DDP caps at 1 MB): with several,
@@ -120,7 +128,8 @@ def main():
         # aborts ("op.preamble.length <= op.nbytes").
         bucket_cap_mb = 1024
         dist._DEFAULT_FIRST_BUCKET_BYTES = bucket_cap_mb * 2 ** 20
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    ddp = nn.parallel.DistributedDataParallel(model, device_ids=[device] if cuda else None,
+                                          bucket_cap_mb=bucket_cap_mb)
     if args.reducer == "powersgd":
         state = powersgd.PowerSGDState(
             process_group=None,
@@ -143,16 +152,19 @@ def main():
             logits, hidden = ddp(inputs, hidden)
             hidden = tuple(h.detach() for h in hidden)
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets)
+        synchronize()
         forward.append(time.perf_counter() - start)
         loss.backward()
+        synchronize()
         backward.append(time.perf_counter() - start - forward[-1])
         if args.model == "lstm":
             nn.utils.clip_grad_norm_(model.parameters(), 0.4)
         optimizer.step()
+        synchronize()
         times.append(time.perf_counter() - start)
 
-    peak = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0])
-    peaks = [torch.zeros(1) for _ in range(dist.get_world_size())]
+    peak = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0], device=device)
+    peaks = [torch.zeros(1, device=device) for _ in range(dist.get_world_size())]
     dist.all_gather(peaks, peak)
     if dist.get_rank() == 0:
         with open(args.output, "w") as out:
@@ -164,6 +176,7 @@ def main():
                 "peak_rss_mib": [round(p.item(), 1) for p in peaks],
                 "workers": dist.get_world_size(),
                 "torch": torch.__version__,
+                "device": torch.cuda.get_device_name(device) if cuda else "cpu",
             }, out)
             out.write("\n")
     dist.destroy_process_group()
