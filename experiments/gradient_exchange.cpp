@@ -48,16 +48,20 @@ double globalNorm(const std::vector<at::Tensor>& norms) { return at::stack(norms
 
 }  // namespace
 
+GradientBuffers::GradientBuffers(const std::vector<at::Tensor>& params)
+    : gradients(flatViews(params, gradient_flat)), memories(flatViews(params, memory_flat)) {}
+
 GradientExchange::GradientExchange(std::vector<at::Tensor> params, std::vector<std::string> names,
-                                   reducers::Reducer& reducer, Options options,
+                                   GradientBuffers& buffers, reducers::Reducer& reducer, Options options,
                                    std::function<void(size_t)> before_send)
     : params_(std::move(params)),
       names_(std::move(names)),
       reducer_(reducer),
       options_(options),
-      before_send_(std::move(before_send)) {
-  grads_ = flatViews(params_, grad_flat_);
-  memories_ = flatViews(params_, memory_flat_);
+      before_send_(std::move(before_send)),
+      grad_flat_(buffers.gradient_flat),
+      grads_(buffers.gradients),
+      memories_(buffers.memories) {
   for (size_t i = 0; i < params_.size(); ++i) params_[i].mutable_grad() = grads_[i];
   prepared_.assign(params_.size(), 0);
   send_sums_.resize(params_.size());

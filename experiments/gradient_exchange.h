@@ -22,16 +22,25 @@ class NonFiniteGradient : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// One worker's side of the reduce, overlapped with backward where it can be. The parameters'
-// .grad and the error feedback are views of two flat buffers in reverse parameter order (the order
-// backward produces gradients), so that the exact reducer's buckets are contiguous ranges it
-// all-reduces in place. The error feedback is also what this worker sends: each gradient is added
-// into it in place, and the reducer overwrites it with what the send lost. A lossless reducer
-// (exact averaging) loses nothing, so its memory stays zero and the gradient itself is sent and
-// all-reduced in place into the update, as DDP with gradient_as_bucket_view does: adding it to a
-// zero memory first would cost a pass over every gradient for the same values. As soon as
-// backward has a parameter's final gradient, a hook prepares its send and calls the reducer's
-// ready().
+// The parameters' gradients and error feedback (memories), zeroed, as views of two flat buffers in
+// reverse parameter order (the order backward produces gradients), so that the exact reducer's
+// buckets are contiguous ranges it all-reduces in place. Parameters of mixed types get one tensor
+// each and undefined flat buffers. Made first, then handed to the exchange and the optimizer.
+struct GradientBuffers {
+  explicit GradientBuffers(const std::vector<at::Tensor>& params);
+
+  at::Tensor gradient_flat, memory_flat;
+  std::vector<at::Tensor> gradients, memories;
+};
+
+// One worker's side of the reduce, overlapped with backward where it can be, over `buffers`: the
+// parameters' .grad become its gradients. The error feedback is also what this worker sends: each
+// gradient is added into it in place, and the reducer overwrites it with what the send lost. A
+// lossless reducer (exact averaging) loses nothing, so its memory stays zero and the gradient
+// itself is sent and all-reduced in place into the update, as DDP with gradient_as_bucket_view
+// does: adding it to a zero memory first would cost a pass over every gradient for the same
+// values. As soon as backward has a parameter's final gradient, a hook prepares its send and
+// calls the reducer's ready().
 class GradientExchange {
  public:
   struct Options {
@@ -42,23 +51,22 @@ class GradientExchange {
     bool lossless = false;
   };
 
-  // Sets each parameter's .grad and hooks backward. before_send(i) runs on parameter i's final
-  // gradient before its send is made (weight decay and momentum, when they precede the reduce).
-  GradientExchange(std::vector<at::Tensor> params, std::vector<std::string> names, reducers::Reducer& reducer,
-                   Options options, std::function<void(size_t)> before_send);
+  // Sets each parameter's .grad to its gradient in `buffers` (which outlive the exchange) and hooks
+  // backward. before_send(i) runs on parameter i's final gradient before its send is made (weight
+  // decay and momentum, when they precede the reduce).
+  GradientExchange(std::vector<at::Tensor> params, std::vector<std::string> names, GradientBuffers& buffers,
+                   reducers::Reducer& reducer, Options options, std::function<void(size_t)> before_send);
   ~GradientExchange();
 
   // Before each backward; with `sample`, reduce() also records the norms (sampledNorms()).
   void startStep(bool sample);
-  // After backward: finishes the sends, checks them, reduces. The update is then in gradients(),
-  // what the sends lost in memories(). Returns the bits this worker sent. Throws
+  // After backward: finishes the sends, checks them, reduces. The update is then in the buffers'
+  // gradients, what the sends lost in their memories. Returns the bits this worker sent. Throws
   // NonFiniteGradient when a local or reduced gradient is not finite: a local one, because sign
   // and top-k compressors would hide it (a lossless reducer cannot, so its sends go unchecked);
   // a reduced one is the same on every rank, so all stop.
   uint64_t reduce();
 
-  const std::vector<at::Tensor>& gradients() const { return grads_; }
-  const std::vector<at::Tensor>& memories() const { return memories_; }
   // ||gradient|| and ||send|| over all parameters before the last reduce, if it was sampled.
   struct Norms {
     double gradient = 0;
@@ -77,8 +85,9 @@ class GradientExchange {
   reducers::Reducer& reducer_;
   Options options_;
   std::function<void(size_t)> before_send_;
-  at::Tensor grad_flat_, memory_flat_;  // undefined when the parameters' types differ
-  std::vector<at::Tensor> grads_, memories_;
+  at::Tensor& grad_flat_;
+  std::vector<at::Tensor>& grads_;
+  std::vector<at::Tensor>& memories_;
   std::vector<char> prepared_;
   std::vector<at::Tensor> send_sums_;               // for the local finiteness check
   std::vector<at::Tensor> grad_norms_, send_norms_;  // on sampled steps

@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstring>
 #include <exception>
-#include <filesystem>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -19,16 +17,13 @@
 #endif
 
 #include "experiments/launch/launch_environment.h"
-#include "experiments/run_info.h"
 #include "experiments/simulated_workers.h"
+#include "experiments/worker_role.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/thread_team.h"
-#include "outputs/rank_logger.h"
-#include "outputs/run_record.h"
-#include "outputs/statistics.h"
+#include "outputs/metric_sink.h"
 #include "reducers/comm/process_group.h"
-#include "reducers/granularity.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -49,30 +44,12 @@ c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
   return c10::Device(c10::kCPU);
 }
 
-// Rank 0 picks the run directory; the others learn its path through the group.
-std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& options,
-                              comm::Communicator& comm) {
-  std::string path;
-  if (comm.rank() == 0) {
-    // gcrun's launcher has made the directory already (and put workers.json in it).
-    const char* launched = std::getenv(launch::kLauncherRunDirVariable);
-    const bool made = options.resume || (launched != nullptr && options.output_dir == launched);
-    path = made ? options.output_dir : outputs::createRunDirectory(options.output_dir, config.experiment);
-  }
-  auto length = torch::tensor({static_cast<int64_t>(path.size())}, torch::kInt64);
-  comm.broadcast(length, 0);
-  auto bytes = torch::zeros({length.item<int64_t>()}, torch::kUInt8);
-  if (comm.rank() == 0) std::memcpy(bytes.data_ptr(), path.data(), path.size());
-  if (bytes.numel() > 0) comm.broadcast(bytes, 0);
-  path.assign(static_cast<const char*>(bytes.data_ptr()), bytes.numel());
-  std::filesystem::create_directories(path);  // a no-op unless this rank is on another machine
-  return path;
-}
-
 // Set by SIGINT and SIGTERM while a worker trains; the trainer polls it between steps.
 volatile std::sig_atomic_t stop_signal = 0;
 
 void requestStop(int signal) { stop_signal = signal; }
+
+int stopSignal() { return stop_signal; }
 
 // Turns the signals into a stop request for as long as it lives.
 class StopOnSignals {
@@ -95,45 +72,11 @@ class StopOnSignals {
   struct sigaction previous_term_ {};
 };
 
-// What runWorker(config, options) adds to a worker over its own group.
-struct WorkerHooks {
-  bool stop_on_signals = false;
-  SharedParameters* shared = nullptr;  // simulated workers: the process's shared parameters
-  int logical = 0;                     // this simulated worker's index within its process
-};
-
 // Workers on one machine share its cores rather than each taking all of them; simulated workers
 // count as workers, so a simulated run computes with the threads a real one would.
 void limitThreads(const comm::WorldSpec& world, int simulated) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(std::max(1, launch::threadsPerWorker(world, launch::processEnvironment(), cores) / simulated));
-}
-
-// Every rank says whether its input (`problem`: empty, or its own error) passed its checks, in one
-// all-reduce, so that all stop together, each rank with its own error or `others`.
-void agreeOnInput(comm::Communicator& comm, const std::string& problem, const std::string& others) {
-  auto failed = torch::full({1}, problem.empty() ? 0.0f : 1.0f, torch::TensorOptions().device(comm.device()));
-  comm.allreduceSum(failed);
-  if (!problem.empty()) throw UserError(problem);
-  if (failed.item<float>() > 0) throw UserError(others);
-}
-
-// Every rank loads and checks its own checkpoint file, and all agree (one all-reduce) before any
-// file of the run is touched: a bad file on one rank leaves the run's record as it was.
-void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const std::string& run_dir,
-                     comm::Communicator& comm, std::unique_lock<std::mutex>* turn) {
-  std::string problem;
-  try {
-    const auto state = checkpoints.loadLatest();
-    if (!state) throw UserError("--resume " + run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
-    if (turn) turn->lock();  // simulated workers restore their shared parameters one at a time
-    trainer.resumeFrom(*state, run_dir + "/checkpoints");
-    if (turn) turn->unlock();
-  } catch (const UserError& e) {
-    if (turn && turn->owns_lock()) turn->unlock();
-    problem = e.what();
-  }
-  agreeOnInput(comm, problem, "--resume " + run_dir + ": another rank's checkpoint failed its checks (its message says why)");
 }
 
 void checkReducer(const ExperimentConfig& config) {
@@ -150,9 +93,6 @@ void checkReducer(const ExperimentConfig& config) {
                     "' is not supported by reducer '" + entry.name + "'; it accepts: " + accepted);
   }
 }
-
-RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
-                           int local_rank, const WorkerHooks& hooks);
 
 }  // namespace
 
@@ -187,13 +127,15 @@ RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options
                        std::vector<std::unique_ptr<comm::Communicator>>& comms) {
   const int workers = static_cast<int>(comms.size());
   SharedParameters shared;
+  const auto device = workerDevice(config, world.local_rank);
   std::vector<RunResult> results(workers);
   std::vector<std::exception_ptr> failures(workers);
   runThreadTeam(
       workers,
       [&](int w) {
         try {
-          results[w] = runCheckedWorker(config, options, *comms[w], world.local_rank, WorkerHooks{true, &shared, w});
+          SimulatedWorker role(shared, w);
+          results[w] = WorkerRun(config, options, *comms[w], device, role, stopSignal).run();
         } catch (const std::exception&) {
           failures[w] = std::current_exception();
           shared.fail();
@@ -253,7 +195,8 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   StopOnSignals stop_on_signals;
   try {
     if (simulated) return runSimulated(config, options, world, simulated_comms);
-    return runCheckedWorker(config, options, *comm, world.local_rank, WorkerHooks{true});
+    PlainWorker role;
+    return WorkerRun(config, options, *comm, workerDevice(config, world.local_rank), role, stopSignal).run();
   } catch (const UserError&) {
     throw;
   } catch (const TrainingDiverged&) {
@@ -270,124 +213,8 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
 RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
                     int local_rank) {
   checkConfig(config);
-  return runCheckedWorker(config, options, comm, local_rank, WorkerHooks{});
+  PlainWorker role;
+  return WorkerRun(config, options, comm, workerDevice(config, local_rank), role, StopSignal()).run();
 }
 
-namespace {
-
-RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
-                           comm::Communicator& comm, int local_rank, const WorkerHooks& hooks) {
-  RunResult result;
-  const bool leader = comm.rank() == 0;
-  // The task and the reducer come first: bad input (a data file, the architecture, a batch larger
-  // than a worker's data, a reducer's setting) stops every rank before the run directory exists.
-  // Simulated workers build their models in turn, then all but the first give up their parameters
-  // for the first one's.
-  auto turn = hooks.shared ? std::unique_lock<std::mutex>(hooks.shared->compute()) : std::unique_lock<std::mutex>();
-  std::unique_ptr<tasks::Task> task;
-  std::unique_ptr<reducers::Reducer> reducer;
-  std::string problem;
-  try {
-    task = tasks::taskRegistry().at(config.task.name).factory(
-        tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed),
-                           workerDevice(config, local_rank)});
-    batchesPerEpochOf(*task, {comm.rank(), comm.size()}, config.training);
-    reducer = reducers::withGranularity(
-        reducers::reducerRegistry().at(config.reducer.name).factory.make(
-            reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed),
-                                     reducers::parametersOf(task->model())}),
-        config.reducer);
-  } catch (const UserError& e) {
-    if (hooks.shared) {
-      hooks.shared->fail();  // the process's other logical workers stop too
-      throw;
-    }
-    problem = e.what();
-  }
-  if (hooks.shared) {
-    turn.unlock();
-    hooks.logical == 0 ? hooks.shared->publish(task->model()) : hooks.shared->adopt(task->model());
-  } else {
-    agreeOnInput(comm, problem, "another rank's input failed its checks (its message says why)");
-  }
-  result.run_dir = shareRunDirectory(config, options, comm);
-  // Simulated workers share the process's logger (spdlog's default): logical worker 0's.
-  if (!hooks.shared || hooks.logical == 0) outputs::installRankLogger(result.run_dir, comm.rank());
-  std::vector<std::unique_ptr<outputs::MetricSink>> sinks;
-  outputs::Timer timer;
-#ifdef GCRUN_WITH_CUDA
-  // Kernels run asynchronously: without this the timer would charge them to whichever scope waits.
-  if (config.device == Device::cuda) timer.setSynchronize([] { torch::cuda::synchronize(); });
-#endif
-  Trainer trainer(config, *task, comm, *reducer, timer, sinks);
-  if (hooks.shared) trainer.shareParameters(hooks.shared, hooks.logical == 0);
-  CheckpointStore checkpoints(result.run_dir, comm, comm.device());
-  trainer.setCheckpoints(&checkpoints);
-  if (options.resume) {
-    resumeEveryRank(trainer, checkpoints, result.run_dir, comm, hooks.shared ? &turn : nullptr);
-    if (trainer.finished()) {
-      spdlog::info("{}: its checkpoint of step {} is where the run ends (training.epochs, training.max_steps): "
-                   "nothing to do, nothing changed", result.run_dir, checkpoints.lastStep());
-      return result;
-    }
-    spdlog::info("resuming {} from the checkpoint of step {}", result.run_dir, checkpoints.lastStep());
-  }
-  if (leader) {
-    for (const auto& name : config.output.sinks) {
-      sinks.push_back(outputs::sinkRegistry().at(name).factory({result.run_dir, config, options.resume}));
-    }
-  }
-
-  auto info = startInfo(config, comm, *task);
-  const outputs::RunRecord record(result.run_dir, leader);
-  record.start(config, info);
-  const std::string simulated = info.simulated_workers == 1 ? "" : fmt::format(
-      " ({} processes x {} simulated, their compute in turn)", info.processes, info.simulated_workers);
-  spdlog::info("{}: {} workers{} on {}, {} parameters, reducer {}, run directory {}", config.experiment, comm.size(),
-               simulated, comm.backend(), info.num_parameters, config.reducer.name, result.run_dir);
-  if (config.task.synthetic) {
-    spdlog::info("synthetic data: random samples of the real shapes, evaluated on a small synthetic test split "
-                 "(1,000 samples, or a fifth of task.synthetic_samples; for language models 50,000 tokens)");
-  }
-
-  std::exception_ptr failure;
-  try {
-    if (hooks.stop_on_signals) trainer.setStopRequest([] { return stop_signal != 0; });
-    result.training = trainer.run();
-    info.peak_rss_mib = gatherPeakRss(comm);
-    result.stop_signal = result.training.stopped ? static_cast<int>(stop_signal) : 0;
-    info.status = result.training.stopped ? "interrupted" : "completed";
-  } catch (const std::exception& e) {
-    failure = std::current_exception();
-    info.status = "failed";
-    info.error = e.what();
-  }
-  info.end_time = outputs::isoTimeNow();
-  info.steps = result.training.steps;
-  info.epochs_done = result.training.epochs;
-  info.bits_sent = result.training.bits;
-  for (const auto& kv : result.training.last_train) info.final_metrics["train." + kv.first] = kv.second;
-  for (const auto& kv : result.training.last_validation) {
-    info.final_metrics["validation." + kv.first] = kv.second;
-  }
-  for (const auto& kv : result.training.last_test) info.final_metrics["test." + kv.first] = kv.second;
-  for (auto& sink : sinks) sink->close();
-  if (hooks.shared) info.compute_per_batch_ms = computePerBatchMs(timer);
-  info.paper = record.finish(config.paper, info, timer);
-  if (failure) std::rethrow_exception(failure);
-  if (result.training.stopped) {
-    // A worker that got no signal itself stops with the one that did (the stop is agreed on).
-    const std::string cause = result.stop_signal != 0 ? "by signal " + std::to_string(result.stop_signal)
-                                                      : "with a worker that received a stop signal";
-    spdlog::warn("stopped {} after step {}; checkpoint written, continue with --resume {}", cause, info.steps,
-                 result.run_dir);
-    return result;
-  }
-  logPaperComparison(info.paper);
-  spdlog::info("done: {} steps, {:.1f} MB sent per worker, results in {}", info.steps,
-               info.bits_sent / 8.0 / (1 << 20), result.run_dir);
-  return result;
-}
-
-}  // namespace
 }  // namespace gcrun::experiments

@@ -22,6 +22,17 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::vector<std::string> parameterNames(torch::nn::Module& model) {
+  std::vector<std::string> names;
+  for (const auto& item : model.named_parameters()) names.push_back(item.key());
+  return names;
+}
+
+int64_t totalStepsOf(const TrainingOptions& training, int64_t batches_per_epoch) {
+  const int64_t steps = training.epochs * batches_per_epoch;
+  return training.max_steps > 0 ? std::min(steps, training.max_steps) : steps;
+}
+
 }  // namespace
 
 int64_t batchesPerEpochOf(tasks::Task& task, const tasks::Shard& shard, const TrainingOptions& training) {
@@ -31,60 +42,40 @@ int64_t batchesPerEpochOf(tasks::Task& task, const tasks::Shard& shard, const Tr
                   std::to_string(shard.world_size) + " workers; use a smaller batch size");
 }
 
-struct Trainer::State {
-  State(const ExperimentConfig& config, tasks::Task& task, comm::Communicator& comm, reducers::Reducer& reducer,
-        outputs::Timer& timer, std::vector<std::unique_ptr<outputs::MetricSink>>& sinks)
-      : config(config), task(task), comm(comm), reducer(reducer), timer(timer), sinks(sinks) {}
+struct Trainer::State : TrainerDeps {
+  explicit State(TrainerDeps deps)
+      : TrainerDeps(std::move(deps)),
+        params(task.model().parameters()),
+        names(parameterNames(task.model())),
+        buffers(params),
+        optimizer(config.optimizer, params, names, buffers.gradients),
+        lossless(reducers::reducerRegistry().at(config.reducer.name).factory.lossless),
+        exchange(params, names, buffers, reducer,
+                 GradientExchange::Options{config.optimizer.memory, task.localGradientClipNorm(), lossless},
+                 [this](size_t i) {
+                   if (config.optimizer.wd_before_reduce) optimizer.addWeightDecay(i);
+                   if (config.optimizer.mom_before_reduce) optimizer.applyMomentum(i);
+                 }),
+        shard{comm.rank(), comm.size()},
+        batches_per_epoch(batchesPerEpochOf(task, shard, config.training)),
+        total_steps(totalStepsOf(config.training, batches_per_epoch)) {}
 
-  const ExperimentConfig& config;
-  tasks::Task& task;
-  comm::Communicator& comm;
-  reducers::Reducer& reducer;
-  outputs::Timer& timer;
-  std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;
-
-  std::unique_ptr<GradientExchange> exchange;
-  std::unique_ptr<Optimizer> optimizer;
+  std::vector<at::Tensor> params;
   std::vector<std::string> names;  // the parameters', in order
+  // Made before the optimizer and the exchange, which both work on them.
+  GradientBuffers buffers;
+  Optimizer optimizer;
+  bool lossless;  // the reducer delivers the exact average
+  GradientExchange exchange;
   tasks::Shard shard;
-  int64_t batches_per_epoch = 0;
-  int64_t total_steps = 0;
+  int64_t batches_per_epoch;
+  int64_t total_steps;
   LoopPosition at;  // at.elapsed_s is updated for checkpoints; `start` times the run
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   // A mid-epoch checkpoint's task state, loaded once its epoch's batches are set up again.
   std::optional<tasks::Task::State> resumed_task_state;
-  CheckpointStore* checkpoints = nullptr;
-  SharedParameters* shared = nullptr;  // simulated workers of one process: see simulated_workers.h
-  bool owner = true;                   // this worker updates the parameters
-  bool lossless = false;               // the reducer delivers the exact average
-  bool set_up = false;
-  std::function<bool()> stop_requested;
 
-  void setUp() {
-    if (set_up) return;
-    set_up = true;
-    const auto& options = config.optimizer;
-    std::vector<at::Tensor> params;
-    for (const auto& item : task.model().named_parameters()) {
-      params.push_back(item.value());
-      names.push_back(item.key());
-    }
-    // The exchange calls back during backward, by when the optimizer exists.
-    lossless = reducers::reducerRegistry().at(config.reducer.name).factory.lossless;
-    exchange = std::make_unique<GradientExchange>(
-        params, names, reducer, GradientExchange::Options{options.memory, task.localGradientClipNorm(), lossless},
-        [this](size_t i) {
-          if (config.optimizer.wd_before_reduce) optimizer->addWeightDecay(i);
-          if (config.optimizer.mom_before_reduce) optimizer->applyMomentum(i);
-        });
-    optimizer = std::make_unique<Optimizer>(options, params, names, exchange->gradients());
-    shard = {comm.rank(), comm.size()};
-    batches_per_epoch = batchesPerEpochOf(task, shard, config.training);
-    total_steps = config.training.epochs * batches_per_epoch;
-    if (config.training.max_steps > 0) total_steps = std::min(total_steps, config.training.max_steps);
-  }
-
-  TrainingParts parts() { return {task, reducer, names, exchange->memories(), optimizer->momenta()}; }
+  TrainingParts parts() { return {task, reducer, names, buffers.memories, optimizer.momenta()}; }
 
   double position() const { return at.epoch + static_cast<double>(at.batch_index) / batches_per_epoch; }
   bool done() const { return at.epoch >= config.training.epochs || at.step >= total_steps; }
@@ -103,11 +94,11 @@ struct Trainer::State {
   // the step's start. A lossless reducer's memory is always zero, and without error feedback no
   // memory is kept: those are not logged.
   void emitCompressionSample(double step_position) {
-    const auto& sample = exchange->sampledNorms();
+    const auto& sample = exchange.sampledNorms();
     if (!sample) return;
     emit("grad_norm", sample->gradient, step_position);
     if (lossless) return;
-    const double memory_norm = globalNorm(exchange->memories());
+    const double memory_norm = globalNorm(buffers.memories);
     if (config.optimizer.memory) emit("memory_norm", memory_norm, step_position);
     if (sample->send > 0) emit("rel_compression_error", memory_norm / sample->send, step_position);
   }
@@ -132,13 +123,13 @@ struct Trainer::State {
     auto batch_scope = timer.scope("batch");
     at::Tensor loss;
     {
-      auto turn = shared ? std::unique_lock<std::mutex>(shared->compute()) : std::unique_lock<std::mutex>();
+      auto turn = role.turn();
       {
         auto scope = timer.scope("batch.forward");
         loss = task.trainLoss(batch, at.train_sums);
       }
       auto scope = timer.scope("batch.backward");
-      exchange->startStep(sampling());
+      exchange.startStep(sampling());
       loss.backward();
     }
     const double loss_value = loss.item<double>();
@@ -150,23 +141,23 @@ struct Trainer::State {
     {
       auto scope = timer.scope("batch.reduce");
       try {
-        at.bits += exchange->reduce();
+        at.bits += exchange.reduce();
       } catch (const NonFiniteGradient& e) {
         throw TrainingDiverged(divergedAt(e.what()));
       }
     }
-    if (!owner) return shared->waitForStep(at.step + 1);
-    if (!config.optimizer.wd_before_reduce) {
-      auto scope = timer.scope("batch.wd");
-      for (size_t i = 0; i < optimizer->size(); ++i) optimizer->addWeightDecay(i);
-    }
-    if (!config.optimizer.mom_before_reduce) {
-      auto scope = timer.scope("batch.mom");
-      for (size_t i = 0; i < optimizer->size(); ++i) optimizer->applyMomentum(i);
-    }
-    auto scope = timer.scope("batch.step");
-    optimizer->step(comm.size(), position());
-    if (shared) shared->stepped(at.step + 1);
+    role.update(at.step + 1, [&] {
+      if (!config.optimizer.wd_before_reduce) {
+        auto scope = timer.scope("batch.wd");
+        for (size_t i = 0; i < optimizer.size(); ++i) optimizer.addWeightDecay(i);
+      }
+      if (!config.optimizer.mom_before_reduce) {
+        auto scope = timer.scope("batch.mom");
+        for (size_t i = 0; i < optimizer.size(); ++i) optimizer.applyMomentum(i);
+      }
+      auto scope = timer.scope("batch.step");
+      optimizer.step(comm.size(), position());
+    });
   }
 
   // The epoch's metrics, evaluated every evaluation.every_epochs epochs and at the run's end; false
@@ -176,8 +167,7 @@ struct Trainer::State {
         at.batch_index < batches_per_epoch || at.step >= total_steps || at.epoch + 1 >= config.training.epochs;
     const bool evaluate = last || (at.epoch + 1) % config.evaluation.every_epochs == 0;
     const tasks::EvaluationLimits limits{config.evaluation.max_samples, stop_requested};
-    auto evaluated = summarizeEpoch(task, comm, shard, at.train_sums, timer, evaluate ? &limits : nullptr,
-                                    shared ? &shared->compute() : nullptr);
+    auto evaluated = summarizeEpoch(task, comm, shard, at.train_sums, timer, evaluate ? &limits : nullptr, role);
     if (!evaluated) return false;
     auto& summary = *evaluated;
     summary.epoch = at.epoch + 1;
@@ -195,8 +185,8 @@ struct Trainer::State {
   }
 
   std::string divergedAt(const std::string& what) const {
-    const std::string kept = checkpoints && checkpoints->lastStep() >= 0
-                                 ? "the checkpoint of step " + std::to_string(checkpoints->lastStep()) + " is kept"
+    const std::string kept = checkpoints.lastStep() >= 0
+                                 ? "the checkpoint of step " + std::to_string(checkpoints.lastStep()) + " is kept"
                                  : "no checkpoint was written";
     return "step " + std::to_string(at.step + 1) + ": " + what + "; stopping (" + kept + ")";
   }
@@ -205,24 +195,17 @@ struct Trainer::State {
   bool stopRequested() { return stop_requested && anyRank(stop_requested(), comm); }
 
   void save() {
-    if (!checkpoints) return;
     at.elapsed_s = secondsSince(start);
-    checkpoints->save(at.step, snapshotTraining(parts(), at));
+    checkpoints.save(at.step, snapshotTraining(parts(), at));
   }
 };
 
-Trainer::Trainer(const ExperimentConfig& config, tasks::Task& task, comm::Communicator& comm,
-                 reducers::Reducer& reducer, outputs::Timer& timer,
-                 std::vector<std::unique_ptr<outputs::MetricSink>>& sinks)
-    : state_(std::make_unique<State>(config, task, comm, reducer, timer, sinks)) {}
+Trainer::Trainer(TrainerDeps deps) : state_(std::make_unique<State>(std::move(deps))) {}
 
 Trainer::~Trainer() = default;
 
-void Trainer::setCheckpoints(CheckpointStore* store) { state_->checkpoints = store; }
-
 void Trainer::resumeFrom(const TensorMap& state, const std::string& source) {
   State& s = *state_;
-  s.setUp();
   try {
     s.at = restoreTraining(state, s.parts(), s.resumed_task_state);
     if (s.at.batch_index > s.batches_per_epoch) {
@@ -236,20 +219,12 @@ void Trainer::resumeFrom(const TensorMap& state, const std::string& source) {
                                                    std::chrono::duration<double>(s.at.elapsed_s));
 }
 
-void Trainer::setStopRequest(std::function<bool()> requested) { state_->stop_requested = std::move(requested); }
-
-bool Trainer::finished() { return state_->setUp(), state_->done(); }
-
-void Trainer::shareParameters(SharedParameters* shared, bool owner) {
-  state_->shared = shared;
-  state_->owner = owner;
-}
+bool Trainer::finished() const { return state_->done(); }
 
 // The reference's train.py loop: epochs of steps, each epoch closed by its evaluation, with
 // checkpoints at the configured steps and epochs, on a stop request and at the end.
 TrainingResult Trainer::run() {
   State& s = *state_;
-  s.setUp();
   TrainingResult result;
   auto& at = s.at;
   const auto& training = s.config.training;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "experiments/checkpoint.h"
-#include "experiments/simulated_workers.h"
+#include "experiments/worker_role.h"
 #include "hyperparams/config.h"
 #include "outputs/metric_sink.h"
 #include "outputs/timer.h"
@@ -39,31 +39,38 @@ class TrainingDiverged : public std::runtime_error {
 // none (a batch larger than a worker's share).
 int64_t batchesPerEpochOf(tasks::Task& task, const tasks::Shard& shard, const TrainingOptions& training);
 
+// What a Trainer trains with, all of it owned by the worker's run (see worker_run.h).
+struct TrainerDeps {
+  const ExperimentConfig& config;
+  tasks::Task& task;
+  comm::Communicator& comm;
+  reducers::Reducer& reducer;
+  outputs::Timer& timer;
+  // Empty on all ranks but 0, whose sinks are opened by the time run() starts.
+  const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;
+  // Written every checkpoint.every_steps and every_epochs, at the end, and when the run is stopped.
+  CheckpointStore& checkpoints;
+  WorkerRole& role;
+  // Polled after every step; when it returns true on any rank, every rank stops after that step.
+  // Empty: nothing stops the run.
+  std::function<bool()> stop_requested;
+};
+
 // The reference's training loop (powersgd.md 1.3) for one worker. Every worker runs it in
-// lockstep; `sinks` is empty on all ranks but 0.
+// lockstep. Constructing it gives every parameter its gradient buffer and hooks backward.
 class Trainer {
  public:
-  Trainer(const ExperimentConfig& config, tasks::Task& task, comm::Communicator& comm,
-          reducers::Reducer& reducer, outputs::Timer& timer,
-          std::vector<std::unique_ptr<outputs::MetricSink>>& sinks);
+  explicit Trainer(TrainerDeps deps);
   ~Trainer();
 
-  // Checkpoints go to `store` every checkpoint.every_steps and every_epochs, at the end, and when
-  // the run is stopped; without a store none are written.
-  void setCheckpoints(CheckpointStore* store);
   // Continue from a state that CheckpointStore::loadLatest() read from `source`, at the same step,
   // epoch and batch, so that the rest of the run is what the saved run would have done. Checked
   // here, before run(): an entry that does not fit this model and reducer is a UserError naming
   // `source` and the entry.
   void resumeFrom(const TensorMap& state, const std::string& source);
-  // Polled after every step; when it returns true on any rank, every rank stops after that step.
-  void setStopRequest(std::function<bool()> requested);
-  // A simulated worker (see simulated_workers.h): it computes in turns with the others of its
-  // process, and only the owner applies the update to the shared parameters.
-  void shareParameters(SharedParameters* shared, bool owner);
 
   // Whether run() has nothing left to do (a resumed run already at its end).
-  bool finished();
+  bool finished() const;
 
   // Throws TrainingDiverged naming the step (and parameter) when the loss or the reduced gradient
   // stops being finite.

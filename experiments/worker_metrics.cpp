@@ -34,7 +34,7 @@ bool anyRank(bool mine, comm::Communicator& comm) {
 std::optional<outputs::EpochSummary> summarizeEpoch(tasks::Task& task, comm::Communicator& comm,
                                                     const tasks::Shard& shard, const tasks::MetricSums& train_sums,
                                                     outputs::Timer& timer, const tasks::EvaluationLimits* evaluation,
-                                                    std::mutex* compute) {
+                                                    WorkerRole& role) {
   outputs::EpochSummary summary;
   {
     auto scope = timer.scope("epoch_metrics.collect");
@@ -44,7 +44,7 @@ std::optional<outputs::EpochSummary> summarizeEpoch(tasks::Task& task, comm::Com
   auto scope = timer.scope("test.last");
   std::vector<tasks::MetricSums> local;
   {
-    auto turn = compute ? std::unique_lock<std::mutex>(*compute) : std::unique_lock<std::mutex>();
+    auto turn = role.turn();
     for (const auto& split : task.evaluationSplits()) {
       if (evaluation->stop && evaluation->stop()) break;
       local.push_back(task.evaluate(shard, split, *evaluation));

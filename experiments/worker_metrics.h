@@ -2,13 +2,13 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "experiments/worker_role.h"
 #include "outputs/metric_sink.h"
 #include "outputs/timer.h"
 #include "reducers/comm/communicator.h"
@@ -29,12 +29,11 @@ bool anyRank(bool mine, comm::Communicator& comm);
 // An epoch's metrics, reduced over the workers: its training sums, then, given `evaluation`, every
 // evaluation split (timed as epoch_metrics.collect and test.last). When evaluation->stop is set,
 // the ranks agree on it after evaluating (one all-reduce) and nullopt means one stopped. The
-// evaluation holds `compute`, when given, and the collectives do not. The caller fills in the
-// counters.
+// evaluation holds the role's turn, and the collectives do not. The caller fills in the counters.
 std::optional<outputs::EpochSummary> summarizeEpoch(tasks::Task& task, comm::Communicator& comm,
                                                     const tasks::Shard& shard, const tasks::MetricSums& train_sums,
                                                     outputs::Timer& timer, const tasks::EvaluationLimits* evaluation,
-                                                    std::mutex* compute = nullptr);
+                                                    WorkerRole& role);
 
 // The summary as events at fractional epoch `position` (every metric by split, time_per_batch,
 // learning_rate and elapsed_s, split train), then each sink's epochEnd().

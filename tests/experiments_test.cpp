@@ -72,9 +72,10 @@ TEST(GradientExchange, SendsEachGradientPlusMemoryDuringBackwardUnlessItClips) {
     auto a = torch::tensor({1.0f, 2.0f}, torch::requires_grad());
     auto b = torch::tensor({3.0f}, torch::requires_grad());
     RecordingReducer reducer;
-    GradientExchange exchange({a, b}, {"a", "b"}, reducer, GradientExchange::Options{true, clip_norm},
+    GradientBuffers buffers({a, b});
+    GradientExchange exchange({a, b}, {"a", "b"}, buffers, reducer, GradientExchange::Options{true, clip_norm},
                               [](size_t) {});
-    exchange.memories()[0].fill_(0.5);  // error feedback from an earlier step
+    buffers.memories[0].fill_(0.5);  // error feedback from an earlier step
     exchange.startStep(false);
     (a.sum() * 2 + b.sum() * 3).backward();
     // In whatever order backward produces them; a clipping task waits for the whole gradient.
@@ -94,7 +95,8 @@ TEST(GradientExchange, ANonFiniteLocalGradientIsNamedBeforeTheReduce) {
   auto a = torch::tensor({1.0f}, torch::requires_grad());
   auto b = torch::tensor({1.0f}, torch::requires_grad());
   RecordingReducer reducer;
-  GradientExchange exchange({a, b}, {"a", "b"}, reducer, {}, [](size_t) {});
+  GradientBuffers buffers({a, b});
+  GradientExchange exchange({a, b}, {"a", "b"}, buffers, reducer, {}, [](size_t) {});
   exchange.startStep(false);
   (a * std::numeric_limits<float>::quiet_NaN() + b).sum().backward();
   try {

@@ -1,0 +1,45 @@
+#include "experiments/worker_role.h"
+
+#include <torch/torch.h>
+
+#include "experiments/run_info.h"
+#include "hyperparams/base/errors.h"
+
+namespace gcrun::experiments {
+
+void agreeOnInput(comm::Communicator& comm, const std::string& problem, const std::string& others) {
+  auto failed = torch::full({1}, problem.empty() ? 0.0f : 1.0f, torch::TensorOptions().device(comm.device()));
+  comm.allreduceSum(failed);
+  if (!problem.empty()) throw UserError(problem);
+  if (failed.item<float>() > 0) throw UserError(others);
+}
+
+void PlainWorker::settleInput(comm::Communicator& comm, const std::string& problem, tasks::Task* /*task*/) {
+  agreeOnInput(comm, problem, "another rank's input failed its checks (its message says why)");
+}
+
+void PlainWorker::update(int64_t /*step*/, const std::function<void()>& apply) { apply(); }
+
+// Its batch time is its own compute: run.json leaves the field out.
+double PlainWorker::computePerBatchMs(const outputs::Timer& /*timer*/) const { return 0; }
+
+// The logical workers of a process see the same input, so none waits for the others' verdict.
+void SimulatedWorker::settleInput(comm::Communicator& /*comm*/, const std::string& problem, tasks::Task* task) {
+  if (!problem.empty()) {
+    shared_.fail();
+    throw UserError(problem);
+  }
+  index_ == 0 ? shared_.publish(task->model()) : shared_.adopt(task->model());
+}
+
+void SimulatedWorker::update(int64_t step, const std::function<void()>& apply) {
+  if (index_ != 0) return shared_.waitForStep(step);
+  apply();
+  shared_.stepped(step);
+}
+
+double SimulatedWorker::computePerBatchMs(const outputs::Timer& timer) const {
+  return experiments::computePerBatchMs(timer);
+}
+
+}  // namespace gcrun::experiments
