@@ -1,11 +1,9 @@
 #include "experiments/runner.h"
 
 #include <malloc.h>
-#include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -22,6 +20,7 @@
 #include "experiments/run_info.h"
 #include "experiments/simulated_workers.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/signal_flag.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/thread_team.h"
 #include "outputs/rank_logger.h"
@@ -69,35 +68,9 @@ std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& 
   return path;
 }
 
-// Set by SIGINT and SIGTERM while a worker trains; the trainer polls it between steps.
-volatile std::sig_atomic_t stop_signal = 0;
-
-void requestStop(int signal) { stop_signal = signal; }
-
-// Turns the signals into a stop request for as long as it lives.
-class StopOnSignals {
- public:
-  StopOnSignals() {
-    struct sigaction action {};
-    action.sa_handler = requestStop;
-    ::sigaction(SIGINT, &action, &previous_int_);
-    ::sigaction(SIGTERM, &action, &previous_term_);
-  }
-  ~StopOnSignals() {
-    ::sigaction(SIGINT, &previous_int_, nullptr);
-    ::sigaction(SIGTERM, &previous_term_, nullptr);
-  }
-  StopOnSignals(const StopOnSignals&) = delete;
-  StopOnSignals& operator=(const StopOnSignals&) = delete;
-
- private:
-  struct sigaction previous_int_ {};
-  struct sigaction previous_term_ {};
-};
-
 // What runWorker(config, options) adds to a worker over its own group.
 struct WorkerHooks {
-  bool stop_on_signals = false;
+  const SignalFlag* stop_signals = nullptr;  // polled between steps; null: signals are not this worker's
   SharedParameters* shared = nullptr;  // simulated workers: the process's shared parameters
   int logical = 0;                     // this simulated worker's index within its process
 };
@@ -184,7 +157,7 @@ namespace {
 // result. A failure ends the others (their waits throw, their collectives lose a peer) and the
 // failing worker's own error is what is rethrown.
 RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world,
-                       std::vector<std::unique_ptr<comm::Communicator>>& comms) {
+                       std::vector<std::unique_ptr<comm::Communicator>>& comms, const SignalFlag& stop_signals) {
   const int workers = static_cast<int>(comms.size());
   SharedParameters shared;
   std::vector<RunResult> results(workers);
@@ -193,7 +166,8 @@ RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options
       workers,
       [&](int w) {
         try {
-          results[w] = runCheckedWorker(config, options, *comms[w], world.local_rank, WorkerHooks{true, &shared, w});
+          results[w] =
+              runCheckedWorker(config, options, *comms[w], world.local_rank, WorkerHooks{&stop_signals, &shared, w});
         } catch (const std::exception&) {
           failures[w] = std::current_exception();
           shared.fail();
@@ -249,11 +223,10 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   auto monitor = comm::monitorPeers(world, timeout);
   // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
   // peer died must not cut short the report of which peer it was.
-  stop_signal = 0;
-  StopOnSignals stop_on_signals;
+  const SignalFlag stop_signals;
   try {
-    if (simulated) return runSimulated(config, options, world, simulated_comms);
-    return runCheckedWorker(config, options, *comm, world.local_rank, WorkerHooks{true});
+    if (simulated) return runSimulated(config, options, world, simulated_comms, stop_signals);
+    return runCheckedWorker(config, options, *comm, world.local_rank, WorkerHooks{&stop_signals});
   } catch (const UserError&) {
     throw;
   } catch (const TrainingDiverged&) {
@@ -352,10 +325,10 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
 
   std::exception_ptr failure;
   try {
-    if (hooks.stop_on_signals) trainer.setStopRequest([] { return stop_signal != 0; });
+    if (hooks.stop_signals) trainer.setStopRequest([signals = hooks.stop_signals] { return signals->received() != 0; });
     result.training = trainer.run();
     info.peak_rss_mib = gatherPeakRss(comm);
-    result.stop_signal = result.training.stopped ? static_cast<int>(stop_signal) : 0;
+    result.stop_signal = result.training.stopped && hooks.stop_signals ? hooks.stop_signals->received() : 0;
     info.status = result.training.stopped ? "interrupted" : "completed";
   } catch (const std::exception& e) {
     failure = std::current_exception();
