@@ -1,8 +1,5 @@
 #pragma once
 
-#include <string>
-#include <vector>
-
 namespace CLI {
 class App;
 }
@@ -11,8 +8,7 @@ namespace gcrun::cli {
 
 // Each subcommand binds its flags on `app` and runs from a parse callback; errors propagate as
 // exceptions to main(), the one place that turns them into messages and exit codes.
-// `argv` is the command line as typed, which the launcher re-runs for each local worker.
-void addExperimentCommand(CLI::App& app, const std::vector<std::string>& argv, int& exit_code);
+void addExperimentCommand(CLI::App& app, int& exit_code);
 void addListCommand(CLI::App& app);
 void addShowCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);

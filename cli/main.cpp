@@ -1,7 +1,6 @@
 #include <cstdio>
 #include <exception>
 #include <string>
-#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -32,8 +31,7 @@ int main(int argc, char** argv) {
   app.failure_message(CLI::FailureMessage::simple);
 
   int exit_code = 0;
-  const std::vector<std::string> args(argv, argv + argc);
-  gcrun::cli::addExperimentCommand(app, args, exit_code);
+  gcrun::cli::addExperimentCommand(app, exit_code);
   gcrun::cli::addListCommand(app);
   gcrun::cli::addShowCommand(app);
   gcrun::cli::addBenchCommand(app);

@@ -9,10 +9,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include "experiments/checkpoint.h"
+#include "experiments/command_line.h"
 #include "experiments/launch/launch_environment.h"
 #include "experiments/presets.h"
 #include "experiments/runner.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/process.h"
 #include "hyperparams/config_keys.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/run_files.h"
@@ -145,14 +147,16 @@ int runExperiment(const ExperimentRequest& request) {
   checkConfig(config);
   checkInputs(config, nodes.nnodes * nodes.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
   auto launch = nodes;
-  std::vector<std::string> worker_argv = request.argv;
+  // Each local worker runs this request again, with the launch variables set.
+  auto worker_request = request;
   if (resume) {
     launch.run_dir = request.resume_dir;
   } else if (launch.node_rank == 0) {
     launch.run_dir = outputs::createRunDirectory(request.output_dir, config.experiment);
-    worker_argv.push_back("--output-dir");
-    worker_argv.push_back(launch.run_dir);
+    worker_request.output_dir = launch.run_dir;
   }
+  std::vector<std::string> worker_argv = {process::currentExecutable()};
+  for (auto& argument : experimentArguments(worker_request)) worker_argv.push_back(std::move(argument));
   return launch::launchLocalWorkers(launch, worker_argv);
 }
 

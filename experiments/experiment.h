@@ -7,7 +7,8 @@
 
 namespace gcrun::experiments {
 
-// One `gcrun experiment` as the command line (or a study) asks for it.
+// One `gcrun experiment` as the command line (or a study) asks for it; experiments/command_line.h
+// parses it and writes it back out as arguments.
 struct ExperimentRequest {
   std::string preset;                    // e.g. fashion-powersgd-rank2
   std::string config_file;               // YAML settings over the preset; empty: none
@@ -15,8 +16,7 @@ struct ExperimentRequest {
   std::string output_dir;                // empty: a new folder under outputs/
   std::string resume_dir;                // not empty: continue this run from its latest checkpoint
   launch::LaunchOptions launch;          // this machine's part when gcrun starts the workers
-  // The command line as typed: each local worker runs it again with the launch variables set.
-  std::vector<std::string> argv;
+  std::vector<std::string> plugins;      // --plugin libraries, loaded by the CLI before the run
 };
 
 // Runs the request in whatever role this process has, decided once from its environment:

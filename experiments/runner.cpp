@@ -1,11 +1,9 @@
 #include "experiments/runner.h"
 
 #include <malloc.h>
-#include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <csignal>
 #include <exception>
 #include <thread>
 
@@ -20,6 +18,7 @@
 #include "experiments/simulated_workers.h"
 #include "experiments/worker_role.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/signal_flag.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/thread_team.h"
 #include "outputs/metric_sink.h"
@@ -44,33 +43,10 @@ c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
   return c10::Device(c10::kCPU);
 }
 
-// Set by SIGINT and SIGTERM while a worker trains; the trainer polls it between steps.
-volatile std::sig_atomic_t stop_signal = 0;
-
-void requestStop(int signal) { stop_signal = signal; }
-
-int stopSignal() { return stop_signal; }
-
-// Turns the signals into a stop request for as long as it lives.
-class StopOnSignals {
- public:
-  StopOnSignals() {
-    struct sigaction action {};
-    action.sa_handler = requestStop;
-    ::sigaction(SIGINT, &action, &previous_int_);
-    ::sigaction(SIGTERM, &action, &previous_term_);
-  }
-  ~StopOnSignals() {
-    ::sigaction(SIGINT, &previous_int_, nullptr);
-    ::sigaction(SIGTERM, &previous_term_, nullptr);
-  }
-  StopOnSignals(const StopOnSignals&) = delete;
-  StopOnSignals& operator=(const StopOnSignals&) = delete;
-
- private:
-  struct sigaction previous_int_ {};
-  struct sigaction previous_term_ {};
-};
+// What a worker polls between steps: the signal the process's flag recorded, or 0.
+StopSignal stopSignalOf(const SignalFlag& flag) {
+  return [&flag] { return flag.received(); };
+}
 
 // Workers on one machine share its cores rather than each taking all of them; simulated workers
 // count as workers, so a simulated run computes with the threads a real one would.
@@ -124,7 +100,7 @@ namespace {
 // result. A failure ends the others (their waits throw, their collectives lose a peer) and the
 // failing worker's own error is what is rethrown.
 RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world,
-                       std::vector<std::unique_ptr<comm::Communicator>>& comms) {
+                       std::vector<std::unique_ptr<comm::Communicator>>& comms, const SignalFlag& stop_signals) {
   const int workers = static_cast<int>(comms.size());
   SharedParameters shared;
   const auto device = workerDevice(config, world.local_rank);
@@ -135,7 +111,7 @@ RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options
       [&](int w) {
         try {
           SimulatedWorker role(shared, w);
-          results[w] = WorkerRun(config, options, *comms[w], device, role, stopSignal).run();
+          results[w] = WorkerRun(config, options, *comms[w], device, role, stopSignalOf(stop_signals)).run();
         } catch (const std::exception&) {
           failures[w] = std::current_exception();
           shared.fail();
@@ -191,12 +167,12 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   auto monitor = comm::monitorPeers(world, timeout);
   // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
   // peer died must not cut short the report of which peer it was.
-  stop_signal = 0;
-  StopOnSignals stop_on_signals;
+  const SignalFlag stop_signals;
   try {
-    if (simulated) return runSimulated(config, options, world, simulated_comms);
+    if (simulated) return runSimulated(config, options, world, simulated_comms, stop_signals);
     PlainWorker role;
-    return WorkerRun(config, options, *comm, workerDevice(config, world.local_rank), role, stopSignal).run();
+    return WorkerRun(config, options, *comm, workerDevice(config, world.local_rank), role, stopSignalOf(stop_signals))
+        .run();
   } catch (const UserError&) {
     throw;
   } catch (const TrainingDiverged&) {

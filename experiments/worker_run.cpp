@@ -158,7 +158,7 @@ RunResult WorkerRun::run() {
   try {
     result.training = trainer_.run();
     info.peak_rss_mib = gatherPeakRss(comm_);
-    result.stop_signal = result.training.stopped ? stop_signal_() : 0;
+    result.stop_signal = result.training.stopped && stop_signal_ ? stop_signal_() : 0;
     info.status = result.training.stopped ? "interrupted" : "completed";
   } catch (const std::exception& e) {
     failure = std::current_exception();

@@ -256,7 +256,7 @@ TEST(HostileStudy, SymlinksPlantedInTheStudyDirectoryAreNotFollowed) {
   const auto file = write(dir, "study.yaml", kOneRun);
   fs::create_directories(dir.file("elsewhere"));
   const auto nothing_elsewhere = [&] { return fs::is_empty(dir.file("elsewhere")); };
-  for (const char* planted : {"logs", "runs"}) {
+  for (const char* planted : {"logs", "runs", "configs"}) {
     fs::remove_all(dir.file("out"));
     fs::create_directories(dir.file("out"));
     fs::create_directory_symlink(dir.file("elsewhere"), dir.file(std::string("out/") + planted));

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,16 +19,14 @@
 #include <thread>
 
 #include "experiments/launch/launch_environment.h"
+#include "hyperparams/base/process.h"
+#include "hyperparams/base/signal_flag.h"
 #include "outputs/run_files.h"
 
 namespace gcrun::launch {
 namespace {
 
 constexpr auto kStopGracePeriod = std::chrono::seconds(30);
-
-volatile sig_atomic_t forwarded_signal = 0;
-
-void rememberSignal(int signal) { forwarded_signal = signal; }
 
 // A port the kernel reports free on loopback; rank 0 binds it for the store right after.
 int freePort() {
@@ -74,49 +71,36 @@ class PrivateStoreDirectory {
 
 pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::string& master_addr,
                   int master_port, const std::string& store_file, const std::vector<std::string>& argv) {
-  const pid_t launcher = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("launcher: fork: ") + std::strerror(errno));
-  if (pid > 0) return pid;
+  process::ChildSpec child;
+  child.program = process::kThisExecutable;
+  child.argv = argv;
   // A worker outlives no launcher: when it dies (even by SIGKILL) the worker gets SIGTERM and
-  // stops after a checkpoint. The check covers a launcher that died before the request.
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != launcher) std::_Exit(1);
-  const auto set = [](const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); };
-  set("RANK", std::to_string(options.node_rank * options.nproc_per_node + local_rank));
-  set("LOCAL_RANK", std::to_string(local_rank));
-  set("GROUP_RANK", std::to_string(options.node_rank));
-  set("WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node));
-  set("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node));
-  set("MASTER_ADDR", master_addr);
-  set("MASTER_PORT", std::to_string(master_port));
-  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");  // rank 0 (or the file) holds the store, not an agent
+  // stops after a checkpoint.
+  child.parent_death_signal = SIGTERM;
+  auto& environment = child.environment = process::Environment::inherited();
+  environment.set("RANK", std::to_string(options.node_rank * options.nproc_per_node + local_rank));
+  environment.set("LOCAL_RANK", std::to_string(local_rank));
+  environment.set("GROUP_RANK", std::to_string(options.node_rank));
+  environment.set("WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node));
+  environment.set("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node));
+  environment.set("MASTER_ADDR", master_addr);
+  environment.set("MASTER_PORT", std::to_string(master_port));
+  environment.unset("TORCHELASTIC_USE_AGENT_STORE");  // rank 0 (or the file) holds the store, not an agent
   if (store_file.empty()) {
-    ::unsetenv(kStoreFileVariable);
+    environment.unset(kStoreFileVariable);
   } else {
-    set(kStoreFileVariable, store_file);
+    environment.set(kStoreFileVariable, store_file);
   }
   // Read when OpenMP and OpenBLAS start, before main(): without it each worker's BLAS spins a thread
   // per core and the workers oversubscribe the machine (torchrun sets it to 1 for the same reason).
-  if (!std::getenv("OMP_NUM_THREADS")) {
+  if (!environment.has("OMP_NUM_THREADS")) {
     comm::WorldSpec local;
     local.local_world_size = options.nproc_per_node;
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    set("OMP_NUM_THREADS", std::to_string(threadsPerWorker(local, processEnvironment(), cores)));
+    environment.set("OMP_NUM_THREADS", std::to_string(threadsPerWorker(local, processEnvironment(), cores)));
   }
-  if (!options.run_dir.empty()) set(kLauncherRunDirVariable, options.run_dir);
-  std::vector<char*> args;
-  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  ::execv("/proc/self/exe", args.data());
-  std::fprintf(stderr, "gcrun: cannot start a worker: %s\n", std::strerror(errno));
-  std::_Exit(1);
-}
-
-int exitCodeOf(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  if (!options.run_dir.empty()) environment.set(kLauncherRunDirVariable, options.run_dir);
+  return process::spawn(child);
 }
 
 void signalAll(const std::vector<pid_t>& pids, int signal) {
@@ -129,13 +113,12 @@ void signalAll(const std::vector<pid_t>& pids, int signal) {
 int reap(std::vector<pid_t>& pids, int& exit_code) {
   int failed_rank = -1;
   for (size_t rank = 0; rank < pids.size(); ++rank) {
-    int status = 0;
-    if (pids[rank] <= 0 || ::waitpid(pids[rank], &status, WNOHANG) != pids[rank]) continue;
+    const auto code = pids[rank] > 0 ? process::exitCodeIfEnded(pids[rank]) : std::nullopt;
+    if (!code) continue;
     pids[rank] = 0;
-    const int code = exitCodeOf(status);
-    if (code != 0 && failed_rank < 0 && exit_code == 0) {
+    if (*code != 0 && failed_rank < 0 && exit_code == 0) {
       failed_rank = static_cast<int>(rank);
-      exit_code = code;
+      exit_code = *code;
     }
   }
   return failed_rank;
@@ -185,11 +168,7 @@ int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::stri
   std::optional<PrivateStoreDirectory> store_dir;
   if (options.nnodes == 1) store_dir.emplace();
   const std::string store_file = store_dir ? store_dir->storeFile() : "";
-  std::fflush(nullptr);  // the children must not repeat buffered output
-  struct sigaction action {};
-  action.sa_handler = rememberSignal;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
+  const SignalFlag signals;  // passed on to the workers below
 
   std::vector<pid_t> pids;
   for (int local = 0; local < options.nproc_per_node; ++local) {
@@ -199,9 +178,9 @@ int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::stri
 
   int exit_code = 0;
   while (anyRunning(pids)) {
-    if (forwarded_signal != 0) {
-      std::fprintf(stderr, "gcrun: received signal %d; stopping the workers\n", static_cast<int>(forwarded_signal));
-      exit_code = 128 + forwarded_signal;
+    if (const int signal = signals.received(); signal != 0) {
+      std::fprintf(stderr, "gcrun: received signal %d; stopping the workers\n", signal);
+      exit_code = 128 + signal;
       stopAll(pids);
       break;
     }

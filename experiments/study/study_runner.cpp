@@ -3,19 +3,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -25,8 +20,11 @@
 #include <spdlog/fmt/fmt.h>
 #include <yaml-cpp/yaml.h>
 
+#include "experiments/command_line.h"
+#include "experiments/study/slurm_script.h"
 #include "hyperparams/base/errors.h"
-#include "hyperparams/base/text.h"
+#include "hyperparams/base/process.h"
+#include "hyperparams/base/signal_flag.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json.h"
 #include "outputs/report/report.h"
@@ -40,9 +38,6 @@ using files::Directory;
 using files::UniqueFd;
 
 constexpr auto kLockWait = std::chrono::seconds(120);
-
-volatile std::sig_atomic_t stop_signal = 0;
-void requestStop(int signal) { stop_signal = signal; }
 
 // What a run needs next, judged from its directory.
 enum class Next { skip, resume, fresh };
@@ -116,70 +111,45 @@ Next nextFor(const StudySpec& spec, const StudyRun& run, const Directory& runs, 
   return Next::fresh;
 }
 
-std::string selfPath() {
-  std::error_code error;
-  const auto path = fs::read_symlink("/proc/self/exe", error);
-  return error ? "gcrun" : path.string();
-}
-
-std::vector<std::string> experimentArgv(const StudyRun& run, const std::string& dir, Next next,
-                                        const StudyOptions& options) {
-  std::vector<std::string> argv = {selfPath(), "experiment", run.preset};
-  for (const auto& assignment : run.assignments) {
-    argv.push_back("--set");
-    argv.push_back(assignment);
+// A run's `gcrun experiment`: a fresh one from the configuration the study resolved for it (its
+// file in configs/), a resumed one from its own config.yaml, which nextFor found to be the same.
+ExperimentRequest requestFor(const StudyRun& run, const std::string& run_dir, const std::string& config_file, Next next,
+                             const StudyOptions& options) {
+  ExperimentRequest request;
+  request.preset = run.preset;
+  if (next == Next::resume) {
+    request.resume_dir = run_dir;
+  } else {
+    request.config_file = config_file;
+    request.output_dir = run_dir;
   }
-  argv.push_back(next == Next::resume ? "--resume" : "--output-dir");
-  argv.push_back(dir);
-  if (options.nproc_per_node > 1) {
-    argv.push_back("--nproc-per-node");
-    argv.push_back(std::to_string(options.nproc_per_node));
-  }
-  for (const auto& plugin : options.plugins) {
-    argv.push_back("--plugin");
-    argv.push_back(plugin);
-  }
-  return argv;
+  request.launch.nproc_per_node = options.nproc_per_node;
+  request.plugins = options.plugins;
+  return request;
 }
 
 // This process's environment for a run: OMP_NUM_THREADS set to its share of the cores unless the
 // user set it.
-std::vector<std::string> runEnvironment(int threads) {
-  std::vector<std::string> environment;
-  for (char** variable = environ; *variable != nullptr; ++variable) environment.emplace_back(*variable);
-  if (!std::getenv("OMP_NUM_THREADS")) environment.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+process::Environment runEnvironment(int threads) {
+  auto environment = process::Environment::inherited();
+  if (!environment.has("OMP_NUM_THREADS")) environment.set("OMP_NUM_THREADS", std::to_string(threads));
   return environment;
-}
-
-std::vector<char*> pointersTo(const std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
-  for (const auto& text : strings) pointers.push_back(const_cast<char*>(text.c_str()));
-  pointers.push_back(nullptr);
-  return pointers;
 }
 
 // Starts one run as a child process whose output goes to `log`; it is sent SIGTERM when this
 // process dies, so that a killed study leaves no run behind (it stops after a checkpoint). The
-// child inherits `lock` (when >= 0), so the study stays locked while the run lives. Everything
-// is prepared before fork: this process may have threads, so between fork and exec the child
-// makes only async-signal-safe system calls (no allocation, no open, no setenv).
-pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& environment, const UniqueFd& log,
+// child inherits `lock` (when >= 0), so the study stays locked while the run lives.
+pid_t start(const ExperimentRequest& request, const process::Environment& environment, const UniqueFd& log,
             int lock) {
-  const auto args = pointersTo(argv);
-  const auto variables = pointersTo(environment);
-  const std::string cannot_start = "gcrun study: cannot start " + argv[0] + "\n";
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("study: fork: ") + std::strerror(errno));
-  if (pid > 0) return pid;
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != parent) ::_exit(1);
-  ::dup2(log.get(), STDOUT_FILENO);
-  ::dup2(log.get(), STDERR_FILENO);
-  if (lock >= 0) ::fcntl(lock, F_SETFD, 0);  // opened close-on-exec
-  ::execve(args[0], args.data(), variables.data());
-  [[maybe_unused]] const auto ignored = ::write(STDERR_FILENO, cannot_start.data(), cannot_start.size());
-  ::_exit(1);
+  process::ChildSpec child;
+  child.program = process::kThisExecutable;
+  child.argv = {process::currentExecutable()};
+  for (auto& argument : experimentArguments(request)) child.argv.push_back(std::move(argument));
+  child.environment = environment;
+  child.parent_death_signal = SIGTERM;
+  child.output_fd = log.get();
+  child.inherited_fd = lock;
+  return process::spawn(child);
 }
 
 // The run's own error line: the last `gcrun: ...` line of the end of its console output. Read
@@ -199,12 +169,6 @@ std::string errorLine(const Directory& logs, const std::string& name) {
     begin = end + 1;
   }
   return last;
-}
-
-int exitCodeOf(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
 }
 
 void writeStudyJson(const StudySpec& spec, const Directory& dir, const std::vector<StudyRun>& runs,
@@ -256,54 +220,6 @@ void printPlan(const std::vector<StudyRun>& runs) {
   }
 }
 
-std::string shellQuoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// A value written on an #SBATCH line or in a comment of slurm.sbatch, where no shell quoting
-// applies: a newline there would start a line of its own, which bash runs. sbatch also splits an
-// #SBATCH line at white space, into options of its own (`on_sbatch_line`).
-void checkScriptLine(const std::string& value, const std::string& what, bool on_sbatch_line, const std::string& fix) {
-  const auto bad = std::find_if(value.begin(), value.end(), [&](unsigned char c) {
-    return c < 0x20 || c == 0x7f || (on_sbatch_line && c == ' ');
-  });
-  if (bad == value.end()) return;
-  const std::string kind = *bad == '\n' ? "a newline" : *bad == ' ' ? "a space" : "a control character";
-  throw UserError("study: --slurm: " + what + " '" + clipForMessage(value) + "' holds " + kind +
-                  ", which slurm.sbatch cannot hold on its " + (on_sbatch_line ? "#SBATCH lines" : "comment lines") +
-                  "; " + fix);
-}
-
-// A job name of characters that need no quoting anywhere.
-std::string jobName(const std::string& name) {
-  std::string out = "gcrun-";
-  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
-  return out;
-}
-
-// DIR/slurm.sbatch for the study in `dir`; refused before anything is written if a name cannot
-// be written in it. Every value on the srun line is quoted for the shell.
-std::string slurmScript(const StudySpec& spec, const StudyOptions& options, const std::string& dir, size_t count) {
-  const std::string absolute = fs::absolute(dir).string();
-  checkScriptLine(spec.name, "the study's name", false, "rename the study file");
-  checkScriptLine(absolute, "the study directory", true, "choose another --output-dir");
-  std::string command = shellQuoted(selfPath()) + " study " + shellQuoted(spec.file.empty() ? spec.name : spec.file) +
-                        " --output-dir " + shellQuoted(absolute) + " --only \"$SLURM_ARRAY_TASK_ID\"";
-  for (const auto& a : options.assignments) command += " --set " + shellQuoted(a);
-  for (const auto& p : options.plugins) command += " --plugin " + shellQuoted(p);
-  return fmt::format(
-      "#!/bin/bash\n"
-      "# Written by `gcrun study --slurm`: study {0}, one array task per run ({1} runs; `gcrun study ... --dry-run`\n"
-      "# lists them). Each task starts {2} worker(s) with srun; gcrun reads the Slurm variables.\n"
-      "# Submit with `sbatch {3}/slurm.sbatch`; when all tasks are done: gcrun report {3}\n"
-      "#SBATCH --job-name={6}\n#SBATCH --array=0-{4}\n#SBATCH --ntasks={2}\n"
-      "#SBATCH --output={3}/logs/slurm-%A_%a.log\n"
-      "srun {5}\n",
-      spec.name, count, options.nproc_per_node, absolute, count - 1, command, jobName(spec.name));
-}
-
 // Holds DIR/study.lock (flock) for as long as this process and its runs live; waits for a study
 // that holds it to end.
 UniqueFd lockStudy(const Directory& dir) {
@@ -338,7 +254,7 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
   }
   const std::string script = options.slurm ? slurmScript(spec, options, dir, runs.size()) : "";
   // Below the directory the user named, everything goes through its descriptor: a symlink planted
-  // at runs/, logs/, a log, study.lock or study.json is refused, never followed.
+  // at runs/, logs/, configs/, a log, study.lock or study.json is refused, never followed.
   const auto study = Directory::open(dir, true);
   const auto run_dirs = study.sub("runs", true);
   const auto logs = study.sub("logs", true);
@@ -347,6 +263,7 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
     std::printf("study %s: wrote %s/slurm.sbatch (%zu array tasks)\n", spec.name.c_str(), dir.c_str(), runs.size());
     return 0;
   }
+  const auto configs = study.sub("configs", true);
   // Array tasks run side by side in one directory: each looks after its own run only.
   const bool whole = !options.only;
   const UniqueFd lock = whole ? lockStudy(study) : UniqueFd();
@@ -371,26 +288,24 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / (jobs * std::max(1, options.nproc_per_node)));
   const auto environment = runEnvironment(threads);
-  stop_signal = 0;
-  struct sigaction action {};
-  action.sa_handler = requestStop;  // no SA_RESTART: waitpid returns to check the flag
-  struct sigaction previous_int {}, previous_term {};
-  ::sigaction(SIGINT, &action, &previous_int);
-  ::sigaction(SIGTERM, &action, &previous_term);
-
+  // Until the runs have ended, a signal only stops them (waitpid returns EINTR, see below).
+  std::optional<SignalFlag> signals(std::in_place);
   std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
   size_t finished = runs.size() - pending.size();
   while (!pending.empty() || !running.empty()) {
-    while (stop_signal == 0 && !pending.empty() && static_cast<int>(running.size()) < jobs) {
+    while (signals->received() == 0 && !pending.empty() && static_cast<int>(running.size()) < jobs) {
       const size_t index = pending.front();
       pending.pop_front();
       const auto& run = runs[index];
+      const std::string config_file = run.dir_name + ".yaml";
       if (next[index] == Next::fresh) {
         run_dirs.sub(run.dir_name, true).writeAtomically(outputs::kStudyRunMarker, markerFor(spec, run));
+        configs.writeAtomically(config_file, run.config_yaml);
       }
       const auto log = logs.openForAppend(run.dir_name + ".log");
-      const auto argv = experimentArgv(run, run_dirs.pathOf(run.dir_name), next[index], options);
-      running[start(argv, environment, log, lock.get())] = {index, std::chrono::steady_clock::now()};
+      const auto request =
+          requestFor(run, run_dirs.pathOf(run.dir_name), configs.pathOf(config_file), next[index], options);
+      running[start(request, environment, log, lock.get())] = {index, std::chrono::steady_clock::now()};
       ++outcomes[index].attempts;
       std::printf("study: started runs/%s%s\n", run.dir_name.c_str(), next[index] == Next::resume ? " (resuming)" : "");
       std::fflush(stdout);
@@ -408,7 +323,7 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
     running.erase(found);
     const auto& run = runs[index];
     auto& outcome = outcomes[index];
-    outcome.exit_code = exitCodeOf(status);
+    outcome.exit_code = process::exitCodeOf(status);
     outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const std::string state = runStatus(run_dirs.pathOf(run.dir_name));
     outcome.status = outcome.exit_code == 0 ? "completed" : state == "interrupted" ? "interrupted" : "failed";
@@ -422,8 +337,8 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
       writeStudyReport(spec, dir, runs, outcomes);
     }
   }
-  ::sigaction(SIGINT, &previous_int, nullptr);
-  ::sigaction(SIGTERM, &previous_term, nullptr);
+  const int stop_signal = signals->received();
+  signals.reset();  // from here a signal ends the study at once
   if (whole) {
     writeStudyJson(spec, study, runs, outcomes);
     writeStudyReport(spec, dir, runs, outcomes);

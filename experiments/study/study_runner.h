@@ -20,7 +20,10 @@ struct StudyOptions {
 };
 
 // Runs every run of the study that is not done yet, each as its own `gcrun experiment` process in
-// DIR/runs/<config>-seed<k> (its console output in DIR/logs/), `jobs` at once:
+// DIR/runs/<config>-seed<k> (its console output in DIR/logs/), `jobs` at once. A fresh run starts
+// from the configuration the plan resolved for it, written to DIR/configs/<config>-seed<k>.yaml
+// (`gcrun experiment <preset> --config` that file), so that it runs with exactly the settings its
+// config.yaml is later checked against:
 //  - a completed run is skipped (if its config.yaml is not what the study asks for now, the study
 //    is refused: another --output-dir is needed);
 //  - an interrupted one, or one whose process died, resumes from its checkpoint; one without a

@@ -1,20 +1,20 @@
 #include "outputs/report/plots.h"
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
 #include <random>
+#include <stdexcept>
 
 #include <spdlog/fmt/fmt.h>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/process.h"
 #include "outputs/report/safe_text.h"
 
 namespace gcrun::outputs {
@@ -92,21 +92,19 @@ std::string findGnuplot() {
 
 // Runs gnuplot on `script_file` with its working directory in `work`, its messages into `log`.
 // gnuplot opens its `set output` files by path, following symlinks; `work` is a directory nobody
-// else could have planted anything in. Everything the child needs is built before the fork.
+// else could have planted anything in.
 int runGnuplot(const std::string& gnuplot, const files::Directory& work, int log, const std::string& script_file) {
-  const char* argv[] = {"gnuplot", script_file.c_str(), nullptr};
-  const int work_fd = work.fd();
-  const pid_t pid = ::fork();
-  if (pid < 0) return 1;
-  if (pid == 0) {
-    if (::fchdir(work_fd) != 0 || ::dup2(log, STDOUT_FILENO) < 0 || ::dup2(log, STDERR_FILENO) < 0) ::_exit(126);
-    ::execv(gnuplot.c_str(), const_cast<char* const*>(argv));
-    ::_exit(127);
+  process::ChildSpec child;
+  child.program = gnuplot;
+  child.argv = {"gnuplot", script_file};
+  child.environment = process::Environment::inherited();
+  child.output_fd = log;
+  child.working_directory_fd = work.fd();
+  try {
+    return process::waitForExit(process::spawn(child));
+  } catch (const std::runtime_error&) {
+    return 1;  // no fork: reported as gnuplot failing, the report itself is still written
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 // A fresh directory inside `dir` that only this report writes into, removed when this goes away.
