@@ -54,10 +54,8 @@ std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& 
                               comm::Communicator& comm) {
   std::string path;
   if (comm.rank() == 0) {
-    // gcrun's launcher has made the directory already (and put workers.json in it).
-    const char* launched = std::getenv(launch::kLauncherRunDirVariable);
-    const bool made = options.resume || (launched != nullptr && options.output_dir == launched);
-    path = made ? options.output_dir : outputs::createRunDirectory(options.output_dir, config.experiment);
+    const bool made = options.resume || options.launcher_made;
+    path = made ? options.output_dir : outputs::RunDirectory::create(options.output_dir, config.experiment).path();
   }
   auto length = torch::tensor({static_cast<int64_t>(path.size())}, torch::kInt64);
   comm.broadcast(length, 0);
