@@ -175,7 +175,8 @@ std::optional<TensorMap> CheckpointStore::loadLatest() {
   const auto manifest = readManifest(dir);
   if (!manifest) return std::nullopt;
   if (manifest->world_size != comm_.size()) {
-    throw UserError(dir->pathOf(outputs::run_files::kManifest) + ": the checkpoint has " + std::to_string(manifest->world_size) +
+    throw UserError(dir->pathOf(outputs::run_files::kManifest) + ": the checkpoint has " +
+                    std::to_string(manifest->world_size) +
                     " workers, this run " + std::to_string(comm_.size()) + "; resume with as many workers as it saved");
   }
   const std::string path = dir->pathOf(manifest->files[comm_.rank()]);

@@ -28,17 +28,21 @@ void checkLaunch(const launch::LaunchOptions& launch) {
   }
 }
 
+// The resumed run's config.yaml.
+std::string savedConfig(const std::string& dir) {
+  return outputs::RunDirectory(dir).pathOf(outputs::run_files::kConfig);
+}
+
 void checkResumable(const ExperimentRequest& request) {
   const auto& dir = request.resume_dir;
   if (!request.config_file.empty()) {
-    throw UserError("--resume: the settings come from " + outputs::RunDirectory(dir).pathOf(outputs::run_files::kConfig) +
-                    "; drop --config");
+    throw UserError("--resume: the settings come from " + savedConfig(dir) + "; drop --config");
   }
   if (!request.output_dir.empty()) throw UserError("--resume: the run continues in " + dir + "; drop --output-dir");
   if (!std::filesystem::is_directory(dir)) {
     throw UserError("--resume " + dir + ": no such directory; expected the --output-dir of an earlier run");
   }
-  if (!std::filesystem::is_regular_file(outputs::RunDirectory(dir).pathOf(outputs::run_files::kConfig))) {
+  if (!std::filesystem::is_regular_file(savedConfig(dir))) {
     throw UserError("--resume " + dir + ": not a gcrun run directory (it has no config.yaml); expected the "
                     "--output-dir of an earlier run");
   }
@@ -69,7 +73,7 @@ bool mayChangeOnResume(const std::string& key) {
 }
 
 void checkResumedSettings(const ExperimentRequest& request, const ExperimentConfig& config) {
-  const std::string saved_file = outputs::RunDirectory(request.resume_dir).pathOf(outputs::run_files::kConfig);
+  const std::string saved_file = savedConfig(request.resume_dir);
   const auto saved = resolveExperiment(request.preset, saved_file, {});
   for (const auto& spec : hyperparams::keyTable()) {
     if (mayChangeOnResume(spec.key)) continue;
@@ -102,9 +106,8 @@ int runInRole(const ExperimentRequest& request, const launch::WorldSpec& world,
   const bool resume = !request.resume_dir.empty();
   if (resume) checkResumable(request);
   // A resumed run takes its settings from its own config.yaml; --set may still change some.
-  const auto config = resolveExperiment(
-      request.preset, resume ? outputs::RunDirectory(request.resume_dir).pathOf(outputs::run_files::kConfig) : request.config_file,
-      request.assignments);
+  const std::string settings = resume ? savedConfig(request.resume_dir) : request.config_file;
+  const auto config = resolveExperiment(request.preset, settings, request.assignments);
   experiment = config.experiment;
   const bool worker = world.launched();
   const auto& nodes = request.launch;

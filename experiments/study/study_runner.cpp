@@ -402,7 +402,9 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
     // The run's own record says how it ended: a refusal or failure with its error, or a stop.
     const auto info = runInfoOf(run_dirs.pathOf(run.dir_name));
     const bool stopped = info && info->status == run_status::kInterrupted;
-    outcome.status = outcome.exit_code == 0 ? run_status::kCompleted : stopped ? run_status::kInterrupted : run_status::kFailed;
+    outcome.status = outcome.exit_code == 0 ? run_status::kCompleted
+                     : stopped              ? run_status::kInterrupted
+                                            : run_status::kFailed;
     outcome.error = outcome.exit_code == 0 || !info ? "" : firstLine(info->error);
     ++finished;
     std::printf("study: [%zu/%zu] runs/%s %s in %.0f s%s\n", finished, runs.size(), run.dir_name.c_str(),

@@ -265,15 +265,15 @@ RunData loadRun(const std::string& dir) {
   const double epochs = info->epochs_done;
   const auto finiteOr0 = [](double value) { return std::isfinite(value) ? value : 0.0; };
   if (epochs > 0) run.mib_per_epoch = finiteOr0(bits / 8.0 / (1 << 20) / epochs);
-  if (bits > 0) {
-    run.compression = finiteOr0(32.0 * static_cast<double>(info->num_parameters) * static_cast<double>(info->steps) / bits);
-  }
+  const double sent_as_floats = 32.0 * static_cast<double>(info->num_parameters) * static_cast<double>(info->steps);
+  if (bits > 0) run.compression = finiteOr0(sent_as_floats / bits);
   const fs::path timer_file = root / run_files::kTimerSummary;
   if (isPresent(timer_file)) {
     if (const auto timer = parseJson(files::readBoundedFile(timer_file.string(), files::kMaxRecordBytes))) {
       static const Json kNone;
       const Json* batch = memberOf(*timer, "batch");
-      if (const auto median = numberAt(batch ? *batch : kNone, "median_duration")) run.time_per_batch_ms = 1000.0 * *median;
+      const auto median = numberAt(batch ? *batch : kNone, "median_duration");
+      if (median) run.time_per_batch_ms = 1000.0 * *median;
     }
   }
   readMetrics(root / run_files::kMetrics, run);
