@@ -17,7 +17,7 @@ void addStudyCommand(CLI::App& app, int& exit_code) {
   auto& options = flags->options;
   auto* command = app.add_subcommand("study", "Run a study (configurations x seeds) and report it (see `gcrun list studies`)");
   command->add_option("study", flags->study, "A built-in study's name, or a study YAML file")->required();
-  command->add_option("--output-dir", options.output_dir, "Study directory (default: outputs/<study>; rerun to resume)");
+  command->add_option("--output-dir", options.output_dir, "Study directory (default: runs/<study>; rerun to resume)");
   command->add_option("--set", options.assignments, "Override a setting of every run: key=value (repeatable)");
   command->add_option("--nproc-per-node", options.nproc_per_node, "Workers per run")->check(CLI::Range(1, 1024));
   command->add_option("--jobs", options.jobs, "Runs at once on this machine (they split its cores)")

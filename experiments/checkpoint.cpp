@@ -10,11 +10,12 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
-#include <yaml-cpp/yaml.h>
 
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/errors.h"
 #include "outputs/files/safe_files.h"
+#include "outputs/json_document.h"
+#include "outputs/run_directory.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -29,8 +30,8 @@ std::string rankFile(int rank, int64_t step) {
 // place is a UserError: a resume would write (and delete old rank files) through it.
 std::optional<files::Directory> checkpointDirectory(const std::string& run_dir, bool create) {
   const auto run = files::Directory::open(run_dir, false);
-  if (!create && !run.has("checkpoints")) return std::nullopt;
-  return run.sub("checkpoints", create);
+  if (!create && !run.has(outputs::run_files::kCheckpoints)) return std::nullopt;
+  return run.sub(outputs::run_files::kCheckpoints, create);
 }
 
 struct Manifest {
@@ -42,26 +43,29 @@ struct Manifest {
 };
 
 std::optional<Manifest> readManifest(const std::optional<files::Directory>& dir) {
-  if (!dir || !dir->has("manifest.json")) return std::nullopt;
-  const std::string path = dir->pathOf("manifest.json");
+  if (!dir || !dir->has(outputs::run_files::kManifest)) return std::nullopt;
+  const std::string path = dir->pathOf(outputs::run_files::kManifest);
   try {
-    const YAML::Node node = YAML::Load(files::readBoundedFile(path, files::kMaxRecordBytes));
-    if (node["format"].as<int>() != kFormat) {
-      throw UserError(path + ": checkpoint format " + node["format"].as<std::string>() + ", this gcrun reads " +
+    const auto parsed = outputs::parseJson(files::readBoundedFile(path, files::kMaxRecordBytes));
+    if (!parsed) throw UserError(path + ": not a readable checkpoint manifest (not JSON)");
+    const auto& node = *parsed;
+    // at() and get<>() throw on a missing key or a value of another type: the catch below names the file.
+    if (!node.at("format").is_number_integer() || node.at("format").get<int>() != kFormat) {
+      throw UserError(path + ": checkpoint format " + node.at("format").dump() + ", this gcrun reads " +
                       std::to_string(kFormat));
     }
     Manifest manifest;
-    manifest.step = node["step"].as<int64_t>();
-    manifest.world_size = node["world_size"].as<int>();
-    // Counted before the list is walked: YAML aliases could make it far longer than the file.
-    if (node["files"].size() != static_cast<size_t>(std::max(0, manifest.world_size))) {
-      throw UserError(path + ": lists " + std::to_string(node["files"].size()) + " rank files for world size " +
-                      std::to_string(manifest.world_size));
+    manifest.step = node.at("step").get<int64_t>();
+    manifest.world_size = node.at("world_size").get<int>();
+    const auto& files = node.at("files");
+    if (!files.is_array() || files.size() != static_cast<size_t>(std::max(0, manifest.world_size))) {
+      throw UserError(path + ": lists " + std::to_string(files.is_array() ? files.size() : 0) +
+                      " rank files for world size " + std::to_string(manifest.world_size));
     }
-    for (const auto& file : node["files"]) {
-      manifest.files.push_back(file["file"].as<std::string>());
-      manifest.sizes.push_back(file["bytes"].as<uint64_t>());
-      manifest.checksums.push_back(std::stoull(file["fnv1a"].as<std::string>(), nullptr, 16));
+    for (const auto& file : files) {
+      manifest.files.push_back(file.at("file").get<std::string>());
+      manifest.sizes.push_back(file.at("bytes").get<uint64_t>());
+      manifest.checksums.push_back(std::stoull(file.at("fnv1a").get<std::string>(), nullptr, 16));
     }
     if (manifest.step < 0) throw UserError(path + ": step " + std::to_string(manifest.step) + " is negative");
     if (manifest.world_size < 1) {
@@ -148,17 +152,15 @@ void CheckpointStore::save(int64_t step, const TensorMap& state) {
                   .to(device_);
   const auto all = comm_.allgather(mine);
   if (comm_.rank() == 0) {
-    std::ostringstream manifest;
-    manifest << "{\"format\": " << kFormat << ", \"step\": " << step << ", \"world_size\": " << comm_.size()
-             << ", \"files\": [";
+    outputs::Json files = outputs::Json::array();
     for (int r = 0; r < comm_.size(); ++r) {
       const auto entry = all[r].cpu();
-      manifest << (r ? ", " : "") << "{\"file\": \"" << rankFile(r, step) << "\", \"bytes\": "
-               << entry[0].item<int64_t>() << ", \"fnv1a\": \"" << hex(static_cast<uint64_t>(entry[1].item<int64_t>()))
-               << "\"}";
+      files.push_back({{"file", rankFile(r, step)},
+                       {"bytes", entry[0].item<int64_t>()},
+                       {"fnv1a", hex(static_cast<uint64_t>(entry[1].item<int64_t>()))}});
     }
-    manifest << "]}\n";
-    dir.writeAtomically("manifest.json", manifest.str());
+    const outputs::Json manifest{{"format", kFormat}, {"step", step}, {"world_size", comm_.size()}, {"files", files}};
+    dir.writeAtomically(outputs::run_files::kManifest, outputs::jsonText(manifest) + "\n");
   }
   comm_.barrier();
   const std::string prefix = "rank-" + std::to_string(comm_.rank()) + "-step-";
@@ -173,7 +175,8 @@ std::optional<TensorMap> CheckpointStore::loadLatest() {
   const auto manifest = readManifest(dir);
   if (!manifest) return std::nullopt;
   if (manifest->world_size != comm_.size()) {
-    throw UserError(dir->pathOf("manifest.json") + ": the checkpoint has " + std::to_string(manifest->world_size) +
+    throw UserError(dir->pathOf(outputs::run_files::kManifest) + ": the checkpoint has " +
+                    std::to_string(manifest->world_size) +
                     " workers, this run " + std::to_string(comm_.size()) + "; resume with as many workers as it saved");
   }
   const std::string path = dir->pathOf(manifest->files[comm_.rank()]);

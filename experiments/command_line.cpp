@@ -32,7 +32,7 @@ ExperimentOptions::ExperimentOptions(CLI::App& app)
   command->add_option("name", request.preset, "Preset name, e.g. fashion-powersgd-rank2")->required();
   command->add_option("--set", request.assignments, "Override a setting: key=value (repeatable)");
   command->add_option("--config", request.config_file, "YAML file of settings, applied before --set");
-  command->add_option("--output-dir", request.output_dir, "Run directory (default: a new one under outputs/)")
+  command->add_option("--output-dir", request.output_dir, "Run directory (default: a new one under runs/)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   command->add_option("--nproc-per-node", launch.nproc_per_node, "Local worker processes to start")
       ->check(CLI::Range(1, 1024));

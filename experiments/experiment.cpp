@@ -1,9 +1,5 @@
 #include "experiments/experiment.h"
 
-#include <sys/file.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
 
 #include <yaml-cpp/yaml.h>
@@ -12,12 +8,12 @@
 #include "experiments/command_line.h"
 #include "experiments/launch/launch_environment.h"
 #include "experiments/presets.h"
+#include "experiments/run_info.h"
 #include "experiments/runner.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/process.h"
 #include "hyperparams/config_keys.h"
-#include "outputs/files/safe_files.h"
-#include "outputs/run_files.h"
+#include "outputs/run_directory.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -34,16 +30,21 @@ void checkLaunch(const launch::LaunchOptions& launch) {
   }
 }
 
+// The resumed run's config.yaml.
+std::string savedConfig(const std::string& dir) {
+  return outputs::RunDirectory(dir).pathOf(outputs::run_files::kConfig);
+}
+
 void checkResumable(const ExperimentRequest& request) {
   const auto& dir = request.resume_dir;
   if (!request.config_file.empty()) {
-    throw UserError("--resume: the settings come from " + dir + "/config.yaml; drop --config");
+    throw UserError("--resume: the settings come from " + savedConfig(dir) + "; drop --config");
   }
   if (!request.output_dir.empty()) throw UserError("--resume: the run continues in " + dir + "; drop --output-dir");
   if (!std::filesystem::is_directory(dir)) {
     throw UserError("--resume " + dir + ": no such directory; expected the --output-dir of an earlier run");
   }
-  if (!std::filesystem::is_regular_file(dir + "/config.yaml")) {
+  if (!std::filesystem::is_regular_file(savedConfig(dir))) {
     throw UserError("--resume " + dir + ": not a gcrun run directory (it has no config.yaml); expected the "
                     "--output-dir of an earlier run");
   }
@@ -74,7 +75,7 @@ bool mayChangeOnResume(const std::string& key) {
 }
 
 void checkResumedSettings(const ExperimentRequest& request, const ExperimentConfig& config) {
-  const std::string saved_file = request.resume_dir + "/config.yaml";
+  const std::string saved_file = savedConfig(request.resume_dir);
   const auto saved = resolveExperiment(request.preset, saved_file, {});
   for (const auto& spec : hyperparams::keyTable()) {
     if (mayChangeOnResume(spec.key)) continue;
@@ -90,74 +91,80 @@ void checkResumedSettings(const ExperimentRequest& request, const ExperimentConf
   }
 }
 
-// Holds <dir>/.gcrun.lock (flock) for the rest of this process's life, and so for its workers,
-// which inherit it: a second gcrun on the same run directory is refused. The kernel drops the
-// lock when its holders exit, so a crashed run leaves none behind.
-// A planted symlink at .gcrun.lock is refused before anything is written through it.
+// Holds the run directory's lock for the rest of this process's life, and so for its workers
+// (RunDirectory::lockForProcess); a planted symlink at the lock file is refused.
 void lockRunDirectory(const std::string& dir) {
-  files::UniqueFd lock;
   try {
-    lock = files::Directory::open(dir, false).openLockFile(".gcrun.lock");
+    outputs::RunDirectory(dir).lockForProcess();
   } catch (const UserError& e) {
     throw UserError("--resume " + dir + ": " + e.what());
   }
-  const int fd = lock.release();  // held until the process ends
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = {0};
-    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
-    ::close(fd);
-    throw UserError("--resume " + dir + ": another gcrun" + (n > 0 ? " (pid " + std::string(pid, n) + ")" : "") +
-                    " is using this run directory; wait for it to end");
-  }
-  const std::string me = std::to_string(::getpid());
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
-    // The pid only helps the message of a second gcrun; the lock holds without it.
-  }
 }
 
-}  // namespace
-
-int runExperiment(const ExperimentRequest& request) {
+// runExperiment's work; `experiment` is set to the run's name once its settings are resolved.
+int runInRole(const ExperimentRequest& request, const launch::WorldSpec& world,
+              const std::optional<std::string>& launched_dir, std::string& experiment) {
   checkLaunch(request.launch);
-  const auto world = launch::worldFromEnvironment();
   const bool resume = !request.resume_dir.empty();
   if (resume) checkResumable(request);
   // A resumed run takes its settings from its own config.yaml; --set may still change some.
-  const auto config = resolveExperiment(request.preset, resume ? request.resume_dir + "/config.yaml" : request.config_file,
-                                        request.assignments);
+  const std::string settings = resume ? savedConfig(request.resume_dir) : request.config_file;
+  const auto config = resolveExperiment(request.preset, settings, request.assignments);
+  experiment = config.experiment;
   const bool worker = world.launched();
   const auto& nodes = request.launch;
   if (resume) {
     // gcrun's own launcher holds the lock for its workers; a worker of another launcher is rank 0's.
-    const bool by_gcrun = std::getenv(launch::kLauncherRunDirVariable) != nullptr;
-    if (!worker || (world.rank == 0 && !by_gcrun)) lockRunDirectory(request.resume_dir);
+    if (!worker || (world.rank == 0 && !launched_dir)) lockRunDirectory(request.resume_dir);
     checkResumedSettings(request, config);
   }
   if (resume && (worker || nodes.node_rank == 0)) {
     const int processes = worker ? world.world_size : nodes.nnodes * nodes.nproc_per_node;
     checkWorldSize(request.resume_dir, processes * static_cast<int>(config.distributed.simulated_workers));
   }
-  const RunOptions options{resume ? request.resume_dir : request.output_dir, resume};
+  // A worker of gcrun's launcher runs in the directory the launcher made (or resumes).
+  const RunOptions options{resume ? request.resume_dir : launched_dir.value_or(request.output_dir), resume,
+                           launched_dir.has_value()};
   if (worker || (nodes.nproc_per_node == 1 && nodes.nnodes == 1)) {
     const auto result = runWorker(config, options, world);
     return result.stop_signal != 0 ? 128 + result.stop_signal : 0;
   }
   // The launcher: check everything the workers would reject; node 0 makes the run directory
-  // once and hands it to its workers (rank 0 tells the other nodes' workers through the group).
+  // once and hands it to its workers in kLauncherRunDirVariable (rank 0 tells the other nodes'
+  // workers through the group).
   checkConfig(config);
   checkInputs(config, nodes.nnodes * nodes.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
   auto launch = nodes;
-  // Each local worker runs this request again, with the launch variables set.
-  auto worker_request = request;
   if (resume) {
     launch.run_dir = request.resume_dir;
   } else if (launch.node_rank == 0) {
-    launch.run_dir = outputs::createRunDirectory(request.output_dir, config.experiment);
-    worker_request.output_dir = launch.run_dir;
+    launch.run_dir = outputs::RunDirectory::create(request.output_dir, config.experiment).path();
   }
+  // Each local worker runs this request again, with the launch variables set.
   std::vector<std::string> worker_argv = {process::currentExecutable()};
-  for (auto& argument : experimentArguments(worker_request)) worker_argv.push_back(std::move(argument));
+  for (auto& argument : experimentArguments(request)) worker_argv.push_back(std::move(argument));
   return launch::launchLocalWorkers(launch, worker_argv);
+}
+
+}  // namespace
+
+int runExperiment(const ExperimentRequest& request) {
+  const auto world = launch::worldFromEnvironment();
+  const auto launched_dir = world.launched() ? launch::launcherRunDirectory() : std::nullopt;
+  std::string experiment = request.preset;
+  try {
+    return runInRole(request, world, launched_dir, experiment);
+  } catch (const UserError& e) {
+    // A run refused before training says why in the directory it was given (or that the launcher
+    // made), where a study or a colleague looks; no directory is made for it otherwise. The
+    // refusal of a resumed run leaves that run's record as it was.
+    const std::string given = launched_dir.value_or(request.output_dir);
+    const bool records = world.launched() ? world.rank == 0 : request.launch.node_rank == 0;
+    if (records && request.resume_dir.empty() && !given.empty()) {
+      outputs::RunDirectory::recordRefusal(given, refusedInfo(experiment, e.what()));
+    }
+    throw;
+  }
 }
 
 }  // namespace gcrun::experiments

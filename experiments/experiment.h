@@ -13,7 +13,7 @@ struct ExperimentRequest {
   std::string preset;                    // e.g. fashion-powersgd-rank2
   std::string config_file;               // YAML settings over the preset; empty: none
   std::vector<std::string> assignments;  // key=value, applied last
-  std::string output_dir;                // empty: a new folder under outputs/
+  std::string output_dir;                // empty: a new folder under runs/
   std::string resume_dir;                // not empty: continue this run from its latest checkpoint
   launch::LaunchOptions launch;          // this machine's part when gcrun starts the workers
   std::vector<std::string> plugins;      // --plugin libraries, loaded by the CLI before the run

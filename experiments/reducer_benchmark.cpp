@@ -13,7 +13,7 @@
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
 #include "outputs/statistics.h"
-#include "outputs/json.h"
+#include "outputs/json_document.h"
 #include "reducers/granularity.h"
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
@@ -174,21 +174,21 @@ std::string formatBenchmarkTable(const std::vector<ReducerBenchmarkRow>& rows) {
 }
 
 std::string benchmarkJson(const std::vector<ReducerBenchmarkRow>& rows, const std::vector<std::string>& notes) {
-  using outputs::jsonNumber;
-  using outputs::jsonString;
-  std::string out = "{\"rows\": [";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    out += std::string(i == 0 ? "" : ",") + "\n  {\"model\": " + jsonString(r.shapes) +
-           ", \"reducer\": " + jsonString(r.reducer) + ", \"collective\": " + jsonString(r.collective) +
-           ", \"granularity\": " + jsonString(r.granularity) + ", \"workers\": " + std::to_string(r.workers) +
-           ", \"seconds\": " + jsonNumber(r.seconds) + ", \"bytes\": " + std::to_string(r.bytes) +
-           ", \"compression_ratio\": " + jsonNumber(r.compression_ratio) +
-           ", \"relative_error\": " + jsonNumber(r.relative_error) + ", \"note\": " + jsonString(r.note) + "}";
+  outputs::Json json{{"rows", outputs::Json::array()}, {"notes", notes}};
+  for (const auto& r : rows) {
+    json["rows"].push_back({{"model", r.shapes},
+                            {"reducer", r.reducer},
+                            {"collective", r.collective},
+                            {"granularity", r.granularity},
+                            {"workers", r.workers},
+                            {"seconds", r.seconds},
+                            {"bytes", r.bytes},
+                            {"compression_ratio", r.compression_ratio},
+                            {"relative_error", r.relative_error},
+                            {"note", r.note}});
   }
-  out += "\n], \"notes\": [";
-  for (size_t i = 0; i < notes.size(); ++i) out += (i == 0 ? "" : ", ") + jsonString(notes[i]);
-  return out + "]}\n";
+  // One row per line.
+  return outputs::jsonText(json, 2) + "\n";
 }
 
 }  // namespace gcrun::experiments

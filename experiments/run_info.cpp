@@ -40,8 +40,20 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& c
   info.device = nameOf(config.device);
   info.num_parameters = countParameters(task);
   info.synthetic_data = task.synthetic();
-  info.status = "running";
+  info.status = outputs::run_status::kRunning;
   info.start_time = outputs::isoTimeNow();
+  return info;
+}
+
+outputs::RunInfo refusedInfo(const std::string& experiment, const std::string& error) {
+  outputs::RunInfo info;
+  info.experiment = experiment;
+  info.gcrun_version = GCRUN_VERSION;
+  info.torch_version = TORCH_VERSION;
+  info.status = outputs::run_status::kRefused;
+  info.error = error;
+  info.start_time = outputs::isoTimeNow();
+  info.end_time = info.start_time;
   return info;
 }
 

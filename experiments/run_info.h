@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "hyperparams/config.h"
-#include "outputs/run_files.h"
+#include "outputs/run_info.h"
 #include "outputs/timer.h"
 #include "reducers/comm/communicator.h"
 #include "tasks/task.h"
@@ -17,6 +17,9 @@ std::vector<double> gatherPeakRss(comm::Communicator& comm);
 
 // run.json as a run starts: versions, world, device, the model's size, status "running".
 outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& comm, tasks::Task& task);
+
+// run.json of a run that bad input stopped before training: versions, status "refused", `error`.
+outputs::RunInfo refusedInfo(const std::string& experiment, const std::string& error);
 
 // One worker's own compute per step: the medians of its forward and backward passes.
 double computePerBatchMs(const outputs::Timer& timer);

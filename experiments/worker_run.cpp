@@ -12,7 +12,7 @@
 #include "experiments/run_info.h"
 #include "hyperparams/base/errors.h"
 #include "outputs/rank_logger.h"
-#include "outputs/run_files.h"
+#include "outputs/run_directory.h"
 #include "outputs/run_record.h"
 #include "reducers/granularity.h"
 
@@ -23,10 +23,8 @@ namespace {
 std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm) {
   std::string path;
   if (comm.rank() == 0) {
-    // gcrun's launcher has made the directory already (and put workers.json in it).
-    const char* launched = std::getenv(launch::kLauncherRunDirVariable);
-    const bool made = options.resume || (launched != nullptr && options.output_dir == launched);
-    path = made ? options.output_dir : outputs::createRunDirectory(options.output_dir, config.experiment);
+    const bool made = options.resume || options.launcher_made;
+    path = made ? options.output_dir : outputs::RunDirectory::create(options.output_dir, config.experiment).path();
   }
   auto length = torch::tensor({static_cast<int64_t>(path.size())}, torch::kInt64);
   comm.broadcast(length, 0);

@@ -21,10 +21,12 @@
 namespace gcrun::experiments {
 
 struct RunOptions {
-  // Empty: a new folder under ./outputs/ (see outputs::createRunDirectory).
+  // Empty: a new folder under ./runs/ (see outputs::RunDirectory::create).
   std::string output_dir;
   // Continue the run in output_dir from its latest complete checkpoint (see CheckpointStore).
   bool resume = false;
+  // output_dir exists already: gcrun's launcher made it for its workers.
+  bool launcher_made = false;
 };
 
 struct RunResult {

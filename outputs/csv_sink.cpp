@@ -5,6 +5,7 @@
 #include "outputs/builtin_sinks.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json.h"
+#include "outputs/run_directory.h"
 
 namespace gcrun::outputs {
 namespace {
@@ -26,7 +27,7 @@ std::string csvField(const std::string& text) {
 class CsvSink : public MetricSink {
  public:
   CsvSink(const std::string& run_dir, bool append)
-      : file_(run_dir, "epochs.csv", /*truncate=*/!append),
+      : file_(run_dir, run_files::kEpochs, /*truncate=*/!append),
         header_on_file_(append && !file_.wasEmpty()) {}
 
   void metric(const MetricEvent&) override {}

@@ -2,35 +2,57 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
+
+#include "outputs/json_document.h"
 
 namespace gcrun::outputs {
+namespace {
 
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  out.reserve(s.size() + 2);
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
-          out += escaped;
-        } else {
-          out += c;  // UTF-8 multi-byte sequences are valid JSON as they are
-        }
-    }
-  }
-  out += '"';
-  return out;
+std::string scalarText(const Json& value) {
+  if (value.is_number_float()) return jsonNumber(value.get<double>());
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
+
+bool isPlainArray(const Json& value) {
+  if (!value.is_array()) return false;
+  for (const auto& item : value) {
+    if (item.is_structured()) return false;
+  }
+  return true;
+}
+
+void write(const Json& value, int level, int open_levels, std::string& out) {
+  if (!value.is_structured()) {
+    out += scalarText(value);
+    return;
+  }
+  const bool object = value.is_object();
+  out += object ? '{' : '[';
+  if (value.empty()) {
+    out += object ? '}' : ']';
+    return;
+  }
+  const bool open = level < open_levels && !isPlainArray(value);
+  const std::string indent = open ? "\n" + std::string(2 * (level + 1), ' ') : "";
+  bool first = true;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    out += first ? indent : "," + (open ? indent : std::string(" "));
+    first = false;
+    if (object) out += scalarText(Json(it.key())) + ": ";
+    write(*it, level + 1, open_levels, out);
+  }
+  if (open) out += "\n" + std::string(2 * level, ' ');
+  out += object ? '}' : ']';
+}
+
+const Json* numberOrNull(const Json& object, const char* key) {
+  const Json* member = memberOf(object, key);
+  return member && member->is_number() ? member : nullptr;
+}
+
+}  // namespace
+
+std::string jsonString(const std::string& s) { return scalarText(Json(s)); }
 
 std::string jsonNumber(double value) {
   if (!std::isfinite(value)) return "null";
@@ -43,6 +65,51 @@ std::string jsonNumber(double value) {
   char buffer[32];
   auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
   return std::string(buffer, result.ptr);
+}
+
+std::string jsonText(const Json& value, int open_levels) {
+  std::string out;
+  write(value, 0, open_levels, out);
+  return out;
+}
+
+std::optional<Json> parseJson(std::string_view text) {
+  Json parsed = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return std::nullopt;
+  return parsed;
+}
+
+const Json* memberOf(const Json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  const auto found = object.find(key);
+  return found == object.end() ? nullptr : &*found;
+}
+
+std::string stringOr(const Json& object, const char* key, const std::string& fallback) {
+  const Json* member = memberOf(object, key);
+  return member && member->is_string() ? member->get<std::string>() : fallback;
+}
+
+std::optional<double> numberAt(const Json& object, const char* key) {
+  const Json* member = numberOrNull(object, key);
+  if (!member) return std::nullopt;
+  const double value = member->get<double>();
+  return std::isfinite(value) ? std::optional<double>(value) : std::nullopt;
+}
+
+int64_t integerOr(const Json& object, const char* key, int64_t fallback) {
+  const Json* member = numberOrNull(object, key);
+  if (!member) return fallback;
+  if (member->is_number_integer()) return member->get<int64_t>();
+  const double value = member->get<double>();
+  // A whole number written as 2.0 counts; anything else is not a count.
+  constexpr double kLimit = 9.2e18;
+  return value == std::trunc(value) && std::fabs(value) < kLimit ? static_cast<int64_t>(value) : fallback;
+}
+
+bool boolOr(const Json& object, const char* key, bool fallback) {
+  const Json* member = memberOf(object, key);
+  return member && member->is_boolean() ? member->get<bool>() : fallback;
 }
 
 }  // namespace gcrun::outputs

@@ -4,9 +4,10 @@
 
 namespace gcrun::outputs {
 
-// A JSON string literal (quoted, escaped).
+// A JSON string literal (quoted, escaped), for text that quotes a value the way JSON does.
 std::string jsonString(const std::string& s);
-// A JSON number; NaN and infinities, which JSON lacks, become null.
+// A number as gcrun writes it in JSON and CSV: integers without a fraction, the shortest text that
+// reads back as the same double otherwise; NaN and infinities, which JSON lacks, become null.
 std::string jsonNumber(double value);
 
 }  // namespace gcrun::outputs

@@ -1,8 +1,7 @@
-#include <sstream>
-
 #include "outputs/builtin_sinks.h"
 #include "outputs/files/safe_files.h"
-#include "outputs/json.h"
+#include "outputs/json_document.h"
+#include "outputs/run_directory.h"
 
 namespace gcrun::outputs {
 namespace {
@@ -10,16 +9,13 @@ namespace {
 class JsonlSink : public MetricSink {
  public:
   JsonlSink(const std::string& run_dir, bool append)
-      : out_(run_dir, "metrics.jsonl", /*truncate=*/!append) {}
+      : out_(run_dir, run_files::kMetrics, /*truncate=*/!append) {}
 
   void metric(const MetricEvent& event) override {
-    std::ostringstream line;
-    line << "{\"name\": " << jsonString(event.name) << ", \"value\": " << jsonNumber(event.value)
-         << ", \"split\": " << jsonString(event.split) << ", \"epoch\": " << jsonNumber(event.epoch)
-         << ", \"step\": " << event.step << ", \"bits\": " << event.bits;
-    if (event.window > 0) line << ", \"window\": " << event.window;
-    line << "}\n";
-    out_.write(line.str());
+    Json line{{"name", event.name}, {"value", event.value}, {"split", event.split},
+              {"epoch", event.epoch},  {"step", event.step},   {"bits", event.bits}};
+    if (event.window > 0) line["window"] = event.window;
+    out_.write(jsonText(line) + "\n");
   }
 
   // Flushing per epoch rather than per line: a crash loses at most the current epoch's events.

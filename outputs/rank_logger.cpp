@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "outputs/files/safe_files.h"
+#include "outputs/run_directory.h"
 
 namespace gcrun::outputs {
 namespace {
@@ -36,7 +37,7 @@ class RunFileSink : public spdlog::sinks::base_sink<std::mutex> {
 
 std::shared_ptr<spdlog::logger> installRankLogger(const std::string& run_dir, int rank) {
   const std::string rank_text = std::to_string(rank);
-  auto file_sink = std::make_shared<RunFileSink>(run_dir, "rank-" + rank_text + ".log");
+  auto file_sink = std::make_shared<RunFileSink>(run_dir, run_files::rankLog(rank));
   file_sink->set_level(spdlog::level::debug);
   auto console_sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   // Every rank logs the same progress; only rank 0's is worth reading on the console.

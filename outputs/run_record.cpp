@@ -6,15 +6,15 @@ namespace gcrun::outputs {
 
 void RunRecord::start(const ExperimentConfig& config, const RunInfo& info) const {
   if (!writes_) return;
-  writeFileAtomically(path("config.yaml"), hyperparams::toYaml(config));
-  writeFileAtomically(path("run.json"), runInfoJson(info));
+  dir_.write(run_files::kConfig, hyperparams::toYaml(config));
+  dir_.writeInfo(info);
 }
 
 PaperComparison RunRecord::finish(const PaperResult& paper, RunInfo info, const Timer& timer) const {
   info.paper = comparePaper(paper, info, timer);
   if (writes_) {
-    writeFileAtomically(path("timer_summary.json"), timer.summaryJson());
-    writeFileAtomically(path("run.json"), runInfoJson(info));
+    dir_.write(run_files::kTimerSummary, timer.summaryJson());
+    dir_.writeInfo(info);
   }
   return info.paper;
 }

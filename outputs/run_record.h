@@ -3,7 +3,7 @@
 #include <string>
 
 #include "hyperparams/config.h"
-#include "outputs/run_files.h"
+#include "outputs/run_directory.h"
 #include "outputs/timer.h"
 
 namespace gcrun::outputs {
@@ -23,9 +23,7 @@ class RunRecord {
   PaperComparison finish(const PaperResult& paper, RunInfo info, const Timer& timer) const;
 
  private:
-  std::string path(const char* file) const { return dir_ + "/" + file; }
-
-  std::string dir_;
+  RunDirectory dir_;
   bool writes_;
 };
 

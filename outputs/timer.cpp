@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "outputs/json.h"
+#include "outputs/json_document.h"
 #include "outputs/statistics.h"
 
 namespace gcrun::outputs {
@@ -36,19 +36,16 @@ void Timer::record(const std::string& label, double seconds) {
 }
 
 std::string Timer::summaryJson() const {
-  std::string out = "{";
-  bool first = true;
+  Json summary = Json::object();
   for (const auto& [label, stats] : stats_) {
-    double average = stats.events > 0 ? stats.total_s / static_cast<double>(stats.events) : 0.0;
-    out += first ? "\n" : ",\n";
-    first = false;
-    out += "  " + jsonString(label) + ": {\"label\": " + jsonString(label) +
-           ", \"average_duration\": " + jsonNumber(average) +
-           ", \"median_duration\": " + jsonNumber(median(stats.samples)) + ", \"n_events\": " + std::to_string(stats.events) +
-           ", \"total_time\": " + jsonNumber(stats.total_s) + "}";
+    const double average = stats.events > 0 ? stats.total_s / static_cast<double>(stats.events) : 0.0;
+    summary[label] = Json{{"label", label},
+                          {"average_duration", average},
+                          {"median_duration", median(stats.samples)},
+                          {"n_events", stats.events},
+                          {"total_time", stats.total_s}};
   }
-  out += first ? "}\n" : "\n}\n";
-  return out;
+  return jsonText(summary, 1) + "\n";
 }
 
 }  // namespace gcrun::outputs

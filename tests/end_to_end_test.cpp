@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -135,11 +136,24 @@ TEST(EndToEnd, BadInputExitsTwoWithOneLine) {
 
 TEST(EndToEnd, MissingDataStopsTheLaunchBeforeAnyWorkerStarts) {
   TempDir dir;
-  // The launcher builds the task once to check it: one line, and no run directory is left.
+  // The launcher builds the task once to check it: one line, no worker starts, and the directory
+  // given holds the refusal only, for whoever started the run (a study) to read.
   auto result = gcrun("experiment fashion-sgd --nproc-per-node 2 --output-dir " + dir.file("run") +
                       " --set task.data_dir=" + dir.file("nowhere"));
   expectUserError(result, "dataset-fashion-mnist");
-  EXPECT_FALSE(std::filesystem::exists(dir.file("run")));
+  std::vector<std::string> entries;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.file("run"))) {
+    entries.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(entries, std::vector<std::string>{"run.json"});
+  const auto info = YAML::LoadFile(dir.file("run/run.json"));
+  EXPECT_EQ(info["status"].as<std::string>(), "refused");
+  EXPECT_TRUE(contains(info["error"].as<std::string>(), "dataset-fashion-mnist")) << info["error"];
+  // Without --output-dir no directory is made for a refusal.
+  result = run("cd " + dir.path().string() + " && " + std::string(GCRUN_BINARY_PATH),
+               "experiment fashion-sgd --nproc-per-node 2 --set task.data_dir=" + dir.file("nowhere"));
+  expectUserError(result, "dataset-fashion-mnist");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("runs")));
 }
 
 }  // namespace

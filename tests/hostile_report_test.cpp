@@ -186,13 +186,19 @@ TEST(HostileReport, TablesKeepTheirShapeAndSpreadsheetsRunNoFormulas) {
   HostileRun bytes;
   bytes.reducer = "bad\xff\xfe" "bytes";
   writeRun(dir.file("runs/@bytes-seed1"), bytes);
+  // JSON values that are no number: the final is missing.
   const std::vector<std::pair<std::string, std::string>> not_numbers = {
-      {"notnum", "NaN"}, {"overflow", "1e400"}, {"endless", ".inf"}, {"huge", "123456789012345678901234567890e999"}};
-  for (const auto& [name, value] : not_numbers) {
-    HostileRun run;
-    run.reducer = name;
-    run.final_value = value;
-    writeRun(dir.file("runs/" + name + "-seed1"), run);
+      {"notnum", "null"}, {"text", "\"NaN\""}, {"flag", "true"}};
+  // No JSON (NaN, .inf) or past a double's range: run.json is not read at all.
+  const std::vector<std::pair<std::string, std::string>> not_json = {
+      {"nan", "NaN"}, {"overflow", "1e400"}, {"endless", ".inf"}, {"huge", "123456789012345678901234567890e999"}};
+  for (const auto* list : {&not_numbers, &not_json}) {
+    for (const auto& [name, value] : *list) {
+      HostileRun run;
+      run.reducer = name;
+      run.final_value = value;
+      writeRun(dir.file("runs/" + name + "-seed1"), run);
+    }
   }
   const auto result = runCommand(gcrun("report " + dir.file("runs") + " --output " + dir.file("out")));
   ASSERT_EQ(result.exit_code, 0) << result.output;
@@ -224,10 +230,13 @@ TEST(HostileReport, TablesKeepTheirShapeAndSpreadsheetsRunNoFormulas) {
   EXPECT_TRUE(contains(md, "bad\xEF\xBF\xBD\xEF\xBF\xBD" "bytes")) << md;
   // Not-a-number finals are missing ("—"), not 0 and not inf%.
   for (const auto& line : linesOf(md)) {
-    for (const auto& [name, value] : not_numbers) {
-      if (!contains(line, "| " + name + " |")) continue;
-      EXPECT_TRUE(contains(line, "| 0 (1 completed) | — |")) << line;
-      EXPECT_FALSE(contains(line, "inf%") || contains(line, "nan%") || contains(line, " 0.00% ±")) << line;
+    for (const auto* list : {&not_numbers, &not_json}) {
+      for (const auto& [name, value] : *list) {
+        if (!contains(line, "| " + name + " |")) continue;
+        const bool read = list == &not_numbers;
+        EXPECT_TRUE(contains(line, read ? "| 0 (1 completed) | — |" : "| 0 (1 unreadable) | — |")) << line;
+        EXPECT_FALSE(contains(line, "inf%") || contains(line, "nan%") || contains(line, " 0.00% ±")) << line;
+      }
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -141,16 +142,26 @@ TEST(InputFaults, DecompressionStopsAtWhatTheHeaderDeclares) {
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB more at the peak";
 }
 
-TEST(InputFaults, BadInputInsideTheWorkersLeavesNoRunDirectory) {
+// The directory a refused run was given holds its refusal and nothing else.
+void expectOnlyRefusal(const std::string& run, const std::string& error_part) {
+  std::vector<std::string> entries;
+  for (const auto& entry : fs::directory_iterator(run)) entries.push_back(entry.path().filename().string());
+  EXPECT_EQ(entries, std::vector<std::string>{"run.json"}) << run;
+  const auto info = YAML::LoadFile(run + "/run.json");
+  EXPECT_EQ(info["status"].as<std::string>(), "refused");
+  EXPECT_TRUE(contains(info["error"].as<std::string>(), error_part)) << info["error"];
+}
+
+TEST(InputFaults, BadInputInsideTheWorkersLeavesOnlyItsRefusal) {
   TempDir dir;
   const auto result = runCommand(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + dir.file("run") +
                                  kQuick + " --set training.batch_size=100000");
   expectRefused(result, "training.batch_size = 100000 leaves no full batch");
-  EXPECT_FALSE(fs::exists(dir.file("run")));
+  expectOnlyRefusal(dir.file("run"), "training.batch_size = 100000 leaves no full batch");
   const auto single = runCommand(kGcrun + " experiment fashion-sgd --output-dir " + dir.file("one") + kQuick +
                                  " --set task.architecture=resnet99");
   expectRefused(single, "resnet99");
-  EXPECT_FALSE(fs::exists(dir.file("one")));
+  expectOnlyRefusal(dir.file("one"), "resnet99");
 }
 
 // What a finished run leaves, byte for byte.

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -13,9 +15,10 @@
 #include <spdlog/spdlog.h>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/files/file_lock.h"
 #include "outputs/json.h"
 #include "outputs/rank_logger.h"
-#include "outputs/run_files.h"
+#include "outputs/run_directory.h"
 #include "outputs/statistics.h"
 #include "outputs/timer.h"
 #include "tests/support/temp_dir.h"
@@ -51,7 +54,7 @@ class InTempCwd {
 TEST(Json, StringEscapesQuotesBackslashesAndControlCharacters) {
   EXPECT_EQ(jsonString("plain"), "\"plain\"");
   EXPECT_EQ(jsonString("a\"b\\c"), "\"a\\\"b\\\\c\"");
-  EXPECT_EQ(jsonString("line\n\ttab\x01"), "\"line\\u000a\\u0009tab\\u0001\"");
+  EXPECT_EQ(jsonString("line\n\ttab\x01"), "\"line\\n\\ttab\\u0001\"");
   EXPECT_EQ(jsonString("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
   EXPECT_EQ(jsonString(""), "\"\"");
 }
@@ -141,12 +144,12 @@ std::string localStamp(std::time_t t) {
 
 TEST(RunFiles, DefaultDirectoryIsNamedAfterExperimentAndTime) {
   InTempCwd cwd;
-  const std::string path = createRunDirectory("", "powersgd-cifar");
-  EXPECT_TRUE(std::regex_match(path, std::regex(R"(outputs/powersgd-cifar-\d{8}-\d{6})"))) << path;
+  const std::string path = RunDirectory::create("", "powersgd-cifar").path();
+  EXPECT_TRUE(std::regex_match(path, std::regex(R"(runs/powersgd-cifar-\d{8}-\d{6})"))) << path;
   EXPECT_TRUE(fs::is_directory(path));
-  EXPECT_TRUE(std::regex_match(createRunDirectory("", ""), std::regex(R"(outputs/run-\d{8}-\d{6})")));
-  EXPECT_TRUE(std::regex_match(createRunDirectory("", "a/b c"),
-                               std::regex(R"(outputs/a_b_c-\d{8}-\d{6})")));
+  EXPECT_TRUE(std::regex_match(RunDirectory::create("", "").path(), std::regex(R"(runs/run-\d{8}-\d{6})")));
+  EXPECT_TRUE(std::regex_match(RunDirectory::create("", "a/b c").path(),
+                               std::regex(R"(runs/a_b_c-\d{8}-\d{6})")));
 }
 
 TEST(RunFiles, DefaultDirectoryGetsASuffixInsteadOfReusingOne) {
@@ -155,15 +158,15 @@ TEST(RunFiles, DefaultDirectoryGetsASuffixInsteadOfReusingOne) {
   std::time_t now = std::time(nullptr);
   std::vector<std::string> taken;
   for (int s = 0; s < 5; ++s) {
-    taken.push_back("outputs/exp-" + localStamp(now + s));
+    taken.push_back("runs/exp-" + localStamp(now + s));
     fs::create_directories(taken.back());
     std::ofstream(taken.back() + "/marker") << "old";
   }
-  const std::string path = createRunDirectory("", "exp");
+  const std::string path = RunDirectory::create("", "exp").path();
   ASSERT_EQ(path.substr(path.size() - 2), "-2") << path;
   EXPECT_NE(std::find(taken.begin(), taken.end(), path.substr(0, path.size() - 2)), taken.end());
   EXPECT_TRUE(fs::is_empty(path));
-  const std::string third = createRunDirectory("", "exp");
+  const std::string third = RunDirectory::create("", "exp").path();
   EXPECT_NE(third, path);
   EXPECT_TRUE(fs::is_empty(third));
 }
@@ -171,17 +174,17 @@ TEST(RunFiles, DefaultDirectoryGetsASuffixInsteadOfReusingOne) {
 TEST(RunFiles, ExplicitDirectoryMayBeMissingOrEmpty) {
   TempDir dir;
   const std::string missing = dir.file("a/b/run");
-  EXPECT_EQ(createRunDirectory(missing, "exp"), missing);
+  EXPECT_EQ(RunDirectory::create(missing, "exp").path(), missing);
   EXPECT_TRUE(fs::is_directory(missing));
   const std::string empty = dir.file("empty");
   fs::create_directory(empty);
-  EXPECT_EQ(createRunDirectory(empty, "exp"), empty);
+  EXPECT_EQ(RunDirectory::create(empty, "exp").path(), empty);
 }
 
 TEST(RunFiles, ExplicitDirectoryWithFilesIsRefused) {
   TempDir dir;
   std::ofstream(dir.file("config.yaml")) << "seed: 1\n";
-  const std::string message = userErrorOf([&] { createRunDirectory(dir.path().string(), "exp"); });
+  const std::string message = userErrorOf([&] { RunDirectory::create(dir.path().string(), "exp").path(); });
   EXPECT_EQ(message, "output directory '" + dir.path().string() +
                          "' already holds files; choose another --output-dir or remove it");
   EXPECT_EQ(readFile(dir.file("config.yaml")), "seed: 1\n");
@@ -191,11 +194,11 @@ TEST(RunFiles, UncreatableDirectoryNamesPathAndReason) {
   TempDir dir;
   std::ofstream(dir.file("file")) << "x";
   const std::string below_file = dir.file("file/run");
-  std::string message = userErrorOf([&] { createRunDirectory(below_file, "exp"); });
+  std::string message = userErrorOf([&] { RunDirectory::create(below_file, "exp").path(); });
   EXPECT_NE(message.find("cannot create output directory '" + below_file + "': "), std::string::npos)
       << message;
   EXPECT_NE(message.find("Not a directory"), std::string::npos) << message;
-  message = userErrorOf([&] { createRunDirectory(dir.file("file"), "exp"); });
+  message = userErrorOf([&] { RunDirectory::create(dir.file("file"), "exp").path(); });
   EXPECT_NE(message.find("is not a directory"), std::string::npos) << message;
 }
 
@@ -253,6 +256,75 @@ TEST(RunFiles, RunInfoJsonHoldsEveryField) {
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.substr(json.size() - 2), "}\n");
   EXPECT_NE(runInfoJson(RunInfo{}).find("\"final_metrics\": {}"), std::string::npos);
+}
+
+TEST(RunFiles, RunInfoReadsBackAsWritten) {
+  RunInfo info;
+  info.experiment = "exp \"quoted\"\n";
+  info.world_size = 4;
+  info.simulated_workers = 2;
+  info.compute_per_batch_ms = 1.25;
+  info.epochs_done = 2.5;
+  info.bits_sent = 123456789012ULL;
+  info.peak_rss_mib = {100.5, 200};
+  info.status = run_status::kRefused;
+  info.error = "task.data_dir: no such directory";
+  info.final_metrics = {{"test.accuracy", 0.875}, {"test.loss", NAN}};
+  info.paper = {"test.accuracy", "Table 3", {{"value", 0.9}}};
+  const std::string json = runInfoJson(info);
+  EXPECT_NE(json.find("\"peak_rss_mib\": [100.5, 200]"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"test.loss\": null"), std::string::npos) << json;
+  const auto back = parseRunInfo(json);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->experiment, info.experiment);
+  EXPECT_EQ(back->world_size, 4);
+  EXPECT_EQ(back->compute_per_batch_ms, 1.25);
+  EXPECT_EQ(back->epochs_done, 2.5);
+  EXPECT_EQ(back->bits_sent, info.bits_sent);
+  EXPECT_EQ(back->peak_rss_mib, info.peak_rss_mib);
+  EXPECT_EQ(back->status, "refused");
+  EXPECT_EQ(back->error, info.error);
+  EXPECT_EQ(back->final_metrics.at("test.accuracy"), 0.875);
+  EXPECT_TRUE(std::isnan(back->final_metrics.at("test.loss")));
+  EXPECT_EQ(back->paper.numbers, info.paper.numbers);
+  EXPECT_EQ(runInfoJson(*back), json);
+  // Not JSON, or not an object: nothing; fields of another type keep their defaults.
+  EXPECT_FALSE(parseRunInfo("{\"status\": "));
+  EXPECT_FALSE(parseRunInfo("[1, 2]"));
+  EXPECT_EQ(parseRunInfo("{\"world_size\": \"four\", \"status\": 3}")->world_size, 1);
+}
+
+TEST(RunFiles, ARefusalIsRecordedOnlyWhereARunCouldStart) {
+  TempDir dir;
+  RunInfo refused;
+  refused.status = run_status::kRefused;
+  refused.error = "bad input";
+  EXPECT_TRUE(RunDirectory::recordRefusal(dir.file("new/run"), refused));
+  EXPECT_EQ(RunDirectory(dir.file("new/run")).readInfo()->error, "bad input");
+  fs::create_directories(dir.file("launched"));
+  std::ofstream(dir.file("launched/workers.json")) << "{}\n";
+  std::ofstream(dir.file("launched/rank-0.log")) << "log\n";
+  EXPECT_TRUE(RunDirectory::recordRefusal(dir.file("launched"), refused));
+  // Someone's data, or a run that has its own record, is left alone.
+  fs::create_directories(dir.file("data"));
+  std::ofstream(dir.file("data/notes.txt")) << "mine\n";
+  EXPECT_FALSE(RunDirectory::recordRefusal(dir.file("data"), refused));
+  EXPECT_FALSE(fs::exists(dir.file("data/run.json")));
+  refused.error = "again";
+  EXPECT_FALSE(RunDirectory::recordRefusal(dir.file("new/run"), refused));
+  EXPECT_EQ(RunDirectory(dir.file("new/run")).readInfo()->error, "bad input");
+}
+
+TEST(RunFiles, ALockFileIsHeldByOneHolderAtATime) {
+  TempDir dir;
+  const auto directory = files::Directory::open(dir.path().string(), false);
+  std::string holder;
+  auto first = files::tryLockFile(directory, "x.lock", holder);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(files::tryLockFile(directory, "x.lock", holder));
+  EXPECT_EQ(holder, std::to_string(::getpid()));
+  first = files::UniqueFd();
+  EXPECT_TRUE(files::tryLockFile(directory, "x.lock", holder));
 }
 
 TEST(RunFiles, IsoTimeNowIsUtcIso8601) {

@@ -148,4 +148,9 @@ int threadsPerWorker(const WorldSpec& world, const EnvironmentLookup& lookup, in
   return std::max(1, cores / std::max(1, world.local_world_size));
 }
 
+std::optional<std::string> launcherRunDirectory() {
+  const char* dir = std::getenv(kLauncherRunDirVariable);
+  return dir != nullptr ? std::optional<std::string>(dir) : std::nullopt;
+}
+
 }  // namespace gcrun::launch

@@ -38,8 +38,13 @@ WorldSpec worldFromEnvironment();
 constexpr const char* kStoreFileVariable = "GCRUN_STORE_FILE";
 constexpr const char* kRunTokenVariable = "GCRUN_RUN_TOKEN";
 
-// gcrun's launcher names the run directory it made for its workers in this variable.
+// gcrun's launcher names the run directory it made (or resumes, holding its lock) for its workers
+// in this variable: the one way the directory reaches them from the launcher. Rank 0 then tells
+// the workers of other machines through the group.
 constexpr const char* kLauncherRunDirVariable = "GCRUN_LAUNCHER_RUN_DIR";
+
+// The directory in kLauncherRunDirVariable: set only in workers that gcrun's launcher started.
+std::optional<std::string> launcherRunDirectory();
 
 // The threads one worker of `world` uses: OMP_NUM_THREADS when set (torchrun sets it to 1, and
 // OpenBLAS reads it too), else the machine's cores split between the workers on this machine (the

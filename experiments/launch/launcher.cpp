@@ -21,7 +21,8 @@
 #include "experiments/launch/launch_environment.h"
 #include "hyperparams/base/process.h"
 #include "hyperparams/base/signal_flag.h"
-#include "outputs/run_files.h"
+#include "outputs/json_document.h"
+#include "outputs/run_directory.h"
 
 namespace gcrun::launch {
 namespace {
@@ -151,13 +152,14 @@ void stopAll(std::vector<pid_t>& pids) {
 // Lets tests and operators find a worker's process.
 void writeWorkerPids(const LaunchOptions& options, const std::vector<pid_t>& pids) {
   if (options.run_dir.empty()) return;
-  std::string json = "{\"node_rank\": " + std::to_string(options.node_rank) + ", \"workers\": [";
+  outputs::Json workers = outputs::Json::array();
   for (size_t local = 0; local < pids.size(); ++local) {
-    json += std::string(local ? ", " : "") + "{\"rank\": " +
-            std::to_string(options.node_rank * options.nproc_per_node + static_cast<int>(local)) +
-            ", \"local_rank\": " + std::to_string(local) + ", \"pid\": " + std::to_string(pids[local]) + "}";
+    workers.push_back({{"rank", options.node_rank * options.nproc_per_node + static_cast<int>(local)},
+                       {"local_rank", local},
+                       {"pid", pids[local]}});
   }
-  outputs::writeFileAtomically(options.run_dir + "/workers.json", json + "]}\n");
+  const outputs::Json json{{"node_rank", options.node_rank}, {"workers", workers}};
+  outputs::RunDirectory(options.run_dir).write(outputs::run_files::kWorkers, outputs::jsonText(json) + "\n");
 }
 
 }  // namespace

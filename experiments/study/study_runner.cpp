@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,17 +16,18 @@
 #include <thread>
 
 #include <spdlog/fmt/fmt.h>
-#include <yaml-cpp/yaml.h>
 
 #include "experiments/command_line.h"
 #include "experiments/study/slurm_script.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/process.h"
 #include "hyperparams/base/signal_flag.h"
+#include "hyperparams/base/text.h"
+#include "outputs/files/file_lock.h"
 #include "outputs/files/safe_files.h"
-#include "outputs/json.h"
+#include "outputs/json_document.h"
 #include "outputs/report/report.h"
-#include "outputs/run_files.h"
+#include "outputs/run_directory.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -36,6 +35,9 @@ namespace {
 namespace fs = std::filesystem;
 using files::Directory;
 using files::UniqueFd;
+using outputs::Json;
+namespace run_files = outputs::run_files;
+namespace run_status = outputs::run_status;
 
 constexpr auto kLockWait = std::chrono::seconds(120);
 
@@ -60,29 +62,27 @@ std::optional<std::string> readIfRegular(const std::string& path, size_t limit) 
   }
 }
 
-std::string runStatus(const std::string& dir) {
-  const auto json = readIfRegular(dir + "/run.json", files::kMaxRecordBytes);
-  if (!json) return "";
+// What the run in `dir` recorded in its run.json; nothing when it wrote none, or none that is
+// gcrun's (a FIFO, a huge file, not JSON).
+std::optional<outputs::RunInfo> runInfoOf(const std::string& dir) {
   try {
-    const auto info = YAML::Load(*json);
-    return info["status"] ? info["status"].as<std::string>() : "";
-  } catch (const YAML::Exception&) {
-    return "";
+    return outputs::RunDirectory(dir).readInfo();
+  } catch (const UserError&) {
+    return std::nullopt;
   }
 }
 
 // What runStudy writes into a run directory it creates, before the run starts there. Only a
 // directory holding this marker, or a run.json with this study's config.yaml for the run, is
 // ever cleared: anything else at runs/<dir_name> may be someone's data. The child's
-// `--output-dir` accepts a directory that holds only the marker (outputs::createRunDirectory).
+// `--output-dir` accepts a directory that holds only the marker (outputs::RunDirectory::create).
 std::string markerFor(const StudySpec& spec, const StudyRun& run) {
-  return "{\"study\": " + outputs::jsonString(spec.name) + ", \"run\": " + outputs::jsonString(run.dir_name) +
-         ", \"config\": " + outputs::jsonString(run.config) + "}\n";
+  return outputs::jsonText(Json{{"study", spec.name}, {"run", run.dir_name}, {"config", run.config}}) + "\n";
 }
 
 // Whether runs/<dir_name> is this study's run directory for `run`: marked by it, or empty.
 bool createdFor(const StudySpec& spec, const StudyRun& run, const Directory& runs) {
-  const auto marker = readIfRegular(runs.pathOf(run.dir_name) + "/" + outputs::kStudyRunMarker, 4096);
+  const auto marker = readIfRegular(runs.pathOf(run.dir_name) + "/" + run_files::kStudyRunMarker, 4096);
   return marker ? *marker == markerFor(spec, run) : runs.sub(run.dir_name, false).entries().empty();
 }
 
@@ -92,19 +92,22 @@ Next nextFor(const StudySpec& spec, const StudyRun& run, const Directory& runs, 
   if (!runs.hasDirectory(run.dir_name)) {
     throw UserError("study: " + dir + " is not a directory; remove it or use another --output-dir than " + study_dir);
   }
-  const std::string status = runStatus(dir);
-  if (status.empty()) {
+  const auto info = runInfoOf(dir);
+  const std::string status = info ? info->status : "";
+  // A refused run wrote no config.yaml; its marker says whose it is.
+  if (status.empty() || status == run_status::kRefused) {
     if (!createdFor(spec, run, runs)) {
       throw UserError("study: " + dir + " holds files but no run of this study (no run.json, no " +
-                      outputs::kStudyRunMarker + " of this study); move them away or use another --output-dir than " +
+                      run_files::kStudyRunMarker + " of this study); move them away or use another --output-dir than " +
                       study_dir);
     }
-  } else if (readIfRegular(dir + "/config.yaml", files::kMaxConfigBytes) != run.config_yaml) {
+  } else if (readIfRegular(dir + "/" + run_files::kConfig, files::kMaxConfigBytes) != run.config_yaml) {
     throw UserError("study: " + dir + " was run with other settings than the study now asks for; "
                     "use another --output-dir than " + study_dir + " (or remove that run)");
   }
-  if (status == "completed") return Next::skip;
-  if ((status == "interrupted" || status == "running") && fs::is_regular_file(dir + "/checkpoints/manifest.json")) {
+  if (status == run_status::kCompleted) return Next::skip;
+  if ((status == run_status::kInterrupted || status == run_status::kRunning) &&
+      fs::is_regular_file(dir + "/" + run_files::kCheckpoints + "/" + run_files::kManifest)) {
     return Next::resume;
   }
   runs.removeTree(run.dir_name);  // failed, or died before its first checkpoint: from the start
@@ -152,41 +155,23 @@ pid_t start(const ExperimentRequest& request, const process::Environment& enviro
   return process::spawn(child);
 }
 
-// The run's own error line: the last `gcrun: ...` line of the end of its console output. Read
-// through the logs directory without following a symlink, and only the end: the log is data too.
-std::string errorLine(const Directory& logs, const std::string& name) {
-  constexpr off_t kTail = 64 << 10;
-  const UniqueFd log(::openat(logs.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  struct stat info {};
-  if (!log || ::fstat(log.get(), &info) != 0 || !S_ISREG(info.st_mode)) return "";
-  std::string tail(static_cast<size_t>(std::min(info.st_size, kTail)), '\0');
-  const ssize_t got = ::pread(log.get(), tail.data(), tail.size(), info.st_size - static_cast<off_t>(tail.size()));
-  tail.resize(got > 0 ? static_cast<size_t>(got) : 0);
-  std::string last;
-  for (size_t begin = 0; begin < tail.size();) {
-    const size_t end = std::min(tail.find('\n', begin), tail.size());
-    if (tail.compare(begin, 7, "gcrun: ") == 0) last = tail.substr(begin, end - begin);
-    begin = end + 1;
-  }
-  return last;
-}
-
 void writeStudyJson(const StudySpec& spec, const Directory& dir, const std::vector<StudyRun>& runs,
                     const std::vector<Outcome>& outcomes) {
-  using outputs::jsonNumber;
-  using outputs::jsonString;
-  std::string json = "{\n  \"study\": " + jsonString(spec.name) + ",\n  \"description\": " +
-                     jsonString(spec.description) + ",\n  \"runs\": [";
+  Json json{{"study", spec.name}, {"description", spec.description}, {"runs", Json::array()}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
     const auto& o = outcomes[i];
-    json += std::string(i ? "," : "") + "\n    {\"index\": " + std::to_string(r.index) +
-            ", \"config\": " + jsonString(r.config) + ", \"seed\": " + std::to_string(r.seed) +
-            ", \"dir\": " + jsonString("runs/" + r.dir_name) + ", \"status\": " + jsonString(o.status) +
-            ", \"exit_code\": " + std::to_string(o.exit_code) + ", \"error\": " + jsonString(o.error) +
-            ", \"attempts\": " + std::to_string(o.attempts) + ", \"seconds\": " + jsonNumber(o.seconds) + "}";
+    json["runs"].push_back({{"index", r.index},
+                            {"config", r.config},
+                            {"seed", r.seed},
+                            {"dir", "runs/" + r.dir_name},
+                            {"status", o.status},
+                            {"exit_code", o.exit_code},
+                            {"error", o.error},
+                            {"attempts", o.attempts},
+                            {"seconds", o.seconds}});
   }
-  dir.writeAtomically("study.json", json + "\n  ]\n}\n");
+  dir.writeAtomically("study.json", outputs::jsonText(json, 2) + "\n");
 }
 
 // The report of the runs that have started, or failed before they could, in the study's order.
@@ -198,9 +183,11 @@ void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::
     for (const auto& run : plan) {
       const std::string run_dir = dir + "/runs/" + run.dir_name;
       const auto& outcome = outcomes[run.index];
-      if (fs::is_regular_file(run_dir + "/run.json")) {
+      const auto info = runInfoOf(run_dir);
+      const bool started = info && info->status != run_status::kRefused;
+      if (started || (!info && fs::is_regular_file(run_dir + "/" + run_files::kInfo))) {
         if (auto loaded = outputs::loadRunOrSkip(run_dir, skipped)) runs.push_back(std::move(*loaded));
-      } else if (outcome.status == "failed") {
+      } else if (outcome.status == run_status::kFailed) {
         runs.push_back(outputs::runThatDidNotStart(run_dir, run.config_yaml, outcome.status, outcome.error));
       }
     }
@@ -224,25 +211,28 @@ void printPlan(const std::vector<StudyRun>& runs) {
 // that holds it to end.
 UniqueFd lockStudy(const Directory& dir) {
   const std::string path = dir.pathOf("study.lock");
-  auto lock = dir.openLockFile("study.lock");
   const auto deadline = std::chrono::steady_clock::now() + kLockWait;
   bool said = false;
-  while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+  std::string holder;
+  while (true) {
+    auto lock = files::tryLockFile(dir, "study.lock", holder);
+    if (lock) return lock;
     if (std::chrono::steady_clock::now() > deadline) {
-      throw UserError("study: " + dir.path() + " is in use by another study (" + path + " is locked); wait for it to end");
+      throw UserError("study: " + dir.path() + " is in use by another study (" + path + " is locked" +
+                      (holder.empty() ? "" : " by pid " + holder) + "); wait for it to end");
     }
     if (!said) std::printf("study: waiting for the study that holds %s\n", path.c_str());
     said = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  return lock;
 }
 
 }  // namespace
 
 int runStudy(const StudySpec& spec, const StudyOptions& options) {
   const auto runs = planStudy(spec, options.assignments);
-  const std::string dir = options.output_dir.empty() ? "outputs/" + spec.name : options.output_dir;
+  const std::string dir = options.output_dir.empty() ? std::string(outputs::kDefaultRunsFolder) + "/" + spec.name
+                                                     : options.output_dir;
   if (options.dry_run) {
     std::printf("study %s: %zu runs in %s\n", spec.name.c_str(), runs.size(), dir.c_str());
     printPlan(runs);
@@ -275,7 +265,7 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
     if (!whole && run.index != *options.only) continue;
     next[run.index] = nextFor(spec, run, run_dirs, dir);
     if (next[run.index] == Next::skip) {
-      outcomes[run.index].status = "completed";
+      outcomes[run.index].status = run_status::kCompleted;
     } else {
       pending.push_back(run.index);
     }
@@ -299,7 +289,7 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
       const auto& run = runs[index];
       const std::string config_file = run.dir_name + ".yaml";
       if (next[index] == Next::fresh) {
-        run_dirs.sub(run.dir_name, true).writeAtomically(outputs::kStudyRunMarker, markerFor(spec, run));
+        run_dirs.sub(run.dir_name, true).writeAtomically(run_files::kStudyRunMarker, markerFor(spec, run));
         configs.writeAtomically(config_file, run.config_yaml);
       }
       const auto log = logs.openForAppend(run.dir_name + ".log");
@@ -325,9 +315,13 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
     auto& outcome = outcomes[index];
     outcome.exit_code = process::exitCodeOf(status);
     outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const std::string state = runStatus(run_dirs.pathOf(run.dir_name));
-    outcome.status = outcome.exit_code == 0 ? "completed" : state == "interrupted" ? "interrupted" : "failed";
-    outcome.error = outcome.exit_code == 0 ? "" : errorLine(logs, run.dir_name + ".log");
+    // The run's own record says how it ended: a refusal or failure with its error, or a stop.
+    const auto info = runInfoOf(run_dirs.pathOf(run.dir_name));
+    const bool stopped = info && info->status == run_status::kInterrupted;
+    outcome.status = outcome.exit_code == 0 ? run_status::kCompleted
+                     : stopped              ? run_status::kInterrupted
+                                            : run_status::kFailed;
+    outcome.error = outcome.exit_code == 0 || !info ? "" : firstLine(info->error);
     ++finished;
     std::printf("study: [%zu/%zu] runs/%s %s in %.0f s%s\n", finished, runs.size(), run.dir_name.c_str(),
                 outcome.status.c_str(), outcome.seconds, outcome.error.empty() ? "" : (": " + outcome.error).c_str());
@@ -349,7 +343,7 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
   std::string failed;
   size_t failures = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (outcomes[i].status == "completed") continue;
+    if (outcomes[i].status == run_status::kCompleted) continue;
     ++failures;
     failed += (failed.empty() ? "" : ", ") + runs[i].dir_name;
   }

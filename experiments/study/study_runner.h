@@ -9,7 +9,7 @@
 namespace gcrun::experiments {
 
 struct StudyOptions {
-  std::string output_dir;                // empty: outputs/<study name>, so that the same command resumes
+  std::string output_dir;                // empty: runs/<study name>, so that the same command resumes
   std::vector<std::string> assignments;  // --set, on top of the study's own
   int nproc_per_node = 1;                // workers per run
   int jobs = 1;                          // runs at once on this machine; they split its cores
@@ -28,8 +28,8 @@ struct StudyOptions {
 //    is refused: another --output-dir is needed);
 //  - an interrupted one, or one whose process died, resumes from its checkpoint; one without a
 //    checkpoint, or that failed, runs again from the start;
-//  - a run that fails is recorded in DIR/study.json (status, exit code, its error line) and the
-//    others go on.
+//  - a run that fails is recorded in DIR/study.json (status, exit code, and the error from its
+//    run.json, where a refused run records its refusal too) and the others go on.
 // DIR/study.json and the report (report.md, report.csv, report.html, plots/) are written after
 // every finished run. A second study on the same DIR waits for the first (a lock). SIGINT and
 // SIGTERM stop the runs after a checkpoint and return 128 + the signal. Returns 0 when every run

@@ -14,6 +14,8 @@
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
+#include "outputs/json_document.h"
+#include "outputs/run_directory.h"
 
 namespace gcrun::outputs {
 namespace {
@@ -25,7 +27,7 @@ bool isPresent(const fs::path& path) {
   return fs::exists(fs::symlink_status(path, error));  // a dangling or looping symlink exists too
 }
 
-// The document at `path`; nothing when it is missing or not YAML (a run still writing it). A file
+// The YAML document at `path` (config.yaml); nothing when it is missing or not YAML. A file
 // that is not a regular one within `limit` bytes, or whose aliases expand past the limit on YAML
 // values (what gcrun writes holds a few hundred), is a UserError: the run is not read at all.
 std::optional<YAML::Node> loadFile(const fs::path& path, size_t limit) {
@@ -139,26 +141,20 @@ void readMetrics(const fs::path& path, RunData& run) {
   std::map<int64_t, EpochPoint> by_step;  // the epoch-end events of one step
   std::map<int64_t, bool> has_metric;
   forEachLine(path, files::kMaxMetricsBytes, [&](const std::string& line) {
-    YAML::Node event;
-    try {
-      event = YAML::Load(line);
-    } catch (const YAML::Exception&) {
-      return;  // a line cut short by a crash
-    }
-    if (!event.IsMap()) return;
-    const auto at = [&](const char* key) { return child(event, {key}); };
-    const auto event_name = valueOr<std::string>(at("name"), "");
-    const auto event_split = valueOr<std::string>(at("split"), "");
-    const auto step = valueOr<int64_t>(at("step"), 0);
-    const auto value = numberOf(at("value"));
+    const auto event = parseJson(line);
+    if (!event || !event->is_object()) return;  // a line cut short by a crash
+    const auto event_name = stringOr(*event, "name", "");
+    const auto event_split = stringOr(*event, "split", "");
+    const auto step = integerOr(*event, "step", 0);
+    const auto value = numberAt(*event, "value");
     // The windowed events are the per-step training loss (named as its task names it) and rate.
-    if (valueOr<int64_t>(at("window"), 0) > 0) {
+    if (integerOr(*event, "window", 0) > 0) {
       if (event_name != "learning_rate" && event_split == "train" && value) run.losses.push_back({step, *value});
       return;
     }
     auto& point = by_step[step];
-    point.epoch = numberOf(at("epoch")).value_or(0);
-    point.mib = static_cast<double>(valueOr<uint64_t>(at("bits"), 0)) / 8.0 / (1 << 20);
+    point.epoch = numberAt(*event, "epoch").value_or(0);
+    point.mib = std::max(0.0, numberAt(*event, "bits").value_or(0)) / 8.0 / (1 << 20);
     if (event_name == name && event_split == split && value) {
       point.metric = *value;
       has_metric[step] = true;
@@ -178,7 +174,7 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
   for (const auto& path : paths) {
     std::error_code error;
     if (!fs::is_directory(path, error)) throw UserError("report: '" + path + "' is not a directory");
-    if (isPresent(fs::path(path) / "run.json")) dirs.push_back(fs::path(path).lexically_normal().string());
+    if (isPresent(fs::path(path) / run_files::kInfo)) dirs.push_back(fs::path(path).lexically_normal().string());
     fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, error);
     for (; !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
       std::error_code type_error;
@@ -189,9 +185,9 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
       }
       if (!directory) continue;
       // A run's own folders (checkpoints) hold no runs.
-      if (it->path().filename() == "checkpoints") {
+      if (it->path().filename() == run_files::kCheckpoints) {
         it.disable_recursion_pending();
-      } else if (isPresent(it->path() / "run.json")) {
+      } else if (isPresent(it->path() / run_files::kInfo)) {
         dirs.push_back(it->path().lexically_normal().string());
       }
     }
@@ -247,36 +243,40 @@ RunData loadRun(const std::string& dir) {
   run.dir = dir;
   const fs::path root(dir);
   std::string paper_metric;
-  readConfig(root, loadFile(root / "config.yaml", files::kMaxConfigBytes), run, paper_metric);
-  const auto info = loadFile(root / "run.json", files::kMaxRecordBytes);
-  if (!info || !info->IsMap()) {
+  readConfig(root, loadFile(root / run_files::kConfig, files::kMaxConfigBytes), run, paper_metric);
+  const auto info = RunDirectory(dir).readInfo();
+  if (!info) {
     run.status = "unreadable";
     return run;
   }
-  const auto field = [&](const char* key) { return child(*info, {key}); };
-  run.status = valueOr<std::string>(field("status"), "unknown");
-  run.error = valueOr<std::string>(field("error"), "");
-  run.experiment = valueOr<std::string>(field("experiment"), "");
-  run.world_size = valueOr<int>(field("world_size"), 1);
-  run.simulated_workers = valueOr<int>(field("simulated_workers"), 1);
-  run.compute_per_batch_ms = numberOf(field("compute_per_batch_ms")).value_or(0);
+  run.status = info->status.empty() ? "unknown" : info->status;
+  run.error = info->error;
+  run.experiment = info->experiment;
+  run.world_size = info->world_size;
+  run.simulated_workers = info->simulated_workers;
+  run.compute_per_batch_ms = info->compute_per_batch_ms;
   std::map<std::string, std::optional<double>> finals;
-  if (field("final_metrics").IsMap()) {
-    for (const auto& item : field("final_metrics")) finals[valueOr<std::string>(item.first, "")] = numberOf(item.second);
+  for (const auto& [name, value] : info->final_metrics) {
+    finals[name] = std::isfinite(value) ? std::optional<double>(value) : std::nullopt;
   }
   run.metric = chooseMetric(paper_metric, finals);
   if (const auto found = finals.find(run.metric); found != finals.end()) run.final_value = found->second;
-  const double bits = numberOf(field("bits_sent")).value_or(0);
-  const double epochs = numberOf(field("epochs_done")).value_or(0);
-  const double steps = numberOf(field("steps")).value_or(0);
-  const double parameters = numberOf(field("num_parameters")).value_or(0);
+  const double bits = static_cast<double>(info->bits_sent);
+  const double epochs = info->epochs_done;
   const auto finiteOr0 = [](double value) { return std::isfinite(value) ? value : 0.0; };
   if (epochs > 0) run.mib_per_epoch = finiteOr0(bits / 8.0 / (1 << 20) / epochs);
-  if (bits > 0) run.compression = finiteOr0(32.0 * parameters * steps / bits);
-  if (const auto timer = loadFile(root / "timer_summary.json", files::kMaxRecordBytes)) {
-    if (const auto median = numberOf(child(*timer, {"batch", "median_duration"}))) run.time_per_batch_ms = 1000.0 * *median;
+  const double sent_as_floats = 32.0 * static_cast<double>(info->num_parameters) * static_cast<double>(info->steps);
+  if (bits > 0) run.compression = finiteOr0(sent_as_floats / bits);
+  const fs::path timer_file = root / run_files::kTimerSummary;
+  if (isPresent(timer_file)) {
+    if (const auto timer = parseJson(files::readBoundedFile(timer_file.string(), files::kMaxRecordBytes))) {
+      static const Json kNone;
+      const Json* batch = memberOf(*timer, "batch");
+      const auto median = numberAt(batch ? *batch : kNone, "median_duration");
+      if (median) run.time_per_batch_ms = 1000.0 * *median;
+    }
   }
-  readMetrics(root / "metrics.jsonl", run);
+  readMetrics(root / run_files::kMetrics, run);
   return run;
 }
 

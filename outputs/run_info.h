@@ -2,26 +2,21 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace gcrun::outputs {
 
-// Creates the directory a run writes into and returns its path. `requested` empty: a new folder
-// outputs/<experiment>-<YYYYmmdd-HHMMSS>[-N] under the working directory. `requested` given: it
-// must not exist or be empty; an existing non-empty directory is a UserError (runs are never
-// overwritten silently).
-std::string createRunDirectory(const std::string& requested, const std::string& experiment);
-
-// The file `gcrun study` writes into a run directory it creates before starting the run there,
-// so that it clears only directories of its own (experiments/study/study_runner.cpp). A requested
-// directory that holds nothing else counts as empty.
-inline constexpr char kStudyRunMarker[] = ".gcrun-study-run";
-
-// Writes `contents` to `path` through a temporary file, fsync and rename (files::Directory), so
-// readers never see a half-written file and a symlink at `path` is replaced, never followed.
-void writeFileAtomically(const std::string& path, std::string_view contents);
+// A run's status in run.json, from its start to its end.
+namespace run_status {
+inline constexpr char kRunning[] = "running";
+inline constexpr char kCompleted[] = "completed";
+inline constexpr char kInterrupted[] = "interrupted";  // stopped by a signal after a checkpoint
+inline constexpr char kFailed[] = "failed";            // training threw; `error` says what
+inline constexpr char kRefused[] = "refused";          // bad input stopped it before training; `error` says why
+}  // namespace run_status
 
 // A preset's published result next to this run's (run.json's "paper" object).
 struct PaperComparison {
@@ -37,26 +32,33 @@ struct RunInfo {
   std::string experiment;
   std::string gcrun_version;
   std::string torch_version;
-  int world_size = 1;     // workers, simulated ones included
+  int world_size = 1;  // workers, simulated ones included
   int processes = 1;
-  int simulated_workers = 1;  // logical workers per process
+  int simulated_workers = 1;        // logical workers per process
   double compute_per_batch_ms = 0;  // with simulated workers: one logical worker's forward and backward
   std::string backend;
   std::string device;
   int64_t num_parameters = 0;
   int64_t steps = 0;
   double epochs_done = 0;
-  uint64_t bits_sent = 0;  // per worker
+  uint64_t bits_sent = 0;            // per worker
   std::vector<double> peak_rss_mib;  // each rank's peak resident memory, in rank order
   bool synthetic_data = false;
-  std::string status;      // "running", "completed", "failed"
-  std::string error;       // the failure, when status is "failed"
+  std::string status;      // one of run_status
+  std::string error;       // the failure or refusal, when status is "failed" or "refused"
   std::string start_time;  // ISO 8601, UTC
   std::string end_time;
-  std::map<std::string, double> final_metrics;  // "test.accuracy" -> value, ...
+  // "test.accuracy" -> value, ...; NaN for a value that is no finite number (written as null).
+  std::map<std::string, double> final_metrics;
   PaperComparison paper;
 };
+
+// run.json's text for `info`.
 std::string runInfoJson(const RunInfo& info);
+// The RunInfo in run.json's `text`, or nothing when it is not a JSON object. Fields that are
+// missing or of another type keep RunInfo's defaults; numbers that are not finite are NaN in
+// final_metrics and missing elsewhere.
+std::optional<RunInfo> parseRunInfo(std::string_view text);
 
 // Current time as ISO 8601 in UTC, e.g. 2026-11-30T01:02:03Z.
 std::string isoTimeNow();

@@ -1,0 +1,96 @@
+#include "outputs/run_info.h"
+
+#include <cmath>
+#include <ctime>
+#include <limits>
+
+#include "outputs/json_document.h"
+
+namespace gcrun::outputs {
+
+std::string runInfoJson(const RunInfo& info) {
+  Json json;
+  json["experiment"] = info.experiment;
+  json["gcrun_version"] = info.gcrun_version;
+  json["torch_version"] = info.torch_version;
+  json["world_size"] = info.world_size;
+  json["processes"] = info.processes;
+  json["simulated_workers"] = info.simulated_workers;
+  if (info.simulated_workers > 1) json["compute_per_batch_ms"] = info.compute_per_batch_ms;
+  json["backend"] = info.backend;
+  json["device"] = info.device;
+  json["num_parameters"] = info.num_parameters;
+  json["steps"] = info.steps;
+  json["epochs_done"] = info.epochs_done;
+  json["bits_sent"] = info.bits_sent;
+  json["peak_rss_mib"] = info.peak_rss_mib;
+  json["synthetic_data"] = info.synthetic_data;
+  json["status"] = info.status;
+  json["error"] = info.error;
+  json["start_time"] = info.start_time;
+  json["end_time"] = info.end_time;
+  json["final_metrics"] = Json::object();
+  for (const auto& [name, value] : info.final_metrics) json["final_metrics"][name] = value;
+  if (!info.paper.metric.empty()) {
+    auto& paper = json["paper"];
+    paper["metric"] = info.paper.metric;
+    paper["source"] = info.paper.source;
+    for (const auto& [name, value] : info.paper.numbers) paper[name] = value;
+  }
+  return jsonText(json, 2) + "\n";
+}
+
+std::optional<RunInfo> parseRunInfo(std::string_view text) {
+  const auto json = parseJson(text);
+  if (!json || !json->is_object()) return std::nullopt;
+  RunInfo info;
+  info.experiment = stringOr(*json, "experiment", "");
+  info.gcrun_version = stringOr(*json, "gcrun_version", "");
+  info.torch_version = stringOr(*json, "torch_version", "");
+  const auto count = [&](const char* key, int fallback) {
+    const int64_t value = integerOr(*json, key, fallback);
+    return value >= 0 && value <= std::numeric_limits<int>::max() ? static_cast<int>(value) : fallback;
+  };
+  info.world_size = count("world_size", 1);
+  info.processes = count("processes", 1);
+  info.simulated_workers = count("simulated_workers", 1);
+  info.compute_per_batch_ms = numberAt(*json, "compute_per_batch_ms").value_or(0);
+  info.backend = stringOr(*json, "backend", "");
+  info.device = stringOr(*json, "device", "");
+  info.num_parameters = integerOr(*json, "num_parameters", 0);
+  info.steps = integerOr(*json, "steps", 0);
+  info.epochs_done = numberAt(*json, "epochs_done").value_or(0);
+  info.bits_sent = static_cast<uint64_t>(std::max(0.0, numberAt(*json, "bits_sent").value_or(0)));
+  if (const Json* peaks = memberOf(*json, "peak_rss_mib"); peaks && peaks->is_array()) {
+    for (const auto& peak : *peaks) info.peak_rss_mib.push_back(peak.is_number() ? peak.get<double>() : NAN);
+  }
+  info.synthetic_data = boolOr(*json, "synthetic_data", false);
+  info.status = stringOr(*json, "status", "");
+  info.error = stringOr(*json, "error", "");
+  info.start_time = stringOr(*json, "start_time", "");
+  info.end_time = stringOr(*json, "end_time", "");
+  if (const Json* finals = memberOf(*json, "final_metrics"); finals && finals->is_object()) {
+    for (auto it = finals->begin(); it != finals->end(); ++it) {
+      info.final_metrics[it.key()] = numberAt(*finals, it.key().c_str()).value_or(NAN);
+    }
+  }
+  if (const Json* paper = memberOf(*json, "paper"); paper && paper->is_object()) {
+    info.paper.metric = stringOr(*paper, "metric", "");
+    info.paper.source = stringOr(*paper, "source", "");
+    for (auto it = paper->begin(); it != paper->end(); ++it) {
+      if (const auto value = numberAt(*paper, it.key().c_str())) info.paper.numbers[it.key()] = *value;
+    }
+  }
+  return info;
+}
+
+std::string isoTimeNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace gcrun::outputs
