@@ -11,9 +11,9 @@
 #include "experiments/checkpoint.h"
 #include "experiments/launch/launch_environment.h"
 #include "experiments/presets.h"
+#include "experiments/resolved_experiment.h"
 #include "experiments/runner.h"
 #include "hyperparams/base/errors.h"
-#include "hyperparams/config_keys.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/run_files.h"
 
@@ -74,7 +74,8 @@ bool mayChangeOnResume(const std::string& key) {
 void checkResumedSettings(const ExperimentRequest& request, const ExperimentConfig& config) {
   const std::string saved_file = request.resume_dir + "/config.yaml";
   const auto saved = resolveExperiment(request.preset, saved_file, {});
-  for (const auto& spec : hyperparams::keyTable()) {
+  const auto keys = configKeys();
+  for (const auto& spec : keys.keys()) {
     if (mayChangeOnResume(spec.key)) continue;
     YAML::Emitter now, before;
     now << YAML::Flow << spec.get(config);
@@ -136,14 +137,14 @@ int runExperiment(const ExperimentRequest& request) {
     checkWorldSize(request.resume_dir, processes * static_cast<int>(config.distributed.simulated_workers));
   }
   const RunOptions options{resume ? request.resume_dir : request.output_dir, resume};
+  const auto experiment = resolve(config);  // a worker's before waiting for the others
   if (worker || (nodes.nproc_per_node == 1 && nodes.nnodes == 1)) {
-    const auto result = runWorker(config, options, world);
+    const auto result = runWorker(experiment, options, world);
     return result.stop_signal != 0 ? 128 + result.stop_signal : 0;
   }
   // The launcher: check everything the workers would reject; node 0 makes the run directory
   // once and hands it to its workers (rank 0 tells the other nodes' workers through the group).
-  checkConfig(config);
-  checkInputs(config, nodes.nnodes * nodes.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
+  checkInputs(experiment, nodes.nnodes * nodes.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
   auto launch = nodes;
   std::vector<std::string> worker_argv = request.argv;
   if (resume) {

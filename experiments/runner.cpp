@@ -33,13 +33,6 @@
 namespace gcrun::experiments {
 namespace {
 
-// NCCL takes one rank per GPU, so simulated workers use Gloo.
-Backend resolveBackend(const ExperimentConfig& config) {
-  if (config.distributed.backend != Backend::automatic) return config.distributed.backend;
-  const bool nccl = config.device == Device::cuda && comm::ncclAvailable() && config.distributed.simulated_workers == 1;
-  return nccl ? Backend::nccl : Backend::gloo;
-}
-
 c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
   // More workers than GPUs share them round-robin (Gloo allows it; NCCL needs one GPU per rank).
   if (config.device == Device::cuda) {
@@ -136,54 +129,13 @@ void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const std::
   agreeOnInput(comm, problem, "--resume " + run_dir + ": another rank's checkpoint failed its checks (its message says why)");
 }
 
-void checkReducer(const ExperimentConfig& config) {
-  const auto& entry = reducers::reducerRegistry().at(config.reducer.name);
-  if (config.optimizer.memory && !entry.factory.supports_memory) {
-    throw UserError("optimizer.memory: reducer '" + entry.name +
-                    "' is only meaningful without error feedback; set optimizer.memory=false");
-  }
-  const auto& allowed = entry.factory.granularities;
-  if (std::find(allowed.begin(), allowed.end(), config.reducer.granularity) == allowed.end()) {
-    std::string accepted;
-    for (const auto g : allowed) accepted += (accepted.empty() ? "" : ", ") + nameOf(g);
-    throw UserError("reducer.granularity: '" + nameOf(config.reducer.granularity) +
-                    "' is not supported by reducer '" + entry.name + "'; it accepts: " + accepted);
-  }
-}
-
-RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+RunResult runCheckedWorker(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
                            int local_rank, const WorkerHooks& hooks);
-
-}  // namespace
-
-void checkConfig(const ExperimentConfig& config) {
-  tasks::taskRegistry().at(config.task.name);
-  checkReducer(config);
-  for (const auto& sink : config.output.sinks) outputs::sinkRegistry().at(sink);
-  if (config.device == Device::cuda && !torch::cuda::is_available()) {
-    throw UserError("device: 'cuda' requested but no CUDA device is available to this LibTorch; use device=cpu");
-  }
-  if (resolveBackend(config) == Backend::nccl && !comm::ncclAvailable()) {
-    throw UserError("distributed.backend: 'nccl' is not available in this build (LibTorch without NCCL); use gloo");
-  }
-  if (config.distributed.simulated_workers > 1 && resolveBackend(config) == Backend::nccl) {
-    throw UserError("distributed.simulated_workers: NCCL takes one rank per GPU, so simulated workers need "
-                    "distributed.backend gloo or auto");
-  }
-}
-
-void checkInputs(const ExperimentConfig& config, int world_size) {
-  auto task = tasks::taskRegistry().at(config.task.name).factory(
-      tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), c10::kCPU});
-  batchesPerEpochOf(*task, {0, world_size}, config.training);
-}
-
-namespace {
 
 // The process's logical workers as threads over their own ranks; returns logical worker 0's
 // result. A failure ends the others (their waits throw, their collectives lose a peer) and the
 // failing worker's own error is what is rethrown.
-RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world,
+RunResult runSimulated(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world,
                        std::vector<std::unique_ptr<comm::Communicator>>& comms) {
   const int workers = static_cast<int>(comms.size());
   SharedParameters shared;
@@ -193,7 +145,7 @@ RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options
       workers,
       [&](int w) {
         try {
-          results[w] = runCheckedWorker(config, options, *comms[w], world.local_rank, WorkerHooks{true, &shared, w});
+          results[w] = runCheckedWorker(experiment, options, *comms[w], world.local_rank, WorkerHooks{true, &shared, w});
         } catch (const std::exception&) {
           failures[w] = std::current_exception();
           shared.fail();
@@ -218,8 +170,8 @@ RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options
 
 }  // namespace
 
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world) {
-  checkConfig(config);  // before waiting for the other workers
+RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world) {
+  const auto& config = experiment.config;
   const bool simulated = config.distributed.simulated_workers > 1;
   limitThreads(world, static_cast<int>(config.distributed.simulated_workers));
 #ifdef GCRUN_WITH_CUDA
@@ -238,7 +190,7 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   if (simulated) {
     simulated_comms = comm::connectSimulated(world, static_cast<int>(config.distributed.simulated_workers), timeout);
   } else {
-    comm = comm::connect(world, nameOf(resolveBackend(config)), timeout);
+    comm = comm::connect(world, nameOf(experiment.backend), timeout);
   }
   if (world.rank == 0 && world.world_size > 1 && world.store_file.empty() && !world.agent_store &&
       world.run_token.empty()) {
@@ -252,8 +204,8 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   stop_signal = 0;
   StopOnSignals stop_on_signals;
   try {
-    if (simulated) return runSimulated(config, options, world, simulated_comms);
-    return runCheckedWorker(config, options, *comm, world.local_rank, WorkerHooks{true});
+    if (simulated) return runSimulated(experiment, options, world, simulated_comms);
+    return runCheckedWorker(experiment, options, *comm, world.local_rank, WorkerHooks{true});
   } catch (const UserError&) {
     throw;
   } catch (const TrainingDiverged&) {
@@ -267,16 +219,16 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   }
 }
 
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
                     int local_rank) {
-  checkConfig(config);
-  return runCheckedWorker(config, options, comm, local_rank, WorkerHooks{});
+  return runCheckedWorker(experiment, options, comm, local_rank, WorkerHooks{});
 }
 
 namespace {
 
-RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& options,
+RunResult runCheckedWorker(const ResolvedExperiment& experiment, const RunOptions& options,
                            comm::Communicator& comm, int local_rank, const WorkerHooks& hooks) {
+  const auto& config = experiment.config;
   RunResult result;
   const bool leader = comm.rank() == 0;
   // The task and the reducer come first: bad input (a data file, the architecture, a batch larger
@@ -288,12 +240,12 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
   std::unique_ptr<reducers::Reducer> reducer;
   std::string problem;
   try {
-    task = tasks::taskRegistry().at(config.task.name).factory(
+    task = experiment.task.make(
         tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed),
                            workerDevice(config, local_rank)});
     batchesPerEpochOf(*task, {comm.rank(), comm.size()}, config.training);
     reducer = reducers::withGranularity(
-        reducers::reducerRegistry().at(config.reducer.name).factory.make(
+        experiment.reducer.make(
             reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed),
                                      reducers::parametersOf(task->model())}),
         config.reducer);
@@ -333,14 +285,12 @@ RunResult runCheckedWorker(const ExperimentConfig& config, const RunOptions& opt
     spdlog::info("resuming {} from the checkpoint of step {}", result.run_dir, checkpoints.lastStep());
   }
   if (leader) {
-    for (const auto& name : config.output.sinks) {
-      sinks.push_back(outputs::sinkRegistry().at(name).factory({result.run_dir, config, options.resume}));
-    }
+    for (const auto& sink : experiment.sinks) sinks.push_back(sink.make({result.run_dir, config, options.resume}));
   }
 
   auto info = startInfo(config, comm, *task);
   const outputs::RunRecord record(result.run_dir, leader);
-  record.start(config, info);
+  record.start(experiment.config_yaml, info);
   const std::string simulated = info.simulated_workers == 1 ? "" : fmt::format(
       " ({} processes x {} simulated, their compute in turn)", info.processes, info.simulated_workers);
   spdlog::info("{}: {} workers{} on {}, {} parameters, reducer {}, run directory {}", config.experiment, comm.size(),

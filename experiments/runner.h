@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "experiments/resolved_experiment.h"
 #include "experiments/trainer.h"
 #include "hyperparams/config.h"
 #include "reducers/comm/communicator.h"
@@ -23,21 +24,12 @@ struct RunResult {
   int stop_signal = 0;
 };
 
-// Checks every name the config gives against the registries (task, architecture, reducer, sinks)
-// and the device and backend against this build, so bad input fails before any worker starts.
-void checkConfig(const ExperimentConfig& config);
-
-// Builds the task once, as a worker would, to find bad input (data files, the architecture, a
-// batch larger than each of `world_size` workers' data) before anything is written: the launcher's
-// check. Throws UserError.
-void checkInputs(const ExperimentConfig& config, int world_size);
-
 // Runs this process's worker of the experiment: joins the group that `world` describes (one worker
 // alone when nothing launched it; see experiments/launch/launch_environment.h), then as runWorker
 // below. Beyond it: SIGINT and SIGTERM stop every
 // worker after the same step with a checkpoint, and when a collective fails the error names the
 // peer that failed (comm::PeerMonitor).
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world);
+RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world);
 
 // Runs one worker over an existing group: rank 0 creates the run directory and tells the others
 // (a rank on another machine creates the same path there for its log and checkpoint files);
@@ -45,7 +37,7 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
 // sinks' files. run.json records "failed" and the error when training throws. With
 // options.resume, the checkpoint is read and checked before anything in the directory is written.
 // `local_rank` picks this worker's GPU on device: cuda.
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
                     int local_rank = 0);
 
 }  // namespace gcrun::experiments

@@ -1,12 +1,10 @@
 #include "outputs/run_record.h"
 
-#include "hyperparams/config_io.h"
-
 namespace gcrun::outputs {
 
-void RunRecord::start(const ExperimentConfig& config, const RunInfo& info) const {
+void RunRecord::start(const std::string& config_yaml, const RunInfo& info) const {
   if (!writes_) return;
-  writeFileAtomically(path("config.yaml"), hyperparams::toYaml(config));
+  writeFileAtomically(path("config.yaml"), config_yaml);
   writeFileAtomically(path("run.json"), runInfoJson(info));
 }
 
