@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/plugins.h"
 #include "experiments/reducer_benchmark.h"
+#include "experiments/resolved_experiment.h"
 #include "hyperparams/config_io.h"
 #include "reducers/reducer.h"
 
@@ -43,9 +44,9 @@ void addBenchCommand(CLI::App& app) {
   addPluginOption(*command, flags->plugins);
   command->callback([flags] {
     loadPlugins(flags->plugins);
-    reducers::reducerRegistry();  // declares the reducer.* settings --set may give
+    const auto keys = experiments::configKeys();
     ExperimentConfig config;
-    for (const auto& assignment : flags->assignments) hyperparams::applyAssignment(config, assignment);
+    for (const auto& assignment : flags->assignments) hyperparams::applyAssignment(config, assignment, keys);
     experiments::ReducerBenchmarkOptions options;
     options.reducers = flags->reducers;
     options.world_sizes = flags->workers;

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/plugins.h"
 #include "experiments/presets.h"
+#include "experiments/resolved_experiment.h"
 #include "experiments/study/study.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/settings.h"
@@ -31,8 +32,7 @@ void printPresets() {
 }
 
 void printKeys() {
-  reducers::reducerRegistry();  // declares the reducers' settings
-  for (const auto& key : hyperparams::knownKeys()) {
+  for (const auto& key : hyperparams::knownKeys(experiments::configKeys())) {
     std::printf("  %-34s %s\n", key.key.c_str(), key.help.c_str());
     std::printf("  %-34s   accepts %s\n", "", key.accepted.c_str());
     for (const auto& alias : key.aliases) std::printf("  %-34s   alias %s\n", "", alias.c_str());

@@ -3,7 +3,6 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "experiments/study/study.h"
 #include "hyperparams/base/errors.h"
 #include "outputs/report/report.h"
 #include "outputs/report/safe_text.h"
@@ -32,7 +31,7 @@ void addReportCommand(CLI::App& app) {
     }
     const auto result = outputs::writeReport(
         loaded.runs, {flags->output_dir.empty() ? flags->inputs.front() : flags->output_dir, flags->formats, "",
-                      experiments::reducerReads, loaded.skipped});
+                      loaded.skipped});
     // Names from the runs are printed on one line each: no terminal escapes, no forged lines.
     std::printf("%zu runs in %zu configurations\n", result.runs, result.configurations);
     for (const auto& file : result.files) std::printf("  %s\n", outputs::oneLine(file).c_str());

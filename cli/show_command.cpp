@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/plugins.h"
 #include "experiments/presets.h"
+#include "experiments/resolved_experiment.h"
 #include "hyperparams/config_io.h"
 
 namespace gcrun::cli {
@@ -25,7 +26,7 @@ void addShowCommand(CLI::App& app) {
   command->callback([flags] {
     loadPlugins(flags->plugins);
     const auto config = experiments::resolveExperiment(flags->name, flags->config_file, flags->assignments);
-    std::fputs(hyperparams::toYaml(config).c_str(), stdout);
+    std::fputs(hyperparams::toYaml(config, experiments::configKeys()).c_str(), stdout);
   });
 }
 

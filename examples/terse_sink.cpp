@@ -1,6 +1,6 @@
 // A user's own metric sink, added to gcrun as a plugin (examples/CMakeLists.txt builds it):
 //     gcrun experiment fashion-sgd --plugin libgcrun_terse_plugin.so --set output.sinks=[terse,jsonl]
-// It prints one terse line per epoch instead of the console's progress. It declares a setting of
+// It prints one terse line per epoch instead of the console's progress. Its spec lists a setting of
 // its own, output.terse_digits, which --set, --config, `gcrun show` and `gcrun list keys` then
 // treat like a built-in key.
 #include <cstdio>
@@ -44,9 +44,9 @@ class TerseSink : public gcrun::outputs::MetricSink {
 }  // namespace
 
 extern "C" void gcrun_register(void) {
-  gcrun::outputs::sinkRegistry().add(
-      "terse", "one terse line per epoch (example plugin)", [](const gcrun::outputs::SinkContext& context) {
-        return std::make_unique<TerseSink>(settings().read(context.config.output.settings));
-      });
-  gcrun::hyperparams::declareSettings("output", "terse", settings().specs());
+  gcrun::outputs::sinkRegistry().add("terse", "one terse line per epoch (example plugin)",
+                                     {[](const gcrun::outputs::SinkContext& context) {
+                                        return std::make_unique<TerseSink>(settings().read(context.config.output.settings));
+                                      },
+                                      settings().specs()});
 }

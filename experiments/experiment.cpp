@@ -8,6 +8,7 @@
 #include "experiments/command_line.h"
 #include "experiments/launch/launch_environment.h"
 #include "experiments/presets.h"
+#include "experiments/resolved_experiment.h"
 #include "experiments/run_info.h"
 #include "experiments/runner.h"
 #include "hyperparams/base/errors.h"
@@ -77,7 +78,8 @@ bool mayChangeOnResume(const std::string& key) {
 void checkResumedSettings(const ExperimentRequest& request, const ExperimentConfig& config) {
   const std::string saved_file = savedConfig(request.resume_dir);
   const auto saved = resolveExperiment(request.preset, saved_file, {});
-  for (const auto& spec : hyperparams::keyTable()) {
+  const auto keys = configKeys();
+  for (const auto& spec : keys.keys()) {
     if (mayChangeOnResume(spec.key)) continue;
     YAML::Emitter now, before;
     now << YAML::Flow << spec.get(config);
@@ -101,16 +103,16 @@ void lockRunDirectory(const std::string& dir) {
   }
 }
 
-// runExperiment's work; `experiment` is set to the run's name once its settings are resolved.
+// runExperiment's work; `run_name` is set to the run's name once its settings are resolved.
 int runInRole(const ExperimentRequest& request, const launch::WorldSpec& world,
-              const std::optional<std::string>& launched_dir, std::string& experiment) {
+              const std::optional<std::string>& launched_dir, std::string& run_name) {
   checkLaunch(request.launch);
   const bool resume = !request.resume_dir.empty();
   if (resume) checkResumable(request);
   // A resumed run takes its settings from its own config.yaml; --set may still change some.
   const std::string settings = resume ? savedConfig(request.resume_dir) : request.config_file;
   const auto config = resolveExperiment(request.preset, settings, request.assignments);
-  experiment = config.experiment;
+  run_name = config.experiment;
   const bool worker = world.launched();
   const auto& nodes = request.launch;
   if (resume) {
@@ -125,15 +127,15 @@ int runInRole(const ExperimentRequest& request, const launch::WorldSpec& world,
   // A worker of gcrun's launcher runs in the directory the launcher made (or resumes).
   const RunOptions options{resume ? request.resume_dir : launched_dir.value_or(request.output_dir), resume,
                            launched_dir.has_value()};
+  const auto experiment = resolve(config);  // a worker's before waiting for the others
   if (worker || (nodes.nproc_per_node == 1 && nodes.nnodes == 1)) {
-    const auto result = runWorker(config, options, world);
+    const auto result = runWorker(experiment, options, world);
     return result.stop_signal != 0 ? 128 + result.stop_signal : 0;
   }
   // The launcher: check everything the workers would reject; node 0 makes the run directory
   // once and hands it to its workers in kLauncherRunDirVariable (rank 0 tells the other nodes'
   // workers through the group).
-  checkConfig(config);
-  checkInputs(config, nodes.nnodes * nodes.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
+  checkInputs(experiment, nodes.nnodes * nodes.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
   auto launch = nodes;
   if (resume) {
     launch.run_dir = request.resume_dir;
@@ -151,9 +153,9 @@ int runInRole(const ExperimentRequest& request, const launch::WorldSpec& world,
 int runExperiment(const ExperimentRequest& request) {
   const auto world = launch::worldFromEnvironment();
   const auto launched_dir = world.launched() ? launch::launcherRunDirectory() : std::nullopt;
-  std::string experiment = request.preset;
+  std::string run_name = request.preset;
   try {
-    return runInRole(request, world, launched_dir, experiment);
+    return runInRole(request, world, launched_dir, run_name);
   } catch (const UserError& e) {
     // A run refused before training says why in the directory it was given (or that the launcher
     // made), where a study or a colleague looks; no directory is made for it otherwise. The
@@ -161,7 +163,7 @@ int runExperiment(const ExperimentRequest& request) {
     const std::string given = launched_dir.value_or(request.output_dir);
     const bool records = world.launched() ? world.rank == 0 : request.launch.node_rank == 0;
     if (records && request.resume_dir.empty() && !given.empty()) {
-      outputs::RunDirectory::recordRefusal(given, refusedInfo(experiment, e.what()));
+      outputs::RunDirectory::recordRefusal(given, refusedInfo(run_name, e.what()));
     }
     throw;
   }

@@ -6,10 +6,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include "experiments/embedded_yaml.h"
+#include "experiments/resolved_experiment.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/base/errors.h"
 #include "outputs/files/safe_files.h"
-#include "reducers/reducer.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -46,11 +46,11 @@ std::string readConfigFile(const std::string& path) {
 }  // namespace
 
 std::vector<PresetInfo> listPresets() {
-  reducers::reducerRegistry();  // declares the reducer.* settings presets may set
+  const auto keys = configKeys();
   std::vector<PresetInfo> presets;
   for (const auto& preset : embeddedPresets()) {
     ExperimentConfig config;
-    hyperparams::applyYaml(config, preset.yaml, std::string("preset ") + preset.name);
+    hyperparams::applyYaml(config, preset.yaml, std::string("preset ") + preset.name, keys);
     presets.push_back({preset.name, config.description});
   }
   return presets;
@@ -58,14 +58,14 @@ std::vector<PresetInfo> listPresets() {
 
 ExperimentConfig resolveExperiment(const std::string& name, const std::string& config_file,
                                    const std::vector<std::string>& assignments) {
-  reducers::reducerRegistry();  // declares the reducer.* settings
+  const auto keys = configKeys();
   ExperimentConfig config;
-  hyperparams::applyYaml(config, findPreset(name).yaml, "preset " + name);
+  hyperparams::applyYaml(config, findPreset(name).yaml, "preset " + name, keys);
   if (!config_file.empty()) {
-    hyperparams::applyYaml(config, readConfigFile(config_file), "file " + config_file);
+    hyperparams::applyYaml(config, readConfigFile(config_file), "file " + config_file, keys);
   }
-  for (const auto& assignment : assignments) hyperparams::applyAssignment(config, assignment);
-  hyperparams::validate(config);
+  for (const auto& assignment : assignments) hyperparams::applyAssignment(config, assignment, keys);
+  hyperparams::validate(config, keys);
   config.experiment = name;
   return config;
 }

@@ -10,6 +10,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <torch/nn/module.h>
 
+#include "experiments/resolved_experiment.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
 #include "outputs/statistics.h"
@@ -125,11 +126,12 @@ std::vector<ShapeSet> paperShapeSets(std::vector<std::string>& notes) {
     notes.push_back("lstm: skipped, no task named wikitext2 is registered");
     return sets;
   }
+  const auto keys = configKeys();
   ExperimentConfig config;
   for (const char* assignment : {"task.name=wikitext2", "task.architecture=lstm", "task.synthetic=true"}) {
-    hyperparams::applyAssignment(config, assignment);
+    hyperparams::applyAssignment(config, assignment, keys);
   }
-  auto task = tasks::taskRegistry().at("wikitext2").factory(
+  auto task = tasks::taskRegistry().at("wikitext2").factory.make(
       tasks::TaskContext{config.task, config.training.batch_size, 0, c10::Device(c10::kCPU)});
   sets.push_back({"lstm", reducers::parametersOf(task->model())});
   return sets;

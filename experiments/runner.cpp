@@ -27,13 +27,6 @@
 namespace gcrun::experiments {
 namespace {
 
-// NCCL takes one rank per GPU, so simulated workers use Gloo.
-Backend resolveBackend(const ExperimentConfig& config) {
-  if (config.distributed.backend != Backend::automatic) return config.distributed.backend;
-  const bool nccl = config.device == Device::cuda && comm::ncclAvailable() && config.distributed.simulated_workers == 1;
-  return nccl ? Backend::nccl : Backend::gloo;
-}
-
 c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
   // More workers than GPUs share them round-robin (Gloo allows it; NCCL needs one GPU per rank).
   if (config.device == Device::cuda) {
@@ -55,55 +48,14 @@ void limitThreads(const comm::WorldSpec& world, int simulated) {
   torch::set_num_threads(std::max(1, launch::threadsPerWorker(world, launch::processEnvironment(), cores) / simulated));
 }
 
-void checkReducer(const ExperimentConfig& config) {
-  const auto& entry = reducers::reducerRegistry().at(config.reducer.name);
-  if (config.optimizer.memory && !entry.factory.supports_memory) {
-    throw UserError("optimizer.memory: reducer '" + entry.name +
-                    "' is only meaningful without error feedback; set optimizer.memory=false");
-  }
-  const auto& allowed = entry.factory.granularities;
-  if (std::find(allowed.begin(), allowed.end(), config.reducer.granularity) == allowed.end()) {
-    std::string accepted;
-    for (const auto g : allowed) accepted += (accepted.empty() ? "" : ", ") + nameOf(g);
-    throw UserError("reducer.granularity: '" + nameOf(config.reducer.granularity) +
-                    "' is not supported by reducer '" + entry.name + "'; it accepts: " + accepted);
-  }
-}
-
-}  // namespace
-
-void checkConfig(const ExperimentConfig& config) {
-  tasks::taskRegistry().at(config.task.name);
-  checkReducer(config);
-  for (const auto& sink : config.output.sinks) outputs::sinkRegistry().at(sink);
-  if (config.device == Device::cuda && !torch::cuda::is_available()) {
-    throw UserError("device: 'cuda' requested but no CUDA device is available to this LibTorch; use device=cpu");
-  }
-  if (resolveBackend(config) == Backend::nccl && !comm::ncclAvailable()) {
-    throw UserError("distributed.backend: 'nccl' is not available in this build (LibTorch without NCCL); use gloo");
-  }
-  if (config.distributed.simulated_workers > 1 && resolveBackend(config) == Backend::nccl) {
-    throw UserError("distributed.simulated_workers: NCCL takes one rank per GPU, so simulated workers need "
-                    "distributed.backend gloo or auto");
-  }
-}
-
-void checkInputs(const ExperimentConfig& config, int world_size) {
-  auto task = tasks::taskRegistry().at(config.task.name).factory(
-      tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), c10::kCPU});
-  batchesPerEpochOf(*task, {0, world_size}, config.training);
-}
-
-namespace {
-
 // The process's logical workers as threads over their own ranks; returns logical worker 0's
 // result. A failure ends the others (their waits throw, their collectives lose a peer) and the
 // failing worker's own error is what is rethrown.
-RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world,
+RunResult runSimulated(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world,
                        std::vector<std::unique_ptr<comm::Communicator>>& comms, const SignalFlag& stop_signals) {
   const int workers = static_cast<int>(comms.size());
   SharedParameters shared;
-  const auto device = workerDevice(config, world.local_rank);
+  const auto device = workerDevice(experiment.config, world.local_rank);
   std::vector<RunResult> results(workers);
   std::vector<std::exception_ptr> failures(workers);
   runThreadTeam(
@@ -111,7 +63,7 @@ RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options
       [&](int w) {
         try {
           SimulatedWorker role(shared, w);
-          results[w] = WorkerRun(config, options, *comms[w], device, role, stopSignalOf(stop_signals)).run();
+          results[w] = WorkerRun(experiment, options, *comms[w], device, role, stopSignalOf(stop_signals)).run();
         } catch (const std::exception&) {
           failures[w] = std::current_exception();
           shared.fail();
@@ -136,8 +88,8 @@ RunResult runSimulated(const ExperimentConfig& config, const RunOptions& options
 
 }  // namespace
 
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, const comm::WorldSpec& world) {
-  checkConfig(config);  // before waiting for the other workers
+RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world) {
+  const auto& config = experiment.config;
   const bool simulated = config.distributed.simulated_workers > 1;
   limitThreads(world, static_cast<int>(config.distributed.simulated_workers));
 #ifdef GCRUN_WITH_CUDA
@@ -156,7 +108,7 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   if (simulated) {
     simulated_comms = comm::connectSimulated(world, static_cast<int>(config.distributed.simulated_workers), timeout);
   } else {
-    comm = comm::connect(world, nameOf(resolveBackend(config)), timeout);
+    comm = comm::connect(world, nameOf(experiment.backend), timeout);
   }
   if (world.rank == 0 && world.world_size > 1 && world.store_file.empty() && !world.agent_store &&
       world.run_token.empty()) {
@@ -169,9 +121,9 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   // peer died must not cut short the report of which peer it was.
   const SignalFlag stop_signals;
   try {
-    if (simulated) return runSimulated(config, options, world, simulated_comms, stop_signals);
+    if (simulated) return runSimulated(experiment, options, world, simulated_comms, stop_signals);
     PlainWorker role;
-    return WorkerRun(config, options, *comm, workerDevice(config, world.local_rank), role, stopSignalOf(stop_signals))
+    return WorkerRun(experiment, options, *comm, workerDevice(config, world.local_rank), role, stopSignalOf(stop_signals))
         .run();
   } catch (const UserError&) {
     throw;
@@ -186,11 +138,10 @@ RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, c
   }
 }
 
-RunResult runWorker(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
                     int local_rank) {
-  checkConfig(config);
   PlainWorker role;
-  return WorkerRun(config, options, comm, workerDevice(config, local_rank), role, StopSignal()).run();
+  return WorkerRun(experiment, options, comm, workerDevice(experiment.config, local_rank), role, StopSignal()).run();
 }
 
 }  // namespace gcrun::experiments

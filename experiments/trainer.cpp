@@ -49,7 +49,7 @@ struct Trainer::State : TrainerDeps {
         names(parameterNames(task.model())),
         buffers(params),
         optimizer(config.optimizer, params, names, buffers.gradients),
-        lossless(reducers::reducerRegistry().at(config.reducer.name).factory.lossless),
+        lossless(lossless_reducer),
         exchange(params, names, buffers, reducer,
                  GradientExchange::Options{config.optimizer.memory, task.localGradientClipNorm(), lossless},
                  [this](size_t i) {

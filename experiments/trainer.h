@@ -45,6 +45,7 @@ struct TrainerDeps {
   tasks::Task& task;
   comm::Communicator& comm;
   reducers::Reducer& reducer;
+  bool lossless_reducer;  // the reducer's spec says it delivers the exact average
   outputs::Timer& timer;
   // Empty on all ranks but 0, whose sinks are opened by the time run() starts.
   const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;

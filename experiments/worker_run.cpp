@@ -68,23 +68,20 @@ std::function<bool()> stopRequestOf(const StopSignal& stop_signal) {
 
 }  // namespace
 
-WorkerRun::Inputs WorkerRun::buildInputs(const ExperimentConfig& config, comm::Communicator& comm, c10::Device device,
-                                         WorkerRole& role) {
+WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm,
+                                         c10::Device device, WorkerRole& role) {
+  const auto& config = experiment.config;
   Inputs inputs;
   std::string problem;
   {
     auto turn = role.turn();  // simulated workers build their models in turn
     try {
-      inputs.task = tasks::taskRegistry()
-                        .at(config.task.name)
-                        .factory(tasks::TaskContext{config.task, config.training.batch_size,
-                                                    static_cast<uint64_t>(config.seed), device});
+      inputs.task = experiment.task.make(
+          tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), device});
       batchesPerEpochOf(*inputs.task, {comm.rank(), comm.size()}, config.training);
       inputs.reducer = reducers::withGranularity(
-          reducers::reducerRegistry()
-              .at(config.reducer.name)
-              .factory.make(reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed),
-                                                     reducers::parametersOf(inputs.task->model())}),
+          experiment.reducer.make(reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed),
+                                                           reducers::parametersOf(inputs.task->model())}),
           config.reducer);
     } catch (const UserError& e) {
       problem = e.what();
@@ -94,23 +91,24 @@ WorkerRun::Inputs WorkerRun::buildInputs(const ExperimentConfig& config, comm::C
   return inputs;
 }
 
-WorkerRun::WorkerRun(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
                      c10::Device device, WorkerRole& role, StopSignal stop_signal)
-    : config_(config),
+    : experiment_(experiment),
+      config_(experiment.config),
       options_(options),
       comm_(comm),
       role_(role),
       stop_signal_(std::move(stop_signal)),
       leader_(comm.rank() == 0),
-      inputs_(buildInputs(config, comm, device, role)),
-      run_dir_(openRunDirectory(config, options, comm, role)),
+      inputs_(buildInputs(experiment, comm, device, role)),
+      run_dir_(openRunDirectory(config_, options, comm, role)),
       checkpoints_(run_dir_, comm, comm.device()),
-      trainer_(TrainerDeps{config, *inputs_.task, comm, *inputs_.reducer, timer_, sinks_, checkpoints_, role,
-                           stopRequestOf(stop_signal_)}),
+      trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, experiment.reducer.lossless, timer_, sinks_,
+                           checkpoints_, role, stopRequestOf(stop_signal_)}),
       record_(run_dir_, leader_) {
 #ifdef GCRUN_WITH_CUDA
   // Kernels run asynchronously: without this the timer would charge them to whichever scope waits.
-  if (config.device == Device::cuda) timer_.setSynchronize([] { torch::cuda::synchronize(); });
+  if (config_.device == Device::cuda) timer_.setSynchronize([] { torch::cuda::synchronize(); });
 #endif
 }
 
@@ -143,13 +141,13 @@ RunResult WorkerRun::run() {
     spdlog::info("resuming {} from the checkpoint of step {}", run_dir_, checkpoints_.lastStep());
   }
   if (leader_) {
-    for (const auto& name : config_.output.sinks) {
-      sinks_.push_back(outputs::sinkRegistry().at(name).factory({run_dir_, config_, options_.resume}));
+    for (const auto& sink : experiment_.sinks) {
+      sinks_.push_back(sink.make({run_dir_, config_, options_.resume}));
     }
   }
 
   auto info = startInfo(config_, comm_, *inputs_.task);
-  record_.start(config_, info);
+  record_.start(experiment_.config_yaml, info);
   logStart(info);
 
   std::exception_ptr failure;

@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 
 #include "experiments/checkpoint.h"
+#include "experiments/resolved_experiment.h"
 #include "experiments/trainer.h"
 #include "experiments/worker_role.h"
 #include "hyperparams/config.h"
@@ -50,7 +51,7 @@ class WorkerRun {
   // architecture, a batch larger than a worker's data, a reducer's setting) is a UserError on
   // every rank before the run directory exists. Then the run directory, the log, the checkpoint
   // store and the trainer. `stop_signal` empty: nothing stops the run. The references outlive it.
-  WorkerRun(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm, c10::Device device,
+  WorkerRun(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm, c10::Device device,
             WorkerRole& role, StopSignal stop_signal);
 
   // With options.resume, the checkpoint is read and checked before anything in the directory is
@@ -64,10 +65,11 @@ class WorkerRun {
     std::unique_ptr<tasks::Task> task;
     std::unique_ptr<reducers::Reducer> reducer;
   };
-  static Inputs buildInputs(const ExperimentConfig& config, comm::Communicator& comm, c10::Device device,
+  static Inputs buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm, c10::Device device,
                             WorkerRole& role);
   void logStart(const outputs::RunInfo& info) const;
 
+  const ResolvedExperiment& experiment_;
   const ExperimentConfig& config_;
   const RunOptions& options_;
   comm::Communicator& comm_;

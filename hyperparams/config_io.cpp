@@ -16,22 +16,9 @@ namespace {
 
 const char kAssignmentSource[] = "--set";
 
-const KeySpec* findKey(const std::string& name) {
-  const auto& table = keyTable();
-  auto it = std::find_if(table.begin(), table.end(), [&](const KeySpec& s) { return s.key == name; });
-  return it == table.end() ? nullptr : &*it;
-}
-
-const AliasSpec* findAlias(const std::string& name) {
-  const auto& table = aliasTable();
-  auto it = std::find_if(table.begin(), table.end(), [&](const AliasSpec& a) { return a.alias == name; });
-  return it == table.end() ? nullptr : &*it;
-}
-
 // True when `name` is the dotted prefix of some key, e.g. "training".
-bool isSection(const std::string& name) {
-  const auto& table = keyTable();
-  return std::any_of(table.begin(), table.end(),
+bool isSection(const std::string& name, const ConfigKeys& keys) {
+  return std::any_of(keys.keys().begin(), keys.keys().end(),
                      [&](const KeySpec& s) { return s.key.rfind(name + ".", 0) == 0; });
 }
 
@@ -68,10 +55,10 @@ size_t editDistance(const std::string& a, const std::string& b) {
 
 // The known key or alias closest to `name`, if close enough to be a plausible typo. A name without
 // a dot is also compared with each key's last part, so `epochs` suggests `training.epochs`.
-std::string closestKey(const std::string& name) {
+std::string closestKey(const std::string& name, const ConfigKeys& keys) {
   std::vector<std::string> candidates;
-  for (const auto& spec : keyTable()) candidates.push_back(spec.key);
-  for (const auto& alias : aliasTable()) candidates.push_back(alias.alias);
+  for (const auto& spec : keys.keys()) candidates.push_back(spec.key);
+  for (const auto& alias : keys.aliases()) candidates.push_back(alias.alias);
   const bool dotless = name.find('.') == std::string::npos;
   std::string best;
   size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
@@ -87,8 +74,8 @@ std::string closestKey(const std::string& name) {
   return best;
 }
 
-UserError unknownKey(const std::string& name, const std::string& source) {
-  const std::string suggestion = closestKey(name);
+UserError unknownKey(const std::string& name, const std::string& source, const ConfigKeys& keys) {
+  const std::string suggestion = closestKey(name, keys);
   return UserError("config: unknown key '" + clipForMessage(name) + "' in " + source +
                    (suggestion.empty() ? " (`gcrun list keys` lists the known keys)"
                                        : " (did you mean '" + suggestion + "'?)"));
@@ -99,9 +86,9 @@ using Given = std::map<std::string, std::string>;
 
 // Sets one key or alias; an alias's value may first be translated from the reference's names.
 void applyValue(ExperimentConfig& config, const std::string& name, const YAML::Node& value,
-                const std::string& source, Given& given) {
-  const AliasSpec* alias = findAlias(name);
-  const KeySpec& spec = *findKey(alias ? alias->key : name);
+                const std::string& source, Given& given, const ConfigKeys& keys) {
+  const AliasSpec* alias = keys.findAlias(name);
+  const KeySpec& spec = *keys.find(alias ? alias->key : name);
   if (const auto [first, added] = given.emplace(spec.key, name); !added) {
     throw UserError("config: " + spec.key + " is given twice in " + source +
                     (first->second == name ? "" : " (as " + first->second + " and as " + name + ")") +
@@ -121,19 +108,19 @@ void applyValue(ExperimentConfig& config, const std::string& name, const YAML::N
 
 // Walks a mapping whose keys may be nested sections, dotted keys or aliases, all relative to `prefix`.
 void applyMapping(ExperimentConfig& config, const YAML::Node& mapping, const std::string& prefix,
-                  const std::string& source, Given& given) {
+                  const std::string& source, Given& given, const ConfigKeys& keys) {
   for (const auto& entry : mapping) {
     const std::string name = prefix + clipForMessage(render(entry.first));
     const YAML::Node& value = entry.second;
     // `task` is both a section and the reference's alias of task.name: a mapping means the section.
-    if (value.IsMap() && isSection(name)) {
-      applyMapping(config, value, name + ".", source, given);
-    } else if (findKey(name) || findAlias(name)) {
-      applyValue(config, name, value, source, given);
+    if (value.IsMap() && isSection(name, keys)) {
+      applyMapping(config, value, name + ".", source, given, keys);
+    } else if (keys.find(name) || keys.findAlias(name)) {
+      applyValue(config, name, value, source, given, keys);
     } else if (value.IsMap() && value.size() > 0) {
-      applyMapping(config, value, name + ".", source, given);  // reports the misspelt leaves in full
+      applyMapping(config, value, name + ".", source, given, keys);  // reports the misspelt leaves in full
     } else {
-      throw unknownKey(name, source);
+      throw unknownKey(name, source, keys);
     }
   }
 }
@@ -195,7 +182,8 @@ void insert(YAML::Node node, const std::string& key, const YAML::Node& value) {
 
 bool exceedsValueLimit(const YAML::Node& node) { return countValues(node, kMaxYamlValues) > kMaxYamlValues; }
 
-void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std::string& source) {
+void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std::string& source,
+               const ConfigKeys& keys) {
   const YAML::Node root = load(yaml_text, source);
   if (root.IsNull()) return;
   if (!root.IsMap()) {
@@ -206,11 +194,11 @@ void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std
   // Applied to a copy so that a bad key leaves the config as it was.
   ExperimentConfig updated = config;
   Given given;
-  applyMapping(updated, root, "", source, given);
+  applyMapping(updated, root, "", source, given, keys);
   config = std::move(updated);
 }
 
-void applyAssignment(ExperimentConfig& config, const std::string& assignment) {
+void applyAssignment(ExperimentConfig& config, const std::string& assignment, const ConfigKeys& keys) {
   const auto equals = assignment.find('=');
   const std::string key = trim(assignment.substr(0, equals));
   if (equals == std::string::npos || key.empty()) {
@@ -222,13 +210,12 @@ void applyAssignment(ExperimentConfig& config, const std::string& assignment) {
                        "the value of " + std::string(kAssignmentSource) + " '" + assignment + "'");
   ExperimentConfig updated = config;
   Given given;
-  applyMapping(updated, document, "", kAssignmentSource, given);
+  applyMapping(updated, document, "", kAssignmentSource, given, keys);
   config = std::move(updated);
 }
 
-void validate(const ExperimentConfig& config) {
-  // A config built in code bypasses the setters, so every value is checked again here.
-  for (const auto& spec : keyTable()) {
+void validate(const ExperimentConfig& config, const ConfigKeys& keys) {
+  for (const auto& spec : keys.keys()) {
     ExperimentConfig scratch;
     const YAML::Node value = spec.get(config);
     if (!spec.set(scratch, value)) {
@@ -242,9 +229,11 @@ void validate(const ExperimentConfig& config) {
   }
 }
 
-std::string toYaml(const ExperimentConfig& config) {
+std::string toYaml(const ExperimentConfig& config, const ConfigKeys& keys) {
   YAML::Node root(YAML::NodeType::Map);
-  for (const auto& spec : keyTable()) insert(root, spec.key, spec.get(config));
+  for (const auto& spec : keys.keys()) {
+    if (!spec.written || spec.written(config)) insert(root, spec.key, spec.get(config));
+  }
   YAML::Emitter out;
   out.SetNullFormat(YAML::LowerNull);
   out << root;
@@ -252,16 +241,16 @@ std::string toYaml(const ExperimentConfig& config) {
   return header + out.c_str() + "\n";
 }
 
-std::vector<KeyInfo> knownKeys() {
-  std::vector<KeyInfo> keys;
-  for (const auto& spec : keyTable()) {
+std::vector<KeyInfo> knownKeys(const ConfigKeys& keys) {
+  std::vector<KeyInfo> known;
+  for (const auto& spec : keys.keys()) {
     KeyInfo info{spec.key, spec.accepted, spec.help, {}};
-    for (const auto& alias : aliasTable()) {
+    for (const auto& alias : keys.aliases()) {
       if (alias.key == spec.key) info.aliases.push_back(alias.alias);
     }
-    keys.push_back(std::move(info));
+    known.push_back(std::move(info));
   }
-  return keys;
+  return known;
 }
 
 }  // namespace gcrun::hyperparams

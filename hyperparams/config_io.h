@@ -12,21 +12,30 @@ class Node;
 
 namespace gcrun::hyperparams {
 
-// Every function here throws UserError naming the key, the source ("preset NAME", "file PATH",
-// "--set") and what would be accepted; a misspelt key gets the closest known key suggested.
+class ConfigKeys;
+
+// Every function here reads and writes the keys of `keys` (experiments::configKeys(): the built-in
+// ones and the registered extensions'). They throw UserError naming the key, the source
+// ("preset NAME", "file PATH", "--set") and what would be accepted; a misspelt key gets the closest
+// known key suggested.
 
 // Applies a YAML mapping on top of `config`. Keys may be nested (`training: {epochs: 3}`), dotted
 // (`training.epochs: 3`) or the reference's flat names (`num_epochs: 3`).
-void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std::string& source);
+void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std::string& source,
+               const ConfigKeys& keys);
 
 // Applies one `key=value` override; the value is read as YAML (`[150, 250]`, `true`, `0.1`).
-void applyAssignment(ExperimentConfig& config, const std::string& assignment);
+void applyAssignment(ExperimentConfig& config, const std::string& assignment, const ConfigKeys& keys);
 
-// Checks between fields that no single key can check alone.
-void validate(const ExperimentConfig& config);
+// Checks every value again (a config built in code bypasses the setters), then what no single key
+// can check alone.
+void validate(const ExperimentConfig& config, const ConfigKeys& keys);
 
-// The resolved configuration as YAML, nested by section; applyYaml(toYaml(c)) reproduces c.
-std::string toYaml(const ExperimentConfig& config);
+// The resolved configuration as YAML, nested by section: the built-in keys, the settings of the
+// reducer, task and sinks it selects and any other setting given a value (KeySpec::written), so it
+// says what the run reads and not every registered reducer's settings; applyYaml(toYaml(c))
+// reproduces c.
+std::string toYaml(const ExperimentConfig& config, const ConfigKeys& keys);
 
 // A configuration or a study has at most a few thousand values; YAML aliases can make a few bytes
 // stand for billions ("billion laughs"), which would hang whatever walks them. Every YAML document
@@ -43,6 +52,7 @@ struct KeyInfo {
   std::string help;
   std::vector<std::string> aliases;
 };
-std::vector<KeyInfo> knownKeys();
+// Every key, the extensions' settings of every owner included.
+std::vector<KeyInfo> knownKeys(const ConfigKeys& keys);
 
 }  // namespace gcrun::hyperparams

@@ -23,7 +23,7 @@ template <class T, class Access>
 KeySpec field(std::string key, Rule<T> rule, Access access, std::string help) {
   static_assert(std::is_same_v<decltype(access(std::declval<ExperimentConfig&>())), T&>,
                 "the rule's value type must be the field's type");
-  KeySpec spec{std::move(key), rule.accepted, std::move(help), nullptr, nullptr};
+  KeySpec spec{std::move(key), rule.accepted, std::move(help), nullptr, nullptr, nullptr};
   spec.set = [rule, access](ExperimentConfig& config, const YAML::Node& node) {
     T value{};
     if (node.IsNull() && rule.if_null) {
@@ -212,13 +212,8 @@ std::vector<KeySpec> makeKeyTable() {
   // clang-format on
 }
 
-std::vector<KeySpec>& mutableKeyTable() {
-  static std::vector<KeySpec> table = makeKeyTable();
-  return table;
-}
-
-std::vector<AliasSpec>& mutableAliasTable() {
-  static std::vector<AliasSpec> table = {
+std::vector<AliasSpec> builtInAliases() {
+  return {
       {"num_epochs", "training.epochs", {}},
       {"optimizer_batch_size", "training.batch_size", {}},
       {"optimizer_learning_rate", "optimizer.learning_rate", {}},
@@ -240,27 +235,22 @@ std::vector<AliasSpec>& mutableAliasTable() {
       {"task_architecture", "task.architecture", {{"ResNet18", "resnet18"}, {"VGG16", "vgg16"}, {"LSTM", "lstm"}}},
       {"distributed_backend", "distributed.backend", {}},
   };
-  return table;
 }
 
 }  // namespace
 
-const std::vector<KeySpec>& keyTable() { return mutableKeyTable(); }
-
-const std::vector<AliasSpec>& aliasTable() { return mutableAliasTable(); }
-
-void addKey(KeySpec spec) { mutableKeyTable().push_back(std::move(spec)); }
-
-void addAlias(AliasSpec alias) {
-  auto& aliases = mutableAliasTable();
-  const auto same = [&](const AliasSpec& a) { return a.alias == alias.alias; };
-  if (std::none_of(aliases.begin(), aliases.end(), same)) aliases.push_back(std::move(alias));
+ConfigKeys::ConfigKeys(const Extensions& extensions) : keys_(makeKeyTable()), aliases_(builtInAliases()) {
+  addExtensionKeys(extensions, keys_, aliases_);
 }
 
-void addReferenceValue(const std::string& key, const std::string& reference_value, const std::string& value) {
-  for (auto& alias : mutableAliasTable()) {
-    if (alias.key == key) alias.values[reference_value] = value;
-  }
+const KeySpec* ConfigKeys::find(const std::string& key) const {
+  const auto found = std::find_if(keys_.begin(), keys_.end(), [&](const KeySpec& k) { return k.key == key; });
+  return found == keys_.end() ? nullptr : &*found;
+}
+
+const AliasSpec* ConfigKeys::findAlias(const std::string& alias) const {
+  const auto found = std::find_if(aliases_.begin(), aliases_.end(), [&](const AliasSpec& a) { return a.alias == alias; });
+  return found == aliases_.end() ? nullptr : &*found;
 }
 
 }  // namespace gcrun::hyperparams

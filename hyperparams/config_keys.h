@@ -9,6 +9,7 @@
 
 #include "hyperparams/config.h"
 #include "hyperparams/rules.h"
+#include "hyperparams/settings.h"
 
 namespace gcrun::hyperparams {
 
@@ -21,6 +22,10 @@ struct KeySpec {
   // Returns false, leaving the config unchanged, when the value is not what `accepted` says.
   std::function<bool(ExperimentConfig&, const YAML::Node&)> set;
   std::function<YAML::Node(const ExperimentConfig&)> get;
+  // Whether toYaml() writes the key for `config`: an extension's setting where the config selects
+  // one of its owners or gives it a value (a wrapping reducer reads its inner reducer's). Null:
+  // always (the built-in keys).
+  std::function<bool(const ExperimentConfig&)> written;
 };
 
 // A flat name from the reference's train.py config. `values` maps the reference's names for a
@@ -31,16 +36,27 @@ struct AliasSpec {
   std::map<std::string, std::string> values;
 };
 
-// Every key, in the order toYaml() writes them (top-level keys first, then section by section),
-// followed by the settings extensions declared (hyperparams/settings.h). Declarations add to both
-// tables, so hold no reference across one.
-const std::vector<KeySpec>& keyTable();
-const std::vector<AliasSpec>& aliasTable();
+// The configuration keys: the built-in ones and those `extensions` declare. It is a value, built
+// when asked (experiments::configKeys() builds it from the registries), so a plugin's settings are
+// keys once it is loaded and nothing global changes. Throws UserError when an extension declares a
+// built-in key, or a key another owner declares with another type or rule.
+class ConfigKeys {
+ public:
+  explicit ConfigKeys(const Extensions& extensions = {});
 
-// How declared settings (settings.cpp) join the tables: a key, an alias (unless it exists), and a
-// reference value of every alias of `key`.
-void addKey(KeySpec spec);
-void addAlias(AliasSpec alias);
-void addReferenceValue(const std::string& key, const std::string& reference_value, const std::string& value);
+  // In the order toYaml() writes them: top-level keys first, then section by section, then the
+  // extensions' settings (reducers', tasks', sinks', each in the order the owners are listed).
+  const std::vector<KeySpec>& keys() const { return keys_; }
+  const std::vector<AliasSpec>& aliases() const { return aliases_; }
+  const KeySpec* find(const std::string& key) const;
+  const AliasSpec* findAlias(const std::string& alias) const;
+
+ private:
+  std::vector<KeySpec> keys_;
+  std::vector<AliasSpec> aliases_;
+};
+
+// Appends the keys and aliases of `extensions` to the built-in ones (settings.cpp).
+void addExtensionKeys(const Extensions& extensions, std::vector<KeySpec>& keys, std::vector<AliasSpec>& aliases);
 
 }  // namespace gcrun::hyperparams

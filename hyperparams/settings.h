@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -15,12 +16,12 @@ namespace gcrun::hyperparams {
 // A setting that an extension declares for itself, e.g. PowerSGD's `rank` under the section
 // `reducer`: the key `reducer.rank` then works like a built-in one (--set, --config, aliases,
 // `gcrun show`, `gcrun list keys`, validation), and the extension reads its value, or the default,
-// into its own options struct. Sections and where their values land:
-//  - reducer: ReducerOptions::settings; the reducer registry declares each reducer's settings
-//    (ReducerSpec::settings, plugin reducers included: reducers/reducer.h);
-//  - task: TaskOptions::settings, declared by the task itself when it registers (tasks/task.h);
-//  - output: OutputOptions::settings, declared by a metric sink when it registers
-//    (outputs/metric_sink.h).
+// into its own options struct. An extension lists its settings in its registry's spec, and the key
+// table is computed from the registries when asked (experiments::configKeys()). Sections and where
+// their values land:
+//  - reducer: ReducerOptions::settings, from ReducerSpec::settings (reducers/reducer.h);
+//  - task: TaskOptions::settings, from TaskSpec::settings (tasks/task.h);
+//  - output: OutputOptions::settings, from SinkSpec::settings (outputs/metric_sink.h).
 struct SettingSpec {
   std::string name;           // under the section: "rank"
   SettingValue default_value; // its type is the setting's type
@@ -30,19 +31,26 @@ struct SettingSpec {
   std::vector<std::string> aliases;             // the reference's flat names, e.g. optimizer_reducer_rank
 };
 
-// Makes `<section>.<spec.name>` a configuration key that `owner` reads (section "reducer", owner a
-// reducer's name). Several owners may declare one key if they agree on its type and what it
-// accepts (powersgd and svd both read reducer.rank); a clash is a UserError naming both owners.
-// The config stores the value given, if any; where none is, the default is that of the owner the
-// config selects (reducer.name, task.name, the first of output.sinks that declares it), or else of
-// the first declarer. toYaml() writes every declared key.
-void declareSetting(const std::string& section, const std::string& owner, const SettingSpec& spec);
-// declareSetting() for each of `specs` (a SettingsSchema's specs()).
-void declareSettings(const std::string& section, const std::string& owner, const std::vector<SettingSpec>& specs);
+// One extension (a reducer, a task, a sink) and the settings it reads.
+struct SettingOwner {
+  std::string name;
+  std::vector<SettingSpec> settings;
+};
 
-// `reference_value`, given through a reference alias of `key` (optimizer_reducer for reducer.name),
-// stands for `value`: the reference's RankKReducer is gcrun's powersgd.
-void declareReferenceValue(const std::string& key, const std::string& reference_value, const std::string& value);
+// What the registered extensions add to the built-in keys. `<section>.<setting>` becomes a key that
+// its owners read (section "reducer", owner a reducer's name). Several owners may declare one key if
+// they agree on its type and what it accepts (powersgd and svd both read reducer.rank); a clash is
+// a UserError naming both owners. The config stores the value given, if any; where none is, the
+// default is that of the owner the config selects (reducer.name, task.name, the first of
+// output.sinks that declares it), or else of the first owner listed.
+struct Extensions {
+  std::vector<SettingOwner> reducers;
+  std::vector<SettingOwner> tasks;
+  std::vector<SettingOwner> sinks;
+  // The reference's names for reducer.name's values, given through its alias optimizer_reducer:
+  // its RankKReducer is gcrun's powersgd.
+  std::map<std::string, std::string> reducer_reference_names;
+};
 
 // A setting's value as users write it: 4, 0.01, true, text.
 std::string formatSetting(const SettingValue& value);

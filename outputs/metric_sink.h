@@ -8,6 +8,7 @@
 
 #include "hyperparams/config.h"
 #include "hyperparams/base/registry.h"
+#include "hyperparams/settings.h"
 
 namespace gcrun::outputs {
 
@@ -64,11 +65,16 @@ struct SinkContext {
 
 using SinkFactory = std::function<std::unique_ptr<MetricSink>(const SinkContext&)>;
 
+// How a sink is registered, as a reducer is (reducers::ReducerSpec): its factory and the settings of
+// its own it reads, keys output.<name> once registered; the factory reads them with its
+// SettingsSchema from context.config.output.settings.
+struct SinkSpec {
+  SinkFactory make;
+  std::vector<hyperparams::SettingSpec> settings = {};
+};
+
 // The sinks `output.sinks` may name; built-ins (console, jsonl, csv) are registered on first use.
-// Registering a name again replaces it: that is how user code swaps a built-in for its own. A sink
-// with settings of its own declares them as output.<key> when it registers:
-//     hyperparams::declareSettings("output", "my-sink", schema.specs());
-// and its factory reads them with its SettingsSchema from context.config.output.settings.
-Registry<SinkFactory>& sinkRegistry();
+// Registering a name again replaces it: that is how user code swaps a built-in for its own.
+Registry<SinkSpec>& sinkRegistry();
 
 }  // namespace gcrun::outputs

@@ -1,12 +1,10 @@
 #include "outputs/run_record.h"
 
-#include "hyperparams/config_io.h"
-
 namespace gcrun::outputs {
 
-void RunRecord::start(const ExperimentConfig& config, const RunInfo& info) const {
+void RunRecord::start(const std::string& config_yaml, const RunInfo& info) const {
   if (!writes_) return;
-  dir_.write(run_files::kConfig, hyperparams::toYaml(config));
+  dir_.write(run_files::kConfig, config_yaml);
   dir_.writeInfo(info);
 }
 

@@ -16,8 +16,9 @@ class RunRecord {
  public:
   RunRecord(std::string run_dir, bool writes) : dir_(std::move(run_dir)), writes_(writes) {}
 
-  // config.yaml and a run.json with status "running".
-  void start(const ExperimentConfig& config, const RunInfo& info) const;
+  // config.yaml (`config_yaml`: experiments::ResolvedExperiment::config_yaml) and a run.json with
+  // status "running".
+  void start(const std::string& config_yaml, const RunInfo& info) const;
   // The final run.json, with the paper comparison worked out from `info` and `timer`, and
   // timer_summary.json. Returns the comparison.
   PaperComparison finish(const PaperResult& paper, RunInfo info, const Timer& timer) const;

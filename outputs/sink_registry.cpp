@@ -3,14 +3,13 @@
 
 namespace gcrun::outputs {
 
-Registry<SinkFactory>& sinkRegistry() {
+Registry<SinkSpec>& sinkRegistry() {
   // Built-ins are added here, not by static registrars, which a static library would drop.
-  static Registry<SinkFactory> registry = [] {
-    Registry<SinkFactory> built_ins("metric sink");
-    built_ins.add("console", "progress and one line per epoch on stdout", makeConsoleSink);
-    built_ins.add("jsonl", "every metric event as a JSON line in <run_dir>/metrics.jsonl",
-                  makeJsonlSink);
-    built_ins.add("csv", "one row of metrics per epoch in <run_dir>/epochs.csv", makeCsvSink);
+  static Registry<SinkSpec> registry = [] {
+    Registry<SinkSpec> built_ins("metric sink");
+    built_ins.add("console", "progress and one line per epoch on stdout", {makeConsoleSink});
+    built_ins.add("jsonl", "every metric event as a JSON line in <run_dir>/metrics.jsonl", {makeJsonlSink});
+    built_ins.add("csv", "one row of metrics per epoch in <run_dir>/epochs.csv", {makeCsvSink});
     return built_ins;
   }();
   return registry;

@@ -100,8 +100,9 @@ struct ReducerSpec {
   std::function<std::unique_ptr<Reducer>(const ReducerContext&)> make;
   // "all-reduce" (summable messages) or "all-gather" (each worker decompresses every message).
   std::string collective = "all-reduce";
-  // The settings it reads, declared as reducer.<name> keys when the spec is registered: `--set`,
-  // `gcrun show`, `gcrun list keys|reducers` and the reference's aliases come from here.
+  // The settings it reads, keys reducer.<name> once the spec is registered (the key table is
+  // computed from the registries: experiments::configKeys()): `--set`, `gcrun show`,
+  // `gcrun list keys|reducers` and the reference's aliases come from here.
   std::vector<hyperparams::SettingSpec> settings;
   // False for reducers that are only meaningful without error feedback (the reference's signum
   // and atomo): a config with optimizer.memory on is refused.
@@ -115,8 +116,7 @@ struct ReducerSpec {
   bool lossless = false;
 };
 
-// The reducers gcrun knows; the built-ins are registered on first use, which also declares their
-// settings as config keys: call it before parsing a config. User code adds its own with
+// The reducers gcrun knows; the built-ins are registered on first use. User code adds its own with
 // reducerRegistry().add(...) before the experiment starts (plugins: when they are loaded).
 Registry<ReducerSpec>& reducerRegistry();
 

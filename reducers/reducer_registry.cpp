@@ -3,22 +3,9 @@
 #include <torch/nn/module.h>
 
 namespace gcrun::reducers {
-namespace {
-
-// Makes a reducer's settings config keys, and its reference class name a value of the reference's
-// optimizer_reducer.
-void declare(const Registry<ReducerSpec>::Entry& entry) {
-  hyperparams::declareSettings("reducer", entry.name, entry.factory.settings);
-  if (!entry.factory.reference_name.empty()) {
-    hyperparams::declareReferenceValue("reducer.name", entry.factory.reference_name, entry.name);
-  }
-}
-
-}  // namespace
-
 Registry<ReducerSpec>& reducerRegistry() {
   static Registry<ReducerSpec>* registry = [] {
-    auto* r = new Registry<ReducerSpec>("reducer", declare);
+    auto* r = new Registry<ReducerSpec>("reducer");
     r->add("exact", "all-reduce average of the full gradient (SGD; the reference's ExactReducer)", exactSpec());
     r->add("powersgd",
            "rank-r PowerSGD: power iteration with a warm-started query (the reference's RankKReducer)",

@@ -14,6 +14,7 @@
 #include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
 #include "hyperparams/base/registry.h"
+#include "hyperparams/settings.h"
 
 namespace torch::nn {
 class Module;
@@ -117,10 +118,16 @@ struct TaskContext {
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const TaskContext&)>;
 
-// The tasks gcrun knows, by `task.name`; built-ins are registered on first use. A task with settings
-// of its own declares them as task.<key> when it registers, e.g. in a plugin's gcrun_register():
-//     hyperparams::declareSettings("task", "my-task", schema.specs());
-// and its factory reads them with its SettingsSchema from context.options.settings.
-Registry<TaskFactory>& taskRegistry();
+// How a task is registered, as a reducer is (reducers::ReducerSpec): its factory and the settings
+// of its own it reads, keys task.<name> once registered; the factory reads them with its
+// SettingsSchema from context.options.settings.
+struct TaskSpec {
+  TaskFactory make;
+  std::vector<hyperparams::SettingSpec> settings = {};
+};
+
+// The tasks gcrun knows, by `task.name`; built-ins are registered on first use. User code adds its
+// own with taskRegistry().add(...) (plugins: in gcrun_register()).
+Registry<TaskSpec>& taskRegistry();
 
 }  // namespace gcrun::tasks

@@ -5,21 +5,21 @@
 
 namespace gcrun::tasks {
 
-Registry<TaskFactory>& taskRegistry() {
-  static Registry<TaskFactory> registry = [] {
-    Registry<TaskFactory> builtins("task");
+Registry<TaskSpec>& taskRegistry() {
+  static Registry<TaskSpec> registry = [] {
+    Registry<TaskSpec> builtins("task");
     builtins.add("fashion-mnist",
                  "Fashion-MNIST (28x28 grayscale, 10 classes) from the Debian package "
                  "dataset-fashion-mnist; architectures cnn, resnet18",
-                 makeFashionMnistTask);
+                 {makeFashionMnistTask});
     builtins.add("cifar10",
                  "CIFAR-10 (32x32 RGB, 10 classes) from its binary version, with the reference's "
                  "crop-and-flip augmentation; architectures resnet18, vgg16",
-                 makeCifar10Task);
+                 {makeCifar10Task});
     builtins.add("wikitext2",
                  "word-level language modelling on WikiText-2 (or any folder of wiki.*.tokens files, "
                  "e.g. the Brown corpus from `gcrun data brown`); architecture lstm",
-                 makeWikiText2Task);
+                 {makeWikiText2Task});
     return builtins;
   }();
   return registry;

@@ -15,12 +15,12 @@ using gcrun::testing::userErrorOf;
 
 std::string setError(const std::string& assignment) {
   ExperimentConfig config;
-  return userErrorOf([&] { applyAssignment(config, assignment); });
+  return userErrorOf([&] { applyAssignment(config, assignment, keys()); });
 }
 
 std::string yamlError(const std::string& yaml, const std::string& source = "preset test") {
   ExperimentConfig config;
-  return userErrorOf([&] { applyYaml(config, yaml, source); });
+  return userErrorOf([&] { applyYaml(config, yaml, source, keys()); });
 }
 
 TEST(ConfigErrors, UnknownKeySuggestsTheClosest) {
@@ -75,7 +75,7 @@ TEST(ConfigErrors, NullOnlyWhereOptional) {
   expectMessageHas(setError("optimizer.scale_lr_with_factor=-2"),
                    {"a number >= 0 or null (0 or null: the number of workers)"});
   auto config = fromYaml("optimizer: {weight_decay_conv: 0.5}\n");
-  applyYaml(config, "optimizer.weight_decay_conv: null\n", "file later.yaml");
+  applyYaml(config, "optimizer.weight_decay_conv: null\n", "file later.yaml", keys());
   EXPECT_FALSE(config.optimizer.weight_decay_conv.has_value());
 }
 
@@ -111,9 +111,9 @@ TEST(ConfigErrors, AssignmentNeedsKeyEqualsValue) {
 
 TEST(ConfigErrors, FailedApplyLeavesConfigUnchanged) {
   ExperimentConfig config;
-  userErrorOf([&] { applyYaml(config, "training.epochs: 9\ntraining.batch_size: 0\n", "preset test"); });
+  userErrorOf([&] { applyYaml(config, "training.epochs: 9\ntraining.batch_size: 0\n", "preset test", keys()); });
   EXPECT_EQ(config.training.epochs, 1);
-  userErrorOf([&] { applyAssignment(config, "task.synthetic=perhaps"); });
+  userErrorOf([&] { applyAssignment(config, "task.synthetic=perhaps", keys()); });
   EXPECT_FALSE(config.task.synthetic);
 }
 

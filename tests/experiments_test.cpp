@@ -169,7 +169,7 @@ TEST(Presets, EveryPresetResolvesAndPassesTheRegistryChecks) {
     EXPECT_FALSE(preset.description.empty()) << preset.name;
     const auto config = resolveExperiment(preset.name, "", {});
     EXPECT_EQ(config.experiment, preset.name);
-    EXPECT_NO_THROW(checkConfig(config)) << preset.name;
+    EXPECT_NO_THROW(resolve(config)) << preset.name;
   }
 }
 
@@ -202,11 +202,11 @@ TEST(Presets, UnknownPresetAndMissingFileNameWhatIsWrong) {
 
 TEST(CheckConfig, RejectsUnknownRegistryNamesBeforeTraining) {
   auto config = resolveExperiment("fashion-sgd", "", {"reducer.name=nope"});
-  EXPECT_THROW(checkConfig(config), UserError);
+  EXPECT_THROW(resolve(config), UserError);
   config = resolveExperiment("fashion-sgd", "", {"output.sinks=[console, nope]"});
-  EXPECT_THROW(checkConfig(config), UserError);
+  EXPECT_THROW(resolve(config), UserError);
   config = resolveExperiment("fashion-sgd", "", {"task.name=nope"});
-  EXPECT_THROW(checkConfig(config), UserError);
+  EXPECT_THROW(resolve(config), UserError);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ using gcrun::testing::userErrorOf;
 using testing::TempDir;
 
 std::unique_ptr<Task> makeTask(const TaskOptions& options, int64_t batch_size, uint64_t seed = 42) {
-  return taskRegistry().at(options.name).factory(TaskContext{options, batch_size, seed, c10::Device("cpu")});
+  return taskRegistry().at(options.name).factory.make(TaskContext{options, batch_size, seed, c10::Device("cpu")});
 }
 
 TaskOptions syntheticOptions() {

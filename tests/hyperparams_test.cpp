@@ -11,7 +11,9 @@
 
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
+#include "hyperparams/config_keys.h"
 #include "hyperparams/settings.h"
+#include "reducers/reducer.h"
 #include "tests/support/config_fixtures.h"
 #include "tests/support/user_error.h"
 
@@ -82,8 +84,8 @@ void expectSameConfig(const ExperimentConfig& a, const ExperimentConfig& b) {
   EXPECT_EQ(a.reducer.name, b.reducer.name);
   EXPECT_EQ(a.reducer.granularity, b.reducer.granularity);
   EXPECT_EQ(a.reducer.bucket_mb, b.reducer.bucket_mb);
-  // The reducers' settings: a dump writes every declared one, so compare what they come to.
-  EXPECT_EQ(toYaml(a), toYaml(b));
+  // The reducers' settings: a dump writes those of the chosen reducer, so compare what they come to.
+  EXPECT_EQ(toYaml(a, keys()), toYaml(b, keys()));
   EXPECT_EQ(a.distributed.backend, b.distributed.backend);
   EXPECT_EQ(a.distributed.timeout_s, b.distributed.timeout_s);
   EXPECT_EQ(a.output.sinks, b.output.sinks);
@@ -93,16 +95,16 @@ void expectSameConfig(const ExperimentConfig& a, const ExperimentConfig& b) {
 TEST(ConfigApply, EmptyDocumentChangesNothing) {
   const ExperimentConfig defaults;
   ExperimentConfig config;
-  applyYaml(config, "", "preset empty");
-  applyYaml(config, "# only a comment\n", "preset empty");
+  applyYaml(config, "", "preset empty", keys());
+  applyYaml(config, "# only a comment\n", "preset empty", keys());
   expectSameConfig(config, defaults);
 }
 
 TEST(ConfigApply, LaterLayersOverrideOnlyWhatTheySet) {
   ExperimentConfig config;
-  applyYaml(config, "training: {epochs: 3, batch_size: 32}\nseed: 5\n", "preset base");
-  applyYaml(config, "training.epochs: 4\noptimizer_learning_rate: 0.5\n", "file run.yaml");
-  applyAssignment(config, "training.epochs=6");
+  applyYaml(config, "training: {epochs: 3, batch_size: 32}\nseed: 5\n", "preset base", keys());
+  applyYaml(config, "training.epochs: 4\noptimizer_learning_rate: 0.5\n", "file run.yaml", keys());
+  applyAssignment(config, "training.epochs=6", keys());
 
   EXPECT_EQ(config.training.epochs, 6);            // all three layers set it: --set wins
   EXPECT_EQ(config.optimizer.learning_rate, 0.5);  // second layer only
@@ -175,44 +177,45 @@ TEST(ConfigApply, ReferenceScheduleKeys) {
   EXPECT_EQ(config.seed, 1);
   // The reference's None for the factor means the number of workers, which gcrun spells 0.
   auto layered = fromYaml("optimizer_scale_lr_with_factor: 16\n");
-  applyYaml(layered, "optimizer_scale_lr_with_factor: null\n", "file later.yaml");
+  applyYaml(layered, "optimizer_scale_lr_with_factor: null\n", "file later.yaml", keys());
   EXPECT_EQ(layered.optimizer.scale_lr_with_factor, 0.0);
 }
 
 TEST(ConfigApply, AssignmentValuesAreYaml) {
   ExperimentConfig config;
-  applyAssignment(config, "optimizer.decay_at_epochs=[150, 250]");
-  applyAssignment(config, " task.synthetic = yes");
-  applyAssignment(config, "optimizer.conv_learning_rate=0.05");
-  applyAssignment(config, "output.sinks=jsonl");
-  applyAssignment(config, "description=lr=0.1 run");
+  applyAssignment(config, "optimizer.decay_at_epochs=[150, 250]", keys());
+  applyAssignment(config, " task.synthetic = yes", keys());
+  applyAssignment(config, "optimizer.conv_learning_rate=0.05", keys());
+  applyAssignment(config, "output.sinks=jsonl", keys());
+  applyAssignment(config, "description=lr=0.1 run", keys());
   EXPECT_EQ(config.optimizer.decay_at_epochs, (std::vector<double>{150, 250}));
   EXPECT_TRUE(config.task.synthetic);
   EXPECT_EQ(config.optimizer.conv_learning_rate, 0.05);
   EXPECT_EQ(config.output.sinks, (std::vector<std::string>{"jsonl"}));
   EXPECT_EQ(config.description, "lr=0.1 run");  // split at the first '=' only
 
-  applyAssignment(config, "optimizer.conv_learning_rate=null");
+  applyAssignment(config, "optimizer.conv_learning_rate=null", keys());
   EXPECT_FALSE(config.optimizer.conv_learning_rate.has_value());
   config.task.data_dir = "/somewhere";
-  applyAssignment(config, "task.data_dir=");
+  applyAssignment(config, "task.data_dir=", keys());
   EXPECT_EQ(config.task.data_dir, "");
-  applyAssignment(config, "optimizer.decay_at_epochs=");
+  applyAssignment(config, "optimizer.decay_at_epochs=", keys());
   EXPECT_TRUE(config.optimizer.decay_at_epochs.empty());
-  applyAssignment(config, "task.synthetic=off");
+  applyAssignment(config, "task.synthetic=off", keys());
   EXPECT_FALSE(config.task.synthetic);
 }
 
 TEST(ConfigYaml, RoundTripReproducesEveryField) {
   const ExperimentConfig changed = everyFieldChanged();
-  const std::string text = toYaml(changed);
+  const std::string text = toYaml(changed, keys());
   ExperimentConfig reread;
-  applyYaml(reread, text, "toYaml output");
+  applyYaml(reread, text, "toYaml output", keys());
   expectSameConfig(reread, changed);
-  EXPECT_EQ(toYaml(reread), text);
+  EXPECT_EQ(toYaml(reread, keys()), text);
 
   ExperimentConfig defaults_reread = changed;  // null optionals must overwrite set ones
-  applyYaml(defaults_reread, toYaml(ExperimentConfig{}), "toYaml output");
+  defaults_reread.reducer.settings.clear();    // a dump of exact's has no powersgd settings to reset
+  applyYaml(defaults_reread, toYaml(ExperimentConfig{}, keys()), "toYaml output", keys());
   expectSameConfig(defaults_reread, ExperimentConfig{});
 }
 
@@ -220,7 +223,7 @@ TEST(ConfigYaml, LayoutIsNestedShortAndStable) {
   ExperimentConfig config;
   config.experiment = "cifar-powersgd";
   config.optimizer.decay_at_epochs = {150, 250};
-  const std::string text = toYaml(config);
+  const std::string text = toYaml(config, keys());
   EXPECT_EQ(text.rfind("# experiment: cifar-powersgd\n", 0), 0u) << text;
   EXPECT_NE(text.find("\noptimizer:\n  learning_rate: 0.1\n  conv_learning_rate: null\n"), std::string::npos)
       << text;
@@ -233,14 +236,14 @@ TEST(ConfigYaml, LayoutIsNestedShortAndStable) {
   EXPECT_LT(text.find("\ntraining:"), text.find("\noptimizer:"));
   EXPECT_LT(text.find("\nreducer:"), text.find("\ndistributed:"));
   EXPECT_EQ(text.find("\nexperiment:"), std::string::npos) << "experiment is only a comment";
-  EXPECT_EQ(toYaml(config), text);
+  EXPECT_EQ(toYaml(config, keys()), text);
 }
 
 TEST(ConfigYaml, NumbersUseTheShortestExactSpelling) {
   auto timeoutLine = [](double value) {
     ExperimentConfig config;
     config.distributed.timeout_s = value;
-    const std::string text = toYaml(config);
+    const std::string text = toYaml(config, keys());
     const auto begin = text.find("timeout_s: ");
     return text.substr(begin, text.find('\n', begin) - begin);
   };
@@ -252,33 +255,47 @@ TEST(ConfigYaml, NumbersUseTheShortestExactSpelling) {
 }
 
 TEST(ConfigKeys, ListEveryKeyWithAcceptedTextHelpAndAliases) {
-  const auto keys = knownKeys();
+  const auto known = knownKeys(keys());
   std::set<std::string> names;
-  for (const auto& info : keys) {
+  for (const auto& info : known) {
     names.insert(info.key);
     EXPECT_FALSE(info.accepted.empty()) << info.key;
     EXPECT_FALSE(info.help.empty()) << info.key;
   }
-  EXPECT_EQ(names.size(), keys.size());
-  // Every setting the dump writes is a listed key, and every listed key is dumped.
-  std::set<std::string> dumped;
-  const YAML::Node dump = YAML::Load(toYaml(ExperimentConfig{}));
-  for (const auto& top : dump) {
-    const auto name = top.first.as<std::string>();
-    if (!top.second.IsMap()) {
-      dumped.insert(name);
-      continue;
+  EXPECT_EQ(names.size(), known.size());
+  // A dump writes the listed keys that its reducer reads: the built-in ones and the reducer's own.
+  std::set<std::string> every_reducers;
+  for (const auto* entry : reducers::reducerRegistry().entries()) {
+    ExperimentConfig config;
+    config.reducer.name = entry->name;
+    std::set<std::string> dumped;
+    for (const auto& top : YAML::Load(toYaml(config, keys()))) {
+      const auto name = top.first.as<std::string>();
+      if (!top.second.IsMap()) {
+        dumped.insert(name);
+        continue;
+      }
+      for (const auto& leaf : top.second) dumped.insert(name + "." + leaf.first.as<std::string>());
     }
-    for (const auto& leaf : top.second) dumped.insert(name + "." + leaf.first.as<std::string>());
+    std::set<std::string> expected;
+    for (const auto& key : names) {
+      if (key.rfind("reducer.", 0) != 0 || key == "reducer.name" || key == "reducer.granularity" ||
+          key == "reducer.bucket_mb") {
+        expected.insert(key);
+      }
+    }
+    for (const auto& setting : entry->factory.settings) expected.insert("reducer." + setting.name);
+    EXPECT_EQ(dumped, expected) << entry->name;
+    every_reducers.insert(dumped.begin(), dumped.end());
   }
-  EXPECT_EQ(dumped, names);
+  EXPECT_EQ(every_reducers, names);
   for (const char* key :
        {"seed", "device", "description", "task.test_batch_size", "optimizer.weight_decay_bn",
         "reducer.reuse_query", "distributed.timeout_s", "output.log_every_steps"}) {
     EXPECT_EQ(names.count(key), 1u) << key;
   }
   auto find = [&](const std::string& key) {
-    return *std::find_if(keys.begin(), keys.end(), [&](const KeyInfo& k) { return k.key == key; });
+    return *std::find_if(known.begin(), known.end(), [&](const KeyInfo& k) { return k.key == key; });
   };
   EXPECT_EQ(find("training.epochs").aliases, (std::vector<std::string>{"num_epochs"}));
   EXPECT_EQ(find("optimizer.warmup_epochs").aliases,
@@ -291,34 +308,33 @@ TEST(ConfigKeys, ListEveryKeyWithAcceptedTextHelpAndAliases) {
 TEST(ConfigValidate, NcclNeedsCuda) {
   ExperimentConfig config;
   config.distributed.backend = Backend::nccl;
-  expectMessageHas(userErrorOf([&] { validate(config); }),
+  expectMessageHas(userErrorOf([&] { validate(config, keys()); }),
                    {"distributed.backend = 'nccl'", "device", "set device=cuda or distributed.backend=gloo"});
   config.device = Device::cuda;
-  EXPECT_NO_THROW(validate(config));
-  EXPECT_NO_THROW(validate(ExperimentConfig{}));
-  EXPECT_NO_THROW(validate(everyFieldChanged()));
+  EXPECT_NO_THROW(validate(config, keys()));
+  EXPECT_NO_THROW(validate(ExperimentConfig{}, keys()));
+  EXPECT_NO_THROW(validate(everyFieldChanged(), keys()));
 }
 
 TEST(ConfigValidate, ChecksValuesSetInCode) {
   ExperimentConfig config;
   config.training.epochs = 0;
-  expectMessageHas(userErrorOf([&] { validate(config); }), {"training.epochs = '0'", "an integer >= 1"});
+  expectMessageHas(userErrorOf([&] { validate(config, keys()); }), {"training.epochs = '0'", "an integer >= 1"});
   config = ExperimentConfig{};
   config.optimizer.learning_rate = std::numeric_limits<double>::quiet_NaN();
-  expectMessageHas(userErrorOf([&] { validate(config); }), {"optimizer.learning_rate", "a number > 0"});
+  expectMessageHas(userErrorOf([&] { validate(config, keys()); }), {"optimizer.learning_rate", "a number > 0"});
   config = ExperimentConfig{};
   config.output.sinks.clear();
-  expectMessageHas(userErrorOf([&] { validate(config); }), {"output.sinks = '[]'"});
+  expectMessageHas(userErrorOf([&] { validate(config, keys()); }), {"output.sinks = '[]'"});
 }
 
 // Tasks and sinks declare settings of their own as reducers do: task.* with the selected task's
-// default, output.* with the default of the first selected sink that declares it.
+// default, output.* with the default of the first selected sink that declares it. A dump writes
+// them where the config selects an owner or gives a value.
 TEST(DeclaredSettings, TasksAndSinksDeclareTheirOwn) {
   struct TaskProbe {
     int64_t depth = 3;
   };
-  declareSettings("task", "probe-task",
-                  SettingsSchema<TaskProbe>().add(&TaskProbe::depth, "probe_depth", integerAtLeast(1), "test").specs());
   struct Narrow {
     int64_t width = 80;
   };
@@ -326,24 +342,53 @@ TEST(DeclaredSettings, TasksAndSinksDeclareTheirOwn) {
     int64_t width = 120;
   };
   const auto narrow = SettingsSchema<Narrow>().add(&Narrow::width, "probe_width", integerAtLeast(1), "test");
-  declareSettings("output", "narrow-sink", narrow.specs());
-  declareSettings("output", "wide-sink",
-                  SettingsSchema<Wide>().add(&Wide::width, "probe_width", integerAtLeast(1), "test").specs());
+  Extensions extensions;
+  extensions.tasks = {
+      {"probe-task",
+       SettingsSchema<TaskProbe>().add(&TaskProbe::depth, "probe_depth", integerAtLeast(1), "test").specs()}};
+  extensions.sinks = {
+      {"narrow-sink", narrow.specs()},
+      {"wide-sink", SettingsSchema<Wide>().add(&Wide::width, "probe_width", integerAtLeast(1), "test").specs()}};
+  const ConfigKeys probes(extensions);
 
   ExperimentConfig config;
-  applyAssignment(config, "task.probe_depth=5");
+  auto yaml = YAML::Load(toYaml(config, probes));
+  EXPECT_FALSE(yaml["task"]["probe_depth"]) << "fashion-mnist does not read it";
+  EXPECT_FALSE(yaml["output"]["probe_width"]) << "no selected sink reads it";
+  applyAssignment(config, "task.name=probe-task", probes);
+  EXPECT_EQ(YAML::Load(toYaml(config, probes))["task"]["probe_depth"].as<int>(), 3);
+  applyAssignment(config, "task.name=fashion-mnist", probes);
+  applyAssignment(config, "task.probe_depth=5", probes);
   EXPECT_EQ(std::get<int64_t>(config.task.settings.at("probe_depth")), 5);
   EXPECT_TRUE(config.output.settings.empty());
-  auto yaml = YAML::Load(toYaml(config));
-  EXPECT_EQ(yaml["task"]["probe_depth"].as<int>(), 5);
-  EXPECT_EQ(yaml["output"]["probe_width"].as<int>(), 80);  // no selected sink declares it: the first declarer's
-  applyAssignment(config, "output.sinks=[jsonl,wide-sink,narrow-sink]");
-  EXPECT_EQ(YAML::Load(toYaml(config))["output"]["probe_width"].as<int>(), 120);
-  applyAssignment(config, "output.probe_width=7");
+  EXPECT_EQ(YAML::Load(toYaml(config, probes))["task"]["probe_depth"].as<int>(), 5) << "a value given is kept";
+  applyAssignment(config, "output.sinks=[jsonl,wide-sink,narrow-sink]", probes);
+  EXPECT_EQ(YAML::Load(toYaml(config, probes))["output"]["probe_width"].as<int>(), 120);
+  applyAssignment(config, "output.probe_width=7", probes);
   EXPECT_EQ(narrow.read(config.output.settings).width, 7);
-  EXPECT_EQ(YAML::Load(toYaml(config))["output"]["probe_width"].as<int>(), 7);
-  expectMessageHas(userErrorOf([&] { applyAssignment(config, "task.probe_depth=0"); }),
+  EXPECT_EQ(YAML::Load(toYaml(config, probes))["output"]["probe_width"].as<int>(), 7);
+  expectMessageHas(userErrorOf([&] { applyAssignment(config, "task.probe_depth=0", probes); }),
                    {"task.probe_depth", "an integer >= 1"});
+  expectMessageHas(userErrorOf([&] { applyAssignment(config, "task.probe_depth=5", keys()); }),
+                   {"unknown key 'task.probe_depth'"});
+}
+
+// Owners that disagree on a key, or claim a built-in one, are refused when the keys are computed.
+TEST(DeclaredSettings, ClashesAreUserErrors) {
+  struct Whole {
+    int64_t width = 1;
+  };
+  struct Fraction {
+    double width = 0.5;
+  };
+  Extensions extensions;
+  extensions.sinks = {{"whole", SettingsSchema<Whole>().add(&Whole::width, "width", integerAtLeast(1), "test").specs()},
+                      {"fraction", SettingsSchema<Fraction>().add(&Fraction::width, "width", fraction(), "test").specs()}};
+  expectMessageHas(userErrorOf([&] { ConfigKeys{extensions}; }),
+                   {"output 'fraction' declares output.width as a number", "but 'whole' declares it as an integer"});
+  extensions.sinks = {{"greedy", SettingsSchema<Whole>().add(&Whole::width, "sinks", integerAtLeast(1), "test").specs()}};
+  expectMessageHas(userErrorOf([&] { ConfigKeys{extensions}; }),
+                   {"output 'greedy' declares the setting output.sinks, a built-in key"});
 }
 
 }  // namespace

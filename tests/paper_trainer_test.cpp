@@ -66,7 +66,7 @@ class ClippedQuadraticTask : public Task {
 
 TEST(PaperTrainer, ClipsTheLocalGradientAndReportsTheValidationSplit) {
   taskRegistry().add("clipped-quadratic", "|w|^2/2 with clipping (test)",
-                     [](const TaskContext&) { return std::make_unique<ClippedQuadraticTask>(); });
+                     {[](const TaskContext&) { return std::make_unique<ClippedQuadraticTask>(); }});
   auto config = experiments::resolveExperiment(
       "fashion-sgd", "",
       {"task.name=clipped-quadratic", "optimizer.learning_rate=0.1", "optimizer.warmup_epochs=0",
@@ -74,7 +74,7 @@ TEST(PaperTrainer, ClipsTheLocalGradientAndReportsTheValidationSplit) {
        "optimizer.momentum_type=heavy-ball", "training.max_steps=1", "output.sinks=[csv, jsonl]"});
   TempDir dir;
   testing::runRanks(1, [&](comm::Communicator& comm) {
-    auto result = experiments::runWorker(config, experiments::RunOptions{dir.file("run")}, comm);
+    auto result = experiments::runWorker(experiments::resolve(config), experiments::RunOptions{dir.file("run")}, comm);
     // torch.nn.utils.clip_grad_norm_: g = w * 0.4 / (5 + 1e-6); one step w -= 0.1 g.
     const double shrink = 1 - 0.1 * 0.4 / (5 + 1e-6);
     EXPECT_NEAR(result.training.last_validation.at("loss"), 12.5 * shrink * shrink, 1e-5);
@@ -102,7 +102,7 @@ TEST_P(EveryPreset, RunsOneSyntheticStep) {
        "task.test_batch_size=16", "output.sinks=[jsonl]"});
   TempDir dir;
   testing::runRanks(1, [&](comm::Communicator& comm) {
-    auto result = experiments::runWorker(config, experiments::RunOptions{dir.file("run")}, comm);
+    auto result = experiments::runWorker(experiments::resolve(config), experiments::RunOptions{dir.file("run")}, comm);
     EXPECT_EQ(result.training.steps, 1);
     const auto& evaluated = config.task.name == "wikitext2" ? result.training.last_validation : result.training.last_test;
     EXPECT_TRUE(evaluated.count("cross_entropy")) << name;

@@ -148,8 +148,11 @@ TEST(Plugins, ASinkPluginWithItsOwnSetting) {
   EXPECT_TRUE(contains(result.output, "terse: closed after")) << result.output;
   EXPECT_TRUE(std::filesystem::exists(dir.file("run") + "/metrics.jsonl"));
   EXPECT_TRUE(contains(gcrun("list keys " + kTerse).output, "output.terse_digits"));
-  EXPECT_TRUE(contains(gcrun("show fashion-sgd " + kTerse + " --set output.terse_digits=2").output,
+  // `gcrun show` writes what a run reads: the sink's setting where the sink is selected, or given.
+  const std::string set_digits = " --set output.terse_digits=2";
+  EXPECT_TRUE(contains(gcrun("show fashion-sgd " + kTerse + " --set 'output.sinks=[terse,jsonl]'" + set_digits).output,
                        "  terse_digits: 2\n"));
+  EXPECT_FALSE(contains(gcrun("show fashion-sgd " + kTerse).output, "terse_digits"));
 }
 
 // The wrapping reducer around exact: training is exact's, bit for bit, and each rank's table names

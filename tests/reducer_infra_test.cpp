@@ -191,7 +191,7 @@ void registerRestrictedReducers() {
 void expectRefused(const std::vector<std::string>& assignments, const std::string& key, const std::string& part) {
   auto config = experiments::resolveExperiment("fashion-sgd", "", assignments);
   try {
-    experiments::checkConfig(config);
+    experiments::resolve(config);
     FAIL() << "accepted";
   } catch (const UserError& e) {
     const std::string message = e.what();
@@ -203,12 +203,12 @@ void expectRefused(const std::vector<std::string>& assignments, const std::strin
 TEST(ReducerConfig, RefusesMemoryOrGranularityTheReducerDoesNotSupport) {
   registerRestrictedReducers();
   expectRefused({"reducer.name=infra-no-memory", "optimizer.memory=true"}, "optimizer.memory", "infra-no-memory");
-  EXPECT_NO_THROW(experiments::checkConfig(experiments::resolveExperiment(
+  EXPECT_NO_THROW(experiments::resolve(experiments::resolveExperiment(
       "fashion-sgd", "", {"reducer.name=infra-no-memory", "optimizer.memory=false"})));
   expectRefused({"reducer.name=infra-layer-only", "reducer.granularity=model"}, "reducer.granularity", "layer");
   for (const char* granularity : {"layer", "model", "bucket"}) {
     for (const char* reducer : {"exact", "powersgd"}) {
-      EXPECT_NO_THROW(experiments::checkConfig(experiments::resolveExperiment(
+      EXPECT_NO_THROW(experiments::resolve(experiments::resolveExperiment(
           "fashion-sgd", "", {std::string("reducer.name=") + reducer, std::string("reducer.granularity=") + granularity})))
           << reducer << " " << granularity;
     }
@@ -234,7 +234,7 @@ TEST(SampledMetrics, EveryLogIntervalInMetricsJsonl) {
       "fashion-powersgd-rank2", "",
       {"reducer.rank=1", "reducer.granularity=bucket", "task.synthetic=true", "training.max_steps=4",
        "output.log_every_steps=2", "output.sinks=[jsonl]"});
-  runRanks(1, [&](Communicator& comm) { experiments::runWorker(config, {dir.file("run")}, comm); });
+  runRanks(1, [&](Communicator& comm) { experiments::runWorker(experiments::resolve(config), {dir.file("run")}, comm); });
   std::map<std::string, std::vector<std::pair<int64_t, double>>> sampled;
   for (const auto& line : readLines(dir.file("run") + "/metrics.jsonl")) {
     for (const char* name : {"grad_norm", "memory_norm", "rel_compression_error"}) {

@@ -140,7 +140,7 @@ TEST(Report, WritesTablesImagesAndOneSelfContainedPage) {
     writeRun(dir.file(fmt::format("runs/a-seed{}", seed)), "exact", seed, 0.8, "completed");
     writeRun(dir.file(fmt::format("runs/b-seed{}", seed)), "topk", seed, 0.7, seed == 1 ? "completed" : "running");
   }
-  const auto result = writeReport(load(dir), {dir.file("report"), reportFormats(), "A test study", nullptr});
+  const auto result = writeReport(load(dir), {dir.file("report"), reportFormats(), "A test study"});
   ASSERT_TRUE(result.note.empty()) << result.note;
   EXPECT_EQ(result.configurations, 2u);
   const auto md = readFile(dir.file("report/report.md"));
@@ -164,14 +164,14 @@ TEST(Report, WritesTablesImagesAndOneSelfContainedPage) {
 
 TEST(Report, UnknownFormatAndMissingDirectoryAreUserErrors) {
   TempDir dir;
-  EXPECT_THROW(writeReport({}, {dir.file("r"), {"pdf"}, "", nullptr}), UserError);
+  EXPECT_THROW(writeReport({}, {dir.file("r"), {"pdf"}, ""}), UserError);
   EXPECT_THROW(loadRuns({dir.file("nonexistent")}), UserError);
 }
 
 // A study writes its report before any run has started: no runs is a report, not an error.
 TEST(Report, NoRunsYetIsAnEmptyReport) {
   TempDir dir;
-  const auto result = writeReport({}, {dir.file("study"), reportFormats(), "A study", nullptr});
+  const auto result = writeReport({}, {dir.file("study"), reportFormats(), "A study"});
   EXPECT_EQ(result.runs, 0u);
   EXPECT_TRUE(contains(readFile(dir.file("study/report.md")), "0 runs in 0 configurations"));
 }

@@ -155,7 +155,7 @@ using gcrun::tasks::Shard;
 using gcrun::tasks::Task;
 
 std::unique_ptr<Task> makeTask(const gcrun::TaskOptions& options, int64_t batch_size) {
-  return gcrun::tasks::taskRegistry().at(options.name).factory(
+  return gcrun::tasks::taskRegistry().at(options.name).factory.make(
       gcrun::tasks::TaskContext{options, batch_size, /*seed=*/5, c10::Device("cpu")});
 }
 

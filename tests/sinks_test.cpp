@@ -29,7 +29,7 @@ std::vector<std::string> readLines(const std::string& path) {
 TEST(Sinks, JsonlWritesOneObjectPerEvent) {
   TempDir dir;
   ExperimentConfig config;
-  auto sink = sinkRegistry().at("jsonl").factory(SinkContext{dir.path().string(), config});
+  auto sink = sinkRegistry().at("jsonl").factory.make(SinkContext{dir.path().string(), config});
   sink->metric(MetricEvent{"accuracy", 0.5, "train", 1, 390, 8000});
   sink->metric(MetricEvent{"timer", 0.25, "", 0.5, 195, 0});
   sink->epochEnd(EpochSummary{});
@@ -51,7 +51,7 @@ TEST(Sinks, JsonlWritesOneObjectPerEvent) {
 TEST(Sinks, CsvWritesOneRowPerEpochWithFixedColumns) {
   TempDir dir;
   ExperimentConfig config;
-  auto sink = sinkRegistry().at("csv").factory(SinkContext{dir.path().string(), config});
+  auto sink = sinkRegistry().at("csv").factory.make(SinkContext{dir.path().string(), config});
   EpochSummary first;
   first.epoch = 1;
   first.step = 390;
@@ -82,7 +82,7 @@ TEST(Sinks, FileSinkInUnwritableDirectoryFailsNamingTheFile) {
   ExperimentConfig config;
   const std::string run_dir = dir.file("missing");
   try {
-    sinkRegistry().at("csv").factory(SinkContext{run_dir, config});
+    sinkRegistry().at("csv").factory.make(SinkContext{run_dir, config});
     FAIL() << "no error";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(run_dir + "/epochs.csv"), std::string::npos) << e.what();
@@ -93,7 +93,7 @@ TEST(Sinks, ConsoleOffTerminalPrintsEveryNStepsTheLastStepAndEpochLines) {
   ExperimentConfig config;
   config.output.log_every_steps = 2;
   config.training.epochs = 1;
-  auto sink = sinkRegistry().at("console").factory(SinkContext{"", config});
+  auto sink = sinkRegistry().at("console").factory.make(SinkContext{"", config});
   ::testing::internal::CaptureStdout();  // a file, so the sink takes its non-terminal path
   for (int64_t step = 1; step <= 5; ++step) {
     sink->progress(Progress{step, /*total_steps=*/5, /*epoch=*/1, /*total_epochs=*/1,
@@ -169,15 +169,15 @@ TEST(SinkRegistry, UnknownNameListsTheKnownSinks) {
 TEST(SinkRegistry, UserSinkReplacesTheBuiltInConsole) {
   auto& registry = sinkRegistry();
   registry.add("console", "test recorder",
-               [](const SinkContext&) { return std::make_unique<RecordingSink>(); });
+               {[](const SinkContext&) { return std::make_unique<RecordingSink>(); }});
   ExperimentConfig config;
-  auto sink = registry.at("console").factory(SinkContext{"", config});
+  auto sink = registry.at("console").factory.make(SinkContext{"", config});
   sink->metric(MetricEvent{"accuracy", 1, "test", 1, 1, 0});
   auto* recording = dynamic_cast<RecordingSink*>(sink.get());
   ASSERT_NE(recording, nullptr);
   EXPECT_EQ(recording->names, std::vector<std::string>{"accuracy"});
   EXPECT_EQ(registry.at("console").description, "test recorder");
-  registry.add("console", "restored", makeConsoleSink);
+  registry.add("console", "restored", {makeConsoleSink});
 }
 
 }  // namespace

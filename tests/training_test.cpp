@@ -74,7 +74,7 @@ class QuadraticTask : public tasks::Task {
 
 void registerQuadraticTask() {
   tasks::taskRegistry().add("quadratic", "loss |w|^2/2 (test)",
-                            [](const tasks::TaskContext&) { return std::make_unique<QuadraticTask>(); });
+                            {[](const tasks::TaskContext&) { return std::make_unique<QuadraticTask>(); }});
 }
 
 ExperimentConfig quadraticConfig(const std::vector<std::string>& assignments) {
@@ -100,12 +100,12 @@ class NanGradientTask : public QuadraticTask {
 
 TEST(Training, ANanGradientStopsTheRunNamingStepAndParameter) {
   tasks::taskRegistry().add("nan-gradient", "finite loss, NaN gradient (test)",
-                            [](const tasks::TaskContext&) { return std::make_unique<NanGradientTask>(); });
+                            {[](const tasks::TaskContext&) { return std::make_unique<NanGradientTask>(); }});
   auto config = quadraticConfig({"task.name=nan-gradient", "reducer.name=signum", "optimizer.memory=false"});
   TempDir dir;
   runRanks(1, [&](comm::Communicator& comm) {
     try {
-      runWorker(config, RunOptions{dir.file("run")}, comm);
+      runWorker(resolve(config), RunOptions{dir.file("run")}, comm);
       ADD_FAILURE() << "a NaN gradient must stop the run";
     } catch (const std::exception& e) {
       const std::string message = e.what();
@@ -150,7 +150,7 @@ TEST_P(OptimizerMatchesTheReference, OnAQuadratic) {
   for (int world_size : {1, 2}) {
     TempDir dir;
     runRanks(world_size, [&](comm::Communicator& comm) {
-      auto result = runWorker(config, RunOptions{dir.file("run")}, comm);
+      auto result = runWorker(resolve(config), RunOptions{dir.file("run")}, comm);
       EXPECT_EQ(result.training.steps, 3);
       const double loss = result.training.last_test.at("loss");
       double expected_loss = 0;
@@ -232,11 +232,11 @@ uint64_t floatsPerStep(const std::string& reducer, int64_t rank, const std::vect
 
 TEST(Training, RanksStayInLockstepAndCountTheirBits) {
   static ProbeTask::Record record;
-  const auto fashion = tasks::taskRegistry().at("fashion-mnist").factory;
+  const auto fashion = tasks::taskRegistry().at("fashion-mnist").factory.make;
   tasks::taskRegistry().add("fashion-probe", "fashion-mnist, recording final parameters (test)",
-                            [fashion](const tasks::TaskContext& context) {
+                            {[fashion](const tasks::TaskContext& context) {
                               return std::make_unique<ProbeTask>(fashion(context), record);
-                            });
+                            }});
   for (const std::string reducer : {"exact", "powersgd"}) {
     TempDir dir;
     record.parameters.clear();
@@ -245,7 +245,7 @@ TEST(Training, RanksStayInLockstepAndCountTheirBits) {
                                      "reducer.name=" + reducer, "output.sinks=[jsonl, csv]"});
     std::vector<uint64_t> bits(2);
     runRanks(2, [&](comm::Communicator& comm) {
-      auto result = runWorker(config, RunOptions{dir.file("run")}, comm);
+      auto result = runWorker(resolve(config), RunOptions{dir.file("run")}, comm);
       EXPECT_EQ(result.training.steps, 2);
       EXPECT_TRUE(result.training.last_test.count("accuracy"));
       bits[comm.rank()] = result.training.bits;
@@ -266,7 +266,7 @@ TEST(Training, SameSeedGivesIdenticalMetrics) {
   for (int run = 0; run < 2; ++run) {
     TempDir dir;
     runRanks(1, [&](comm::Communicator& comm) {
-      tests.push_back(runWorker(config, RunOptions{dir.file("run")}, comm).training.last_test);
+      tests.push_back(runWorker(resolve(config), RunOptions{dir.file("run")}, comm).training.last_test);
     });
   }
   ASSERT_EQ(tests.size(), 2u);

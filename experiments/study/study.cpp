@@ -12,13 +12,12 @@
 #include <set>
 
 #include "experiments/presets.h"
-#include "experiments/runner.h"
+#include "experiments/resolved_experiment.h"
 #include "experiments/embedded_yaml.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
-#include "reducers/reducer.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -201,28 +200,16 @@ struct Configuration {
   std::vector<std::string> assignments;
 };
 
-ExperimentConfig resolve(const StudySpec& spec, const std::string& what, const std::string& preset,
-                         const std::vector<std::string>& assignments) {
+ResolvedExperiment resolveRun(const StudySpec& spec, const std::string& what, const std::string& preset,
+                              const std::vector<std::string>& assignments) {
   try {
-    auto config = resolveExperiment(preset, "", assignments);
-    checkConfig(config);
-    return config;
+    return resolve(resolveExperiment(preset, "", assignments));
   } catch (const UserError& e) {
     throw UserError(spec.source + ": " + what + ": " + e.what());
   }
 }
 
 }  // namespace
-
-bool reducerReads(const std::string& reducer, const std::string& key) {
-  if (key.rfind("reducer.", 0) != 0 || key == "reducer.name" || key == "reducer.granularity" || key == "reducer.bucket_mb") {
-    return true;
-  }
-  if (!reducers::reducerRegistry().contains(reducer)) return true;
-  const auto& settings = reducers::reducerRegistry().at(reducer).factory.settings;
-  const std::string name = key.substr(8);
-  return std::any_of(settings.begin(), settings.end(), [&](const auto& s) { return s.name == name; });
-}
 
 StudySpec loadStudy(const std::string& name_or_file) {
   for (const auto& study : embeddedStudies()) {
@@ -268,15 +255,16 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
     const auto own = with(entry.assignments, {});
     configurations.push_back({entry.name, entry.preset, own});
     if (spec.grid.empty()) continue;
-    const auto config = resolve(spec, "run '" + entry.name + "'", entry.preset, own);
-    const auto yaml = hyperparams::toYaml(config);
+    const auto experiment = resolveRun(spec, "run '" + entry.name + "'", entry.preset, own);
     for (const auto& [suffix, grid] : points) {
-      const bool read = std::all_of(spec.grid.begin(), spec.grid.end(),
-                                    [&](const auto& g) { return reducerReads(config.reducer.name, g.first); });
+      const bool read =
+          std::all_of(spec.grid.begin(), spec.grid.end(), [&](const auto& g) { return experiment.reads(g.first); });
       if (!read) continue;
       auto assignments = with(entry.assignments, grid);
       const std::string name = entry.name + "-" + suffix;
-      if (hyperparams::toYaml(resolve(spec, "run '" + name + "'", entry.preset, assignments)) == yaml) continue;
+      if (resolveRun(spec, "run '" + name + "'", entry.preset, assignments).config_yaml == experiment.config_yaml) {
+        continue;
+      }
       configurations.push_back({name, entry.preset, std::move(assignments)});
     }
   }
@@ -309,7 +297,7 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
                         std::to_string(run.dir_name.size()) + " bytes; with .log added it must fit a file name (" +
                         std::to_string(NAME_MAX) + " bytes): shorten the configuration's name");
       }
-      run.config_yaml = hyperparams::toYaml(resolve(spec, "run '" + run.dir_name + "'", run.preset, run.assignments));
+      run.config_yaml = resolveRun(spec, "run '" + run.dir_name + "'", run.preset, run.assignments).config_yaml;
       runs.push_back(std::move(run));
     }
   }

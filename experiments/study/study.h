@@ -47,10 +47,6 @@ struct StudyInfo {
 };
 std::vector<StudyInfo> listStudies();
 
-// Whether a run with reducer `reducer` reads the config key `key`: a reducer's own setting only
-// when that reducer declares it, every other key always; an unknown reducer reads everything.
-bool reducerReads(const std::string& reducer, const std::string& key);
-
 // One run of a study: a configuration with one seed, in DIR/runs/<dir_name>.
 struct StudyRun {
   size_t index = 0;

@@ -192,7 +192,7 @@ void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::
       }
     }
     const auto result =
-        outputs::writeReport(runs, {dir, outputs::reportFormats(), spec.description, reducerReads, skipped});
+        outputs::writeReport(runs, {dir, outputs::reportFormats(), spec.description, skipped});
     if (!result.note.empty()) std::printf("study: %s\n", result.note.c_str());
   } catch (const std::exception& e) {
     std::printf("study: the report could not be written: %s\n", e.what());

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -13,8 +12,9 @@ namespace gcrun {
 
 // A name -> factory table for one extension point (reducers, tasks, metric sinks). The names are
 // the values users type in the config, so an unknown name is a UserError listing the known ones.
-// add() replaces an existing entry: that is how user code overrides a built-in. `on_add`, when
-// given, sees every entry as it is added (the reducer registry declares the reducer's settings).
+// add() replaces an existing entry: that is how user code overrides a built-in. Adding changes
+// nothing else: what depends on the entries (the config keys their specs declare) is computed from
+// them when asked.
 template <class Factory>
 class Registry {
  public:
@@ -24,13 +24,11 @@ class Registry {
     Factory factory;
   };
 
-  explicit Registry(std::string kind, std::function<void(const Entry&)> on_add = nullptr)
-      : kind_(std::move(kind)), on_add_(std::move(on_add)) {}
+  explicit Registry(std::string kind) : kind_(std::move(kind)) {}
 
   void add(const std::string& name, std::string description, Factory factory) {
-    Entry entry{name, std::move(description), std::move(factory)};
-    if (on_add_) on_add_(entry);
-    entries_[name] = std::move(entry);
+    if (!contains(name)) order_.push_back(name);
+    entries_[name] = Entry{name, std::move(description), std::move(factory)};
   }
 
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
@@ -50,6 +48,13 @@ class Registry {
     return out;
   }
 
+  // In the order first added (the built-ins', then user code's): the order their settings are keys in.
+  std::vector<const Entry*> inOrderAdded() const {
+    std::vector<const Entry*> out;
+    for (const auto& name : order_) out.push_back(&entries_.at(name));
+    return out;
+  }
+
   std::string knownNames() const {
     std::string out;
     for (const auto& kv : entries_) out += (out.empty() ? "" : ", ") + kv.first;
@@ -60,8 +65,8 @@ class Registry {
 
  private:
   std::string kind_;
-  std::function<void(const Entry&)> on_add_;
   std::map<std::string, Entry> entries_;
+  std::vector<std::string> order_;
 };
 
 }  // namespace gcrun

@@ -114,7 +114,7 @@ ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& 
   };
   ReportResult result;
   result.runs = runs.size();
-  const auto groups = groupRuns(runs, options.reads);
+  const auto groups = groupRuns(runs);
   result.configurations = groups.size();
   const auto out = files::Directory::open(options.output_dir, true);
   const auto plots = reportPlots(groups);

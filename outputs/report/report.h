@@ -12,7 +12,6 @@ struct ReportOptions {
   std::string output_dir;  // where report.* and plots/ go
   std::vector<std::string> formats = {"md", "csv", "html"};
   std::string title;       // a line under the heading (a study's description)
-  ReadsSetting reads;      // which reducer settings matter to which reducer (summary.h)
   std::vector<std::string> skipped = {};  // "path: why" for runs left out (LoadedRuns::skipped)
 };
 

@@ -57,7 +57,7 @@ Spread spreadOf(const std::vector<double>& values) {
   return s;
 }
 
-std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs, const ReadsSetting& reads) {
+std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
   std::vector<ConfigGroup> groups;
   std::map<std::string, size_t> index;
   for (const auto& run : runs) {
@@ -88,7 +88,7 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs, const Reads
     group.reducer = reducer == first.settings.end() ? "" : reducer->second;
     for (const auto& key : varying) {
       const auto found = first.settings.find(key);
-      if (found == first.settings.end() || (reads && !reads(group.reducer, key))) continue;
+      if (found == first.settings.end()) continue;
       group.settings += (group.settings.empty() ? "" : " ") + key + "=" + found->second;
     }
     group.metric = first.metric;

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,13 +34,10 @@ struct ConfigGroup {
   std::string status;               // "3 completed", "2 completed, 1 failed", ...
 };
 
-// Whether reducer `reducer` reads the setting `key` (reducer.rank, ...); the report lists a
-// reducer's own settings only for the reducers that read them. Null: every key counts.
-using ReadsSetting = std::function<bool(const std::string& reducer, const std::string& key)>;
-
 // Groups the runs, in order of first appearance, and works out each group's numbers; `settings`
-// lists the configuration keys whose values differ between groups.
-std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs, const ReadsSetting& reads = nullptr);
+// lists the configuration keys whose values differ between groups. A run's config.yaml holds the
+// settings of its own reducer only, so a reducer's settings show where that reducer ran.
+std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs);
 
 // The report's table in the layout of the paper's Tables 3-7, as text cells (Markdown and HTML
 // render the same cells, each escaped for its format), and as CSV with raw numbers (text cells

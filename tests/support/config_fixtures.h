@@ -1,27 +1,22 @@
 #pragma once
 
-// What the config tests share: the reducers' reducer.* settings, declared before any test runs,
-// and a config read from one YAML layer.
+// What the config tests share: the keys of the registered reducers, tasks and sinks, and a config
+// read from one YAML layer.
 
 #include <string>
 
-#include <gtest/gtest.h>
-
+#include "experiments/resolved_experiment.h"
 #include "hyperparams/config_io.h"
-#include "reducers/reducer.h"
+#include "hyperparams/config_keys.h"
 
 namespace gcrun::hyperparams {
 
-// The reducers declare their reducer.* settings when their registry is first used.
-class DeclareReducerSettings : public ::testing::Environment {
- public:
-  void SetUp() override { reducers::reducerRegistry(); }
-};
-inline const auto* const declare_reducer_settings = ::testing::AddGlobalTestEnvironment(new DeclareReducerSettings);
+// Computed when asked, as gcrun does: a test's own registrations are keys from then on.
+inline ConfigKeys keys() { return experiments::configKeys(); }
 
 inline ExperimentConfig fromYaml(const std::string& yaml) {
   ExperimentConfig config;
-  applyYaml(config, yaml, "preset test");
+  applyYaml(config, yaml, "preset test", keys());
   return config;
 }
 
