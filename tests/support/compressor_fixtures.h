@@ -73,7 +73,8 @@ inline double relativeError(const at::Tensor& actual, const at::Tensor& expected
   return (f64(actual) - f64(expected)).norm().item<double>() / std::max(f64(expected).norm().item<double>(), 1e-12);
 }
 
-inline void expectClose(const at::Tensor& actual, const at::Tensor& expected, double tolerance, const std::string& what) {
+inline void expectClose(const at::Tensor& actual, const at::Tensor& expected, double tolerance,
+                        const std::string& what) {
   EXPECT_LT(relativeError(actual, expected), tolerance) << what;
 }
 

@@ -14,7 +14,8 @@ namespace gcrun::testing {
 inline std::unique_ptr<reducers::Reducer> buildReducer(const std::string& name, comm::Communicator& comm,
                                                        ReducerOptions options = {}) {
   options.name = name;
-  return reducers::reducerRegistry().at(name).factory.make(reducers::ReducerContext{comm, options, /*seed=*/42, /*parameters=*/{}});
+  return reducers::reducerRegistry().at(name).factory.make(
+      reducers::ReducerContext{comm, options, /*seed=*/42, /*parameters=*/{}});
 }
 
 // Deep copies, for keeping a reducer's input: reducers may use `send` as scratch space.

@@ -11,8 +11,8 @@ class TempDir {
  public:
   TempDir() {
     std::random_device device;
-    path_ = std::filesystem::temp_directory_path() /
-            ("gcrun-test-" + std::to_string(device()) + std::to_string(device()));
+    path_ =
+        std::filesystem::temp_directory_path() / ("gcrun-test-" + std::to_string(device()) + std::to_string(device()));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {

@@ -1,0 +1,116 @@
+// The config errors: unknown keys, bad values, enums, nulls, lists, invalid YAML, and a failed apply.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "hyperparams/config_io.h"
+#include "tests/support/config_fixtures.h"
+#include "tests/support/user_error.h"
+
+namespace gcrun::hyperparams {
+namespace {
+
+using gcrun::testing::expectMessageHas;
+using gcrun::testing::userErrorOf;
+
+std::string setError(const std::string& assignment) {
+  ExperimentConfig config;
+  return userErrorOf([&] { applyAssignment(config, assignment, keys()); });
+}
+
+std::string yamlError(const std::string& yaml, const std::string& source = "preset test") {
+  ExperimentConfig config;
+  return userErrorOf([&] { applyYaml(config, yaml, source, keys()); });
+}
+
+TEST(ConfigErrors, UnknownKeySuggestsTheClosest) {
+  EXPECT_EQ(setError("training.epoch=3"),
+            "config: unknown key 'training.epoch' in --set (did you mean 'training.epochs'?)");
+  expectMessageHas(yamlError("trainin: {epochs: 3}"),
+                   {"unknown key 'trainin.epochs'", "preset test", "did you mean 'training.epochs'"});
+  expectMessageHas(setError("lerning_rate=0.1"), {"'lerning_rate'", "did you mean 'optimizer.learning_rate'"});
+  expectMessageHas(setError("num_epoch=3"), {"did you mean 'num_epochs'"});
+  const std::string far = setError("completely_unrelated=1");
+  expectMessageHas(far, {"unknown key 'completely_unrelated' in --set", "gcrun list keys"});
+  EXPECT_EQ(far.find("did you mean"), std::string::npos);
+  expectMessageHas(yamlError("experiment: x"), {"unknown key 'experiment'"});
+}
+
+TEST(ConfigErrors, BadValuesNameKeySourceAndAcceptedText) {
+  EXPECT_EQ(yamlError("training.epochs: abc", "preset fashion-sgd"),
+            "config: training.epochs = 'abc' in preset fashion-sgd: expected an integer >= 1");
+  expectMessageHas(setError("training.epochs=1.5"), {"training.epochs = '1.5' in --set", "an integer >= 1"});
+  expectMessageHas(setError("training.epochs=[1, 2]"), {"training.epochs = '[1, 2]'"});
+  expectMessageHas(setError("training.epochs=0"), {"training.epochs = '0'", "an integer >= 1"});
+  expectMessageHas(setError("training.max_steps=-1"), {"an integer >= 0 (0: no limit)"});
+  expectMessageHas(yamlError("training: {epochs: {a: 1}}"), {"training.epochs = '{a: 1}' in preset test"});
+  expectMessageHas(setError("task.synthetic=maybe"), {"task.synthetic = 'maybe'", "true or false"});
+  expectMessageHas(setError("optimizer.learning_rate=.nan"), {"optimizer.learning_rate = '.nan'", "a number > 0"});
+  expectMessageHas(setError("optimizer.learning_rate=.inf"), {"a number > 0"});
+  expectMessageHas(setError("optimizer.learning_rate=0"), {"a number > 0"});
+  expectMessageHas(setError("optimizer.momentum=1"), {"optimizer.momentum = '1'", "a number in [0, 1)"});
+  expectMessageHas(setError("optimizer.weight_decay_bn=-0.1"), {"a number >= 0"});
+  expectMessageHas(setError("distributed.timeout_s=0"), {"distributed.timeout_s", "a number from 1 to 604800"});
+  expectMessageHas(setError("reducer.rank=0"), {"reducer.rank = '0'", "an integer >= 1"});
+  expectMessageHas(setError("reducer.name="), {"reducer.name = 'null'", "a non-empty name"});
+  expectMessageHas(setError("output.log_every_steps=0"), {"output.log_every_steps"});
+}
+
+TEST(ConfigErrors, EnumsListTheirChoices) {
+  expectMessageHas(setError("optimizer.momentum_type=adam"),
+                   {"optimizer.momentum_type = 'adam' in --set",
+                    "expected one of: nesterov, heavy-ball, exponential_moving_average"});
+  expectMessageHas(setError("device=gpu"), {"device = 'gpu'", "one of: cpu, cuda"});
+  expectMessageHas(setError("distributed.backend=mpi"), {"one of: auto, gloo, nccl"});
+  expectMessageHas(yamlError("distributed_backend: mpi"), {"distributed_backend (distributed.backend) = 'mpi'"});
+}
+
+TEST(ConfigErrors, NullOnlyWhereOptional) {
+  expectMessageHas(setError("training.epochs=null"), {"training.epochs = 'null'", "an integer >= 1"});
+  expectMessageHas(setError("optimizer.conv_learning_rate=0"), {"expected null or a number > 0"});
+  expectMessageHas(setError("optimizer.weight_decay_conv=-1"), {"expected null or a number >= 0"});
+  expectMessageHas(setError("optimizer.scale_lr_with_factor=-2"),
+                   {"a number >= 0 or null (0 or null: the number of workers)"});
+  auto config = fromYaml("optimizer: {weight_decay_conv: 0.5}\n");
+  applyYaml(config, "optimizer.weight_decay_conv: null\n", "file later.yaml", keys());
+  EXPECT_FALSE(config.optimizer.weight_decay_conv.has_value());
+}
+
+TEST(ConfigErrors, ListsAreChecked) {
+  expectMessageHas(setError("optimizer.decay_at_epochs=[250, 150]"),
+                   {"optimizer.decay_at_epochs = '[250, 150]'", "non-decreasing"});
+  expectMessageHas(setError("optimizer.decay_at_epochs=[-1]"), {"numbers >= 0"});
+  expectMessageHas(setError("optimizer.decay_at_epochs=[a]"), {"optimizer.decay_at_epochs = '[a]'"});
+  expectMessageHas(setError("output.sinks=[]"), {"output.sinks = '[]'", "a non-empty list"});
+  expectMessageHas(setError("output.sinks=[console, '']"), {"output.sinks = '[console, ]'"});
+  expectMessageHas(setError("output.sinks=[[console]]"), {"output.sinks"});
+}
+
+TEST(ConfigErrors, InvalidYamlNamesSourceAndLine) {
+  expectMessageHas(yamlError("seed: 1\ntraining:\n  epochs: [1, 2\n  batch_size: 3\nx: {\n", "file run.yaml"),
+                   {"config: invalid YAML in file run.yaml at line ", "column"});
+  const std::string bad_indent = yamlError("seed: 1\ntraining:\n  epochs: 3\n batch_size: 4\n", "file run.yaml");
+  expectMessageHas(bad_indent, {"invalid YAML in file run.yaml at line 4"});
+  expectMessageHas(setError("training.epochs=[1,"), {"invalid YAML", "--set 'training.epochs=[1,'"});
+}
+
+TEST(ConfigErrors, DocumentMustBeAMapping) {
+  expectMessageHas(yamlError("- a\n- b\n", "file list.yaml"), {"file list.yaml must be a YAML mapping", "'[a, b]'"});
+  expectMessageHas(yamlError("just text", "preset odd"), {"preset odd must be a YAML mapping"});
+}
+
+TEST(ConfigErrors, AssignmentNeedsKeyEqualsValue) {
+  expectMessageHas(setError("training.epochs"), {"--set 'training.epochs'", "key=value"});
+  expectMessageHas(setError("=3"), {"--set '=3'", "key=value"});
+}
+
+TEST(ConfigErrors, FailedApplyLeavesConfigUnchanged) {
+  ExperimentConfig config;
+  userErrorOf([&] { applyYaml(config, "training.epochs: 9\ntraining.batch_size: 0\n", "preset test", keys()); });
+  EXPECT_EQ(config.training.epochs, 1);
+  userErrorOf([&] { applyAssignment(config, "task.synthetic=perhaps", keys()); });
+  EXPECT_FALSE(config.task.synthetic);
+}
+
+}  // namespace
+}  // namespace gcrun::hyperparams
