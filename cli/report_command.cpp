@@ -16,7 +16,8 @@ void addReportCommand(CLI::App& app) {
     std::vector<std::string> formats = outputs::reportFormats();
   };
   auto flags = std::make_shared<Flags>();
-  auto* command = app.add_subcommand("report", "Tables and plots of run or study directories (found by their run.json)");
+  auto* command =
+      app.add_subcommand("report", "Tables and plots of run or study directories (found by their run.json)");
   command->add_option("dirs", flags->inputs, "Run or study directories, searched recursively")->required();
   command->add_option("--output", flags->output_dir, "Where the report goes (default: the first directory)");
   command->add_option("--format", flags->formats, "Comma-separated: md, csv, html (default: all)")
@@ -30,8 +31,8 @@ void addReportCommand(CLI::App& app) {
       throw UserError("report: no run directories (a directory with run.json) found under " + inputs);
     }
     const auto result = outputs::writeReport(
-        loaded.runs, {flags->output_dir.empty() ? flags->inputs.front() : flags->output_dir, flags->formats, "",
-                      loaded.skipped});
+        loaded.runs,
+        {flags->output_dir.empty() ? flags->inputs.front() : flags->output_dir, flags->formats, "", loaded.skipped});
     // Names from the runs are printed on one line each: no terminal escapes, no forged lines.
     std::printf("%zu runs in %zu configurations\n", result.runs, result.configurations);
     for (const auto& file : result.files) std::printf("  %s\n", outputs::oneLine(file).c_str());

@@ -15,7 +15,8 @@ void addStudyCommand(CLI::App& app, int& exit_code) {
   };
   auto flags = std::make_shared<Flags>();
   auto& options = flags->options;
-  auto* command = app.add_subcommand("study", "Run a study (configurations x seeds) and report it (see `gcrun list studies`)");
+  auto* command =
+      app.add_subcommand("study", "Run a study (configurations x seeds) and report it (see `gcrun list studies`)");
   command->add_option("study", flags->study, "A built-in study's name, or a study YAML file")->required();
   command->add_option("--output-dir", options.output_dir, "Study directory (default: runs/<study>; rerun to resume)");
   command->add_option("--set", options.assignments, "Override a setting of every run: key=value (repeatable)");
@@ -25,8 +26,9 @@ void addStudyCommand(CLI::App& app, int& exit_code) {
   command->add_flag("--dry-run", options.dry_run, "Print the runs and their overrides, run nothing");
   command->add_flag("--slurm", options.slurm, "Write DIR/slurm.sbatch, a job array with one task per run");
   auto* only = command->add_option("--only", flags->only, "Run only this index of the plan (a Slurm array task)");
-  command->add_option("--simulated-workers", flags->simulated_workers,
-                      "Logical workers per process in every run (distributed.simulated_workers)")
+  command
+      ->add_option("--simulated-workers", flags->simulated_workers,
+                   "Logical workers per process in every run (distributed.simulated_workers)")
       ->check(CLI::Range(1, 4096));
   addPluginOption(*command, options.plugins);
   command->callback([flags, only, &exit_code] {

@@ -69,12 +69,15 @@ const gcrun::Registry<gcrun::reducers::ReducerSpec>::Entry& innerEntry(const std
 class RecordingReducer : public Reducer {
  public:
   RecordingReducer(const ReducerContext& context, const RecordingOptions& options)
-      : inner_name_(options.inner), record_to_(options.record_to), rank_(context.comm.rank()),
-        parameters_(context.parameters), inner_options_(context.options) {
+      : inner_name_(options.inner),
+        record_to_(options.record_to),
+        rank_(context.comm.rank()),
+        parameters_(context.parameters),
+        inner_options_(context.options) {
     inner_options_.name = inner_name_;
     // The inner reducer keeps a reference to its options: they live as long as this wrapper.
-    inner_ = innerEntry(inner_name_).factory.make(
-        ReducerContext{context.comm, inner_options_, context.seed, context.parameters});
+    inner_ = innerEntry(inner_name_)
+                 .factory.make(ReducerContext{context.comm, inner_options_, context.seed, context.parameters});
   }
 
   ~RecordingReducer() override {
@@ -162,14 +165,14 @@ class RecordingReducer : public Reducer {
 extern "C" void gcrun_register(void) {
   gcrun::reducers::reducerRegistry().add(
       "recording", "delegates to reducer.inner and records per parameter what passes through (example plugin)",
-      gcrun::reducers::ReducerSpec{
-          [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
-            return std::make_unique<RecordingReducer>(context, settings().read(context.options.settings));
-          },
-          "reducer.inner's",
-          settings().specs(),
-          true,
-          // Names need the model's tensors as they are.
-          {gcrun::Granularity::layer},
-          ""});
+      gcrun::reducers::ReducerSpec{[](const ReducerContext& context) -> std::unique_ptr<Reducer> {
+                                     return std::make_unique<RecordingReducer>(
+                                         context, settings().read(context.options.settings));
+                                   },
+                                   "reducer.inner's",
+                                   settings().specs(),
+                                   true,
+                                   // Names need the model's tensors as they are.
+                                   {gcrun::Granularity::layer},
+                                   ""});
 }

@@ -8,10 +8,9 @@
 //
 // int8: 8-bit all-reduce with a scale shared by all workers, 4x less traffic than exact averaging.
 // Per tensor, the workers first add up their max |g|, s = sum_r max|g_r| (one float per tensor),
-// then each sends q_r = round(c g_r / s) as int8 with c = reducer.int8_levels, by default 127 - W. Since |g_r| <= max|g_r|,
-// |sum_r c g_r / s| <= c, and rounding adds at most W/2, so the int8 sum cannot overflow for
-// fewer than 127 workers. Every worker applies s / c * sum_r q_r / W, and keeps its own rounding
-// error g_r - s / c * q_r as memory.
+// then each sends q_r = round(c g_r / s) as int8 with c = reducer.int8_levels, by default 127 - W. Since |g_r| <=
+// max|g_r|, |sum_r c g_r / s| <= c, and rounding adds at most W/2, so the int8 sum cannot overflow for fewer than 127
+// workers. Every worker applies s / c * sum_r q_r / W, and keeps its own rounding error g_r - s / c * q_r as memory.
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -100,13 +99,13 @@ class Int8Reducer : public Reducer {
 extern "C" void gcrun_register(void) {
   gcrun::reducers::reducerRegistry().add(
       "int8", "8-bit all-reduce with a shared per-tensor scale, 4x smaller messages (example plugin)",
-      gcrun::reducers::ReducerSpec{
-          [](const gcrun::reducers::ReducerContext& context) -> std::unique_ptr<Reducer> {
-            return std::make_unique<Int8Reducer>(context.comm, settings().read(context.options.settings));
-          },
-          "all-reduce",
-          settings().specs(),
-          true,
-          {gcrun::Granularity::layer, gcrun::Granularity::model, gcrun::Granularity::bucket},
-          ""});
+      gcrun::reducers::ReducerSpec{[](const gcrun::reducers::ReducerContext& context) -> std::unique_ptr<Reducer> {
+                                     return std::make_unique<Int8Reducer>(context.comm,
+                                                                          settings().read(context.options.settings));
+                                   },
+                                   "all-reduce",
+                                   settings().specs(),
+                                   true,
+                                   {gcrun::Granularity::layer, gcrun::Granularity::model, gcrun::Granularity::bucket},
+                                   ""});
 }

@@ -44,9 +44,10 @@ class TerseSink : public gcrun::outputs::MetricSink {
 }  // namespace
 
 extern "C" void gcrun_register(void) {
-  gcrun::outputs::sinkRegistry().add("terse", "one terse line per epoch (example plugin)",
-                                     {[](const gcrun::outputs::SinkContext& context) {
-                                        return std::make_unique<TerseSink>(settings().read(context.config.output.settings));
-                                      },
-                                      settings().specs()});
+  gcrun::outputs::sinkRegistry().add(
+      "terse", "one terse line per epoch (example plugin)",
+      {[](const gcrun::outputs::SinkContext& context) {
+         return std::make_unique<TerseSink>(settings().read(context.config.output.settings));
+       },
+       settings().specs()});
 }

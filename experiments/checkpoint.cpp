@@ -11,8 +11,8 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
-#include "hyperparams/base/text.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json_document.h"
 #include "outputs/run_directory.h"
@@ -148,8 +148,8 @@ void CheckpointStore::save(int64_t step, const TensorMap& state) {
   // Gathering sizes and checksums is also the barrier: every rank's file is in place before the
   // manifest names it.
   const uint64_t checksum = checkpointChecksum(bytes);
-  auto mine = torch::tensor({static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)}, torch::kInt64)
-                  .to(device_);
+  auto mine =
+      torch::tensor({static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)}, torch::kInt64).to(device_);
   const auto all = comm_.allgather(mine);
   if (comm_.rank() == 0) {
     outputs::Json files = outputs::Json::array();
@@ -176,8 +176,8 @@ std::optional<TensorMap> CheckpointStore::loadLatest() {
   if (!manifest) return std::nullopt;
   if (manifest->world_size != comm_.size()) {
     throw UserError(dir->pathOf(outputs::run_files::kManifest) + ": the checkpoint has " +
-                    std::to_string(manifest->world_size) +
-                    " workers, this run " + std::to_string(comm_.size()) + "; resume with as many workers as it saved");
+                    std::to_string(manifest->world_size) + " workers, this run " + std::to_string(comm_.size()) +
+                    "; resume with as many workers as it saved");
   }
   const std::string path = dir->pathOf(manifest->files[comm_.rank()]);
   // The manifest's size bounds the read: a rank file that is larger, a device or a FIFO is refused

@@ -14,7 +14,6 @@
 
 namespace gcrun::experiments {
 
-
 // The checkpoints of one run, in <run dir>/checkpoints/:
 //   rank-<r>-step-<N>.pt  each rank's state: torch.save's format of a plain dict[str, Tensor], which
 //                         torch.load(f, weights_only=True) reads

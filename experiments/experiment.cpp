@@ -46,7 +46,8 @@ void checkResumable(const ExperimentRequest& request) {
     throw UserError("--resume " + dir + ": no such directory; expected the --output-dir of an earlier run");
   }
   if (!std::filesystem::is_regular_file(savedConfig(dir))) {
-    throw UserError("--resume " + dir + ": not a gcrun run directory (it has no config.yaml); expected the "
+    throw UserError("--resume " + dir +
+                    ": not a gcrun run directory (it has no config.yaml); expected the "
                     "--output-dir of an earlier run");
   }
 }
@@ -68,8 +69,7 @@ void checkWorldSize(const std::string& dir, int world_size) {
 // Anything else would not fit the state its checkpoint holds.
 bool mayChangeOnResume(const std::string& key) {
   for (const char* prefix : {"training.epochs", "training.max_steps", "evaluation.", "checkpoint.", "output.",
-                             "distributed.timeout_s",
-                             "description", "paper."}) {
+                             "distributed.timeout_s", "description", "paper."}) {
     if (key.rfind(prefix, 0) == 0) return true;
   }
   return false;
@@ -86,7 +86,8 @@ void checkResumedSettings(const ExperimentRequest& request, const ExperimentConf
     before << YAML::Flow << spec.get(saved);
     if (std::string(now.c_str()) != before.c_str()) {
       throw UserError("--resume " + request.resume_dir + ": " + spec.key + " is " + now.c_str() + " here but " +
-                      before.c_str() + " in " + saved_file + ", whose checkpoint holds that run's state; a resumed "
+                      before.c_str() + " in " + saved_file +
+                      ", whose checkpoint holds that run's state; a resumed "
                       "run may change only training.epochs, training.max_steps, evaluation.*, checkpoint.*, "
                       "output.* and distributed.timeout_s");
     }

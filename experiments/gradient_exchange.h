@@ -89,7 +89,7 @@ class GradientExchange {
   std::vector<at::Tensor>& grads_;
   std::vector<at::Tensor>& memories_;
   std::vector<char> prepared_;
-  std::vector<at::Tensor> send_sums_;               // for the local finiteness check
+  std::vector<at::Tensor> send_sums_;                // for the local finiteness check
   std::vector<at::Tensor> grad_norms_, send_norms_;  // on sampled steps
   bool sampling_ = false;
   std::optional<Norms> sampled_;

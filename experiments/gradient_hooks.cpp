@@ -24,8 +24,7 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-GradientReadyHooks::GradientReadyHooks(const std::vector<at::Tensor>& parameters,
-                                       std::function<void(size_t)> on_ready)
+GradientReadyHooks::GradientReadyHooks(const std::vector<at::Tensor>& parameters, std::function<void(size_t)> on_ready)
     : on_ready_(std::move(on_ready)) {
   for (size_t i = 0; i < parameters.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(parameters[i]);

@@ -7,8 +7,8 @@
 
 #include "experiments/embedded_yaml.h"
 #include "experiments/resolved_experiment.h"
-#include "hyperparams/config_io.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 
 namespace gcrun::experiments {

@@ -13,12 +13,12 @@
 #include "experiments/resolved_experiment.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
-#include "outputs/statistics.h"
 #include "outputs/json_document.h"
+#include "outputs/statistics.h"
+#include "reducers/comm/thread_group.h"
 #include "reducers/granularity.h"
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
-#include "reducers/comm/thread_group.h"
 #include "tasks/models/models.h"
 #include "tasks/task.h"
 
@@ -108,8 +108,8 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
   row.seconds = outputs::median(slowest);
   row.bytes = bits / 8;
   const double uncompressed = 4.0 * static_cast<double>(elements);
-  row.compression_ratio = row.bytes > 0 ? uncompressed / static_cast<double>(row.bytes)
-                                        : std::numeric_limits<double>::infinity();
+  row.compression_ratio =
+      row.bytes > 0 ? uncompressed / static_cast<double>(row.bytes) : std::numeric_limits<double>::infinity();
   double error_sum = 0;
   for (double e : errors) error_sum += e;
   row.relative_error = error_sum / options.repeats;
@@ -131,15 +131,16 @@ std::vector<ShapeSet> paperShapeSets(std::vector<std::string>& notes) {
   for (const char* assignment : {"task.name=wikitext2", "task.architecture=lstm", "task.synthetic=true"}) {
     hyperparams::applyAssignment(config, assignment, keys);
   }
-  auto task = tasks::taskRegistry().at("wikitext2").factory.make(
-      tasks::TaskContext{config.task, config.training.batch_size, 0, c10::Device(c10::kCPU)});
+  auto task = tasks::taskRegistry()
+                  .at("wikitext2")
+                  .factory.make(tasks::TaskContext{config.task, config.training.batch_size, 0, c10::Device(c10::kCPU)});
   sets.push_back({"lstm", reducers::parametersOf(task->model())});
   return sets;
 }
 
-std::vector<ReducerBenchmarkRow> benchmarkReducers(
-    const std::vector<ShapeSet>& sets, const ReducerBenchmarkOptions& options,
-    const std::function<void(const ReducerBenchmarkRow&)>& on_row) {
+std::vector<ReducerBenchmarkRow> benchmarkReducers(const std::vector<ShapeSet>& sets,
+                                                   const ReducerBenchmarkOptions& options,
+                                                   const std::function<void(const ReducerBenchmarkRow&)>& on_row) {
   std::vector<std::string> names = options.reducers;
   if (names.empty()) {
     for (const auto* entry : reducers::reducerRegistry().entries()) names.push_back(entry->name);
@@ -158,8 +159,8 @@ std::vector<ReducerBenchmarkRow> benchmarkReducers(
 }
 
 std::string formatBenchmarkHeader() {
-  return fmt::format("{:<10} {:<14} {:>7} {:<10} {:<8} {:>10} {:>12} {:>9} {:>9}  {}\n", "model", "reducer",
-                     "workers", "collective", "unit", "ms/step", "sent/step", "ratio", "rel.err", "note");
+  return fmt::format("{:<10} {:<14} {:>7} {:<10} {:<8} {:>10} {:>12} {:>9} {:>9}  {}\n", "model", "reducer", "workers",
+                     "collective", "unit", "ms/step", "sent/step", "ratio", "rel.err", "note");
 }
 
 std::string formatBenchmarkRow(const ReducerBenchmarkRow& row) {

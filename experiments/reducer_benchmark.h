@@ -23,8 +23,8 @@ std::vector<ShapeSet> paperShapeSets(std::vector<std::string>& notes);
 struct ReducerBenchmarkOptions {
   std::vector<std::string> reducers;  // empty: every registered reducer
   std::vector<int> world_sizes = {1, 2};
-  int warmup = 1;    // untimed steps first (allocation, warm start)
-  int repeats = 1;   // timed steps
+  int warmup = 1;   // untimed steps first (allocation, warm start)
+  int repeats = 1;  // timed steps
   // The reducer.* settings every reducer gets (its name is set per row). A reducer that does not
   // accept the granularity runs at layer granularity instead, and says so in its row's note.
   ReducerOptions reducer;
@@ -40,20 +40,20 @@ struct ReducerBenchmarkRow {
   std::string collective;
   std::string granularity;  // the one it ran at
   int workers = 1;
-  double seconds = 0;             // reduce() wall time (compress, communicate, decompress): the
-                                  // median over steps of the slowest worker's
-  uint64_t bytes = 0;             // what one worker sent in one step (reduce()'s bits / 8)
-  double compression_ratio = 0;   // float32 gradient bytes / bytes
-  double relative_error = 0;      // ||out - mean(send)|| / ||mean(send)||, mean over timed steps
-  std::string note;               // why it ran at other settings, or why it failed
+  double seconds = 0;            // reduce() wall time (compress, communicate, decompress): the
+                                 // median over steps of the slowest worker's
+  uint64_t bytes = 0;            // what one worker sent in one step (reduce()'s bits / 8)
+  double compression_ratio = 0;  // float32 gradient bytes / bytes
+  double relative_error = 0;     // ||out - mean(send)|| / ||mean(send)||, mean over timed steps
+  std::string note;              // why it ran at other settings, or why it failed
 };
 
 // Runs every reducer on every shape set at every world size (threads over a Gloo group in this
 // process), calling on_row as each row is done. An unknown reducer name is a UserError before any
 // run; a reducer that throws gets a row with the error in its note, and the others still run.
-std::vector<ReducerBenchmarkRow> benchmarkReducers(
-    const std::vector<ShapeSet>& sets, const ReducerBenchmarkOptions& options,
-    const std::function<void(const ReducerBenchmarkRow&)>& on_row = {});
+std::vector<ReducerBenchmarkRow> benchmarkReducers(const std::vector<ShapeSet>& sets,
+                                                   const ReducerBenchmarkOptions& options,
+                                                   const std::function<void(const ReducerBenchmarkRow&)>& on_row = {});
 
 // A fixed-width table: the header line, then one line per row.
 std::string formatBenchmarkHeader();

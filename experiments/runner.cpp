@@ -112,9 +112,10 @@ RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& opti
   }
   if (world.rank == 0 && world.world_size > 1 && world.store_file.empty() && !world.agent_store &&
       world.run_token.empty()) {
-    spdlog::warn("the store at {}:{} accepts any client that reaches the port: set GCRUN_RUN_TOKEN to the same "
-                 "secret on every node to keep other clients out of the group",
-                 world.master_addr, world.master_port);
+    spdlog::warn(
+        "the store at {}:{} accepts any client that reaches the port: set GCRUN_RUN_TOKEN to the same "
+        "secret on every node to keep other clients out of the group",
+        world.master_addr, world.master_port);
   }
   auto monitor = comm::monitorPeers(world, timeout);
   // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
@@ -123,7 +124,8 @@ RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& opti
   try {
     if (simulated) return runSimulated(experiment, options, world, simulated_comms, stop_signals);
     PlainWorker role;
-    return WorkerRun(experiment, options, *comm, workerDevice(config, world.local_rank), role, stopSignalOf(stop_signals))
+    return WorkerRun(experiment, options, *comm, workerDevice(config, world.local_rank), role,
+                     stopSignalOf(stop_signals))
         .run();
   } catch (const UserError&) {
     throw;

@@ -10,7 +10,6 @@
 
 namespace gcrun::experiments {
 
-
 // Runs this process's worker of the experiment: joins the group that `world` describes (one worker
 // alone when nothing launched it; see experiments/launch/launch_environment.h), then as runWorker
 // below. Beyond it: SIGINT and SIGTERM stop every

@@ -38,8 +38,9 @@ int64_t totalStepsOf(const TrainingOptions& training, int64_t batches_per_epoch)
 int64_t batchesPerEpochOf(tasks::Task& task, const tasks::Shard& shard, const TrainingOptions& training) {
   const int64_t batches = task.batchesPerEpoch(shard);
   if (batches > 0) return batches;
-  throw UserError("training.batch_size = " + std::to_string(training.batch_size) + " leaves no full batch for each of " +
-                  std::to_string(shard.world_size) + " workers; use a smaller batch size");
+  throw UserError("training.batch_size = " + std::to_string(training.batch_size) +
+                  " leaves no full batch for each of " + std::to_string(shard.world_size) +
+                  " workers; use a smaller batch size");
 }
 
 struct Trainer::State : TrainerDeps {

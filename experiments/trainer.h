@@ -21,12 +21,12 @@ namespace gcrun::experiments {
 
 struct TrainingResult {
   int64_t steps = 0;
-  double epochs = 0;   // fractional when training.max_steps stopped it mid-epoch
-  uint64_t bits = 0;   // sent by this worker, all steps
+  double epochs = 0;                         // fractional when training.max_steps stopped it mid-epoch
+  uint64_t bits = 0;                         // sent by this worker, all steps
   std::map<std::string, double> last_train;  // reduced over workers, last epoch
   std::map<std::string, double> last_test;
   std::map<std::string, double> last_validation;  // empty unless the task has a validation split
-  bool stopped = false;  // a stop request ended it after `steps` (its checkpoint is written)
+  bool stopped = false;                           // a stop request ended it after `steps` (its checkpoint is written)
 };
 
 // A loss or gradient that is no longer finite (nan, inf).

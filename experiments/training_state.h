@@ -19,22 +19,23 @@ struct LoopPosition {
   int64_t epoch = 0;
   int64_t batch_index = 0;
   uint64_t bits = 0;
-  double loss_sum = 0;          // this epoch's, so far
-  double window_loss = 0;       // this worker's loss summed since the last per-step log
+  double loss_sum = 0;     // this epoch's, so far
+  double window_loss = 0;  // this worker's loss summed since the last per-step log
   int64_t window_steps = 0;
-  double elapsed_s = 0;         // wall-clock time trained, across resumes
+  double elapsed_s = 0;          // wall-clock time trained, across resumes
   tasks::MetricSums train_sums;  // this epoch's, so far
 };
 
 // What one rank's checkpoint holds, by entry prefix: param/, buffer/ (the model), memory/ (error
 // feedback), momentum/, reducer/ and task/ (their saveState()), counter/ and train_sums/ (the
-// LoopPosition; counter/window_* are optional, for checkpoints written before they existed). Restoring it makes the rest of the run what the saved run would have done.
+// LoopPosition; counter/window_* are optional, for checkpoints written before they existed). Restoring it makes the
+// rest of the run what the saved run would have done.
 struct TrainingParts {
   tasks::Task& task;
   reducers::Reducer& reducer;
   const std::vector<std::string>& names;  // the model's parameter names, in order
   const std::vector<at::Tensor>& memories;
-  std::vector<at::Tensor>& momenta;       // undefined before a parameter's first momentum step
+  std::vector<at::Tensor>& momenta;  // undefined before a parameter's first momentum step
 };
 
 TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& position);

@@ -51,8 +51,8 @@ class WorkerRun {
   // architecture, a batch larger than a worker's data, a reducer's setting) is a UserError on
   // every rank before the run directory exists. Then the run directory, the log, the checkpoint
   // store and the trainer. `stop_signal` empty: nothing stops the run. The references outlive it.
-  WorkerRun(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm, c10::Device device,
-            WorkerRole& role, StopSignal stop_signal);
+  WorkerRun(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
+            c10::Device device, WorkerRole& role, StopSignal stop_signal);
 
   // With options.resume, the checkpoint is read and checked before anything in the directory is
   // written. Then trains; run.json records "failed" and the error when training throws, and the

@@ -7,9 +7,9 @@
 #include <map>
 #include <utility>
 
-#include "hyperparams/config_keys.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/config_keys.h"
 
 namespace gcrun::hyperparams {
 namespace {
@@ -64,8 +64,7 @@ std::string closestKey(const std::string& name, const ConfigKeys& keys) {
   size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
   for (const auto& candidate : candidates) {
     size_t distance = editDistance(name, candidate);
-    if (dotless)
-      distance = std::min(distance, editDistance(name, candidate.substr(candidate.rfind('.') + 1)));
+    if (dotless) distance = std::min(distance, editDistance(name, candidate.substr(candidate.rfind('.') + 1)));
     if (distance < best_distance) {
       best = candidate;
       best_distance = distance;
@@ -76,17 +75,17 @@ std::string closestKey(const std::string& name, const ConfigKeys& keys) {
 
 UserError unknownKey(const std::string& name, const std::string& source, const ConfigKeys& keys) {
   const std::string suggestion = closestKey(name, keys);
-  return UserError("config: unknown key '" + clipForMessage(name) + "' in " + source +
-                   (suggestion.empty() ? " (`gcrun list keys` lists the known keys)"
-                                       : " (did you mean '" + suggestion + "'?)"));
+  return UserError(
+      "config: unknown key '" + clipForMessage(name) + "' in " + source +
+      (suggestion.empty() ? " (`gcrun list keys` lists the known keys)" : " (did you mean '" + suggestion + "'?)"));
 }
 
 // The keys one document has set, each with the spelling it was given first (a key or an alias).
 using Given = std::map<std::string, std::string>;
 
 // Sets one key or alias; an alias's value may first be translated from the reference's names.
-void applyValue(ExperimentConfig& config, const std::string& name, const YAML::Node& value,
-                const std::string& source, Given& given, const ConfigKeys& keys) {
+void applyValue(ExperimentConfig& config, const std::string& name, const YAML::Node& value, const std::string& source,
+                Given& given, const ConfigKeys& keys) {
   const AliasSpec* alias = keys.findAlias(name);
   const KeySpec& spec = *keys.find(alias ? alias->key : name);
   if (const auto [first, added] = given.emplace(spec.key, name); !added) {
@@ -206,8 +205,8 @@ void applyAssignment(ExperimentConfig& config, const std::string& assignment, co
                     "' is not of the form key=value (e.g. training.epochs=3)");
   }
   YAML::Node document(YAML::NodeType::Map);
-  document[key] = load(assignment.substr(equals + 1),
-                       "the value of " + std::string(kAssignmentSource) + " '" + assignment + "'");
+  document[key] =
+      load(assignment.substr(equals + 1), "the value of " + std::string(kAssignmentSource) + " '" + assignment + "'");
   ExperimentConfig updated = config;
   Given given;
   applyMapping(updated, document, "", kAssignmentSource, given, keys);
@@ -224,8 +223,8 @@ void validate(const ExperimentConfig& config, const ConfigKeys& keys) {
     }
   }
   if (config.distributed.backend == Backend::nccl && config.device != Device::cuda) {
-    throw UserError("config: distributed.backend = 'nccl' needs device = 'cuda' (device is '" +
-                    nameOf(config.device) + "'); set device=cuda or distributed.backend=gloo");
+    throw UserError("config: distributed.backend = 'nccl' needs device = 'cuda' (device is '" + nameOf(config.device) +
+                    "'); set device=cuda or distributed.backend=gloo");
   }
 }
 

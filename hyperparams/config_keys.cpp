@@ -59,8 +59,7 @@ Rule<E> oneOfEnum() {
 
 Rule<std::vector<double>> epochList() {
   auto ok = [](const std::vector<double>& v) {
-    return std::all_of(v.begin(), v.end(), [](double e) { return e >= 0.0; }) &&
-           std::is_sorted(v.begin(), v.end());
+    return std::all_of(v.begin(), v.end(), [](double e) { return e >= 0.0; }) && std::is_sorted(v.begin(), v.end());
   };
   return {"a list of numbers >= 0 in non-decreasing order ([] or null: none)", ok, std::vector<double>()};
 }
@@ -249,7 +248,8 @@ const KeySpec* ConfigKeys::find(const std::string& key) const {
 }
 
 const AliasSpec* ConfigKeys::findAlias(const std::string& alias) const {
-  const auto found = std::find_if(aliases_.begin(), aliases_.end(), [&](const AliasSpec& a) { return a.alias == alias; });
+  const auto found =
+      std::find_if(aliases_.begin(), aliases_.end(), [&](const AliasSpec& a) { return a.alias == alias; });
   return found == aliases_.end() ? nullptr : &*found;
 }
 

@@ -21,7 +21,8 @@ Rule<double> numberAbove(double min) {
 
 Rule<double> numberFromTo(double min, double max, const std::string& note) {
   return {"a number from " + formatNumber(min) + " to " + formatNumber(max) + note,
-          [min, max](double v) { return v >= min && v <= max; }, {}};
+          [min, max](double v) { return v >= min && v <= max; },
+          {}};
 }
 
 Rule<double> fraction() {
@@ -38,9 +39,7 @@ Rule<std::string> oneOf(std::vector<std::string> choices) {
   std::string text = "one of: ";
   for (size_t i = 0; i < choices.size(); ++i) text += (i ? ", " : "") + choices[i];
   return {text,
-          [choices](const std::string& v) {
-            return std::find(choices.begin(), choices.end(), v) != choices.end();
-          },
+          [choices](const std::string& v) { return std::find(choices.begin(), choices.end(), v) != choices.end(); },
           {}};
 }
 

@@ -23,9 +23,9 @@ namespace gcrun::hyperparams {
 //  - task: TaskOptions::settings, from TaskSpec::settings (tasks/task.h);
 //  - output: OutputOptions::settings, from SinkSpec::settings (outputs/metric_sink.h).
 struct SettingSpec {
-  std::string name;           // under the section: "rank"
-  SettingValue default_value; // its type is the setting's type
-  std::string accepted;       // "an integer >= 1"
+  std::string name;            // under the section: "rank"
+  SettingValue default_value;  // its type is the setting's type
+  std::string accepted;        // "an integer >= 1"
   std::string help;
   std::function<bool(const SettingValue&)> ok;  // null: any value of the type
   std::vector<std::string> aliases;             // the reference's flat names, e.g. optimizer_reducer_rank
@@ -78,9 +78,8 @@ class SettingsSchema {
                                         return value != nullptr && (!check || check(*value));
                                       },
                                       std::move(aliases)});
-    next.readers_.push_back([member, name](Options& options, const SettingValue& value) {
-      options.*member = as<T>(value, name);
-    });
+    next.readers_.push_back(
+        [member, name](Options& options, const SettingValue& value) { options.*member = as<T>(value, name); });
     return next;
   }
 
@@ -105,8 +104,7 @@ class SettingsSchema {
     if constexpr (std::is_same_v<T, double>) {
       if (const int64_t* whole = std::get_if<int64_t>(&value)) return static_cast<double>(*whole);
     }
-    throw std::invalid_argument("setting '" + name + "' has a value of the wrong type (" +
-                                formatSetting(value) + ")");
+    throw std::invalid_argument("setting '" + name + "' has a value of the wrong type (" + formatSetting(value) + ")");
   }
 
   std::vector<SettingSpec> specs_;

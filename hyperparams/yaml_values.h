@@ -63,7 +63,7 @@ bool parse(const YAML::Node& node, std::vector<T>& out) {
 }
 
 template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
- bool parse(const YAML::Node& node, E& out) {
+bool parse(const YAML::Node& node, E& out) {
   if (!node.IsScalar()) return false;
   const auto& names = enumNames<E>();
   const auto found = std::find(names.begin(), names.end(), node.Scalar());
@@ -82,7 +82,7 @@ inline YAML::Node toNode(double value) { return YAML::Node(formatNumber(value));
 inline YAML::Node toNode(const std::string& value) { return YAML::Node(value); }
 
 template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
- YAML::Node toNode(E value) {
+YAML::Node toNode(E value) {
   return YAML::Node(nameOf(value));
 }
 

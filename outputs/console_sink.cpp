@@ -61,8 +61,7 @@ class ConsoleSink : public MetricSink {
   void metric(const MetricEvent& event) override {
     if (event.name == "timer" || !event.split.empty()) return;
     endProgressLine();
-    std::cout << fmt::format("{} {:.6g}  (epoch {:.2f}, step {})\n", event.name, event.value,
-                             event.epoch, event.step)
+    std::cout << fmt::format("{} {:.6g}  (epoch {:.2f}, step {})\n", event.name, event.value, event.epoch, event.step)
               << std::flush;
   }
 
@@ -133,8 +132,8 @@ std::string formatProgressLine(const Progress& progress, int bar_width) {
   }
   out += known_total ? fmt::format("step {}/{}", progress.step, progress.total_steps)
                      : fmt::format("step {}", progress.step);
-  out += fmt::format("  epoch {}/{}  loss {:.4f}  {:.0f} samples/s", progress.epoch,
-                     progress.total_epochs, progress.loss, progress.samples_per_s);
+  out += fmt::format("  epoch {}/{}  loss {:.4f}  {:.0f} samples/s", progress.epoch, progress.total_epochs,
+                     progress.loss, progress.samples_per_s);
   if (known_total && progress.step > 0) {
     // Assumes the remaining steps go as fast as the ones done, evaluations included.
     double remaining = progress.elapsed_s * (progress.total_steps - progress.step) / progress.step;

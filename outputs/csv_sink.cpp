@@ -27,8 +27,7 @@ std::string csvField(const std::string& text) {
 class CsvSink : public MetricSink {
  public:
   CsvSink(const std::string& run_dir, bool append)
-      : file_(run_dir, run_files::kEpochs, /*truncate=*/!append),
-        header_on_file_(append && !file_.wasEmpty()) {}
+      : file_(run_dir, run_files::kEpochs, /*truncate=*/!append), header_on_file_(append && !file_.wasEmpty()) {}
 
   void metric(const MetricEvent&) override {}
 
@@ -39,8 +38,8 @@ class CsvSink : public MetricSink {
     writeValues(summary.validation, validation_columns_);
     writeValues(summary.test, test_columns_);
     const double mb_sent = static_cast<double>(summary.bits) / 8.0 / (1024.0 * 1024.0);
-    out_ << ',' << csvNumber(mb_sent) << ',' << csvNumber(summary.elapsed_s) << ','
-         << csvNumber(summary.learning_rate) << '\n';
+    out_ << ',' << csvNumber(mb_sent) << ',' << csvNumber(summary.elapsed_s) << ',' << csvNumber(summary.learning_rate)
+         << '\n';
     file_.write(out_.str());
     out_.str("");
     file_.flush();
@@ -70,8 +69,7 @@ class CsvSink : public MetricSink {
     header_written_ = true;
   }
 
-  void writeValues(const std::map<std::string, double>& values,
-                   const std::vector<std::string>& columns) {
+  void writeValues(const std::map<std::string, double>& values, const std::vector<std::string>& columns) {
     for (const auto& column : columns) {
       out_ << ',';
       if (auto it = values.find(column); it != values.end()) out_ << csvNumber(it->second);
@@ -79,7 +77,7 @@ class CsvSink : public MetricSink {
   }
 
   files::AppendFile file_;
-  bool header_on_file_;  // a resumed run's file already starts with the header
+  bool header_on_file_;     // a resumed run's file already starts with the header
   std::ostringstream out_;  // the row being written
   bool header_written_ = false;
   std::vector<std::string> train_columns_;

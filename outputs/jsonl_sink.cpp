@@ -8,12 +8,11 @@ namespace {
 
 class JsonlSink : public MetricSink {
  public:
-  JsonlSink(const std::string& run_dir, bool append)
-      : out_(run_dir, run_files::kMetrics, /*truncate=*/!append) {}
+  JsonlSink(const std::string& run_dir, bool append) : out_(run_dir, run_files::kMetrics, /*truncate=*/!append) {}
 
   void metric(const MetricEvent& event) override {
-    Json line{{"name", event.name}, {"value", event.value}, {"split", event.split},
-              {"epoch", event.epoch},  {"step", event.step},   {"bits", event.bits}};
+    Json line{{"name", event.name},   {"value", event.value}, {"split", event.split},
+              {"epoch", event.epoch}, {"step", event.step},   {"bits", event.bits}};
     if (event.window > 0) line["window"] = event.window;
     out_.write(jsonText(line) + "\n");
   }

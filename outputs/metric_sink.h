@@ -6,21 +6,21 @@
 #include <memory>
 #include <string>
 
-#include "hyperparams/config.h"
 #include "hyperparams/base/registry.h"
+#include "hyperparams/config.h"
 #include "hyperparams/settings.h"
 
 namespace gcrun::outputs {
 
 // One measurement, as the reference's log_metric receives it.
 struct MetricEvent {
-  std::string name;   // e.g. "cross_entropy", "accuracy", "timer"
+  std::string name;  // e.g. "cross_entropy", "accuracy", "timer"
   double value = 0;
-  std::string split;  // "train", "test", or "" when the metric has none
-  double epoch = 0;   // fractional epoch at which it was measured
-  int64_t step = 0;   // optimizer steps done
-  uint64_t bits = 0;  // cumulative bits sent by one worker
-  int64_t window = 0; // steps averaged into value, for the per-step training metrics; 0 otherwise
+  std::string split;   // "train", "test", or "" when the metric has none
+  double epoch = 0;    // fractional epoch at which it was measured
+  int64_t step = 0;    // optimizer steps done
+  uint64_t bits = 0;   // cumulative bits sent by one worker
+  int64_t window = 0;  // steps averaged into value, for the per-step training metrics; 0 otherwise
 };
 
 // Training progress, emitted after every optimizer step.
@@ -29,8 +29,8 @@ struct Progress {
   int64_t total_steps = 0;
   int64_t epoch = 0;
   int64_t total_epochs = 0;
-  double loss = 0;             // running mean of this epoch's training loss on rank 0
-  double samples_per_s = 0;    // over all workers
+  double loss = 0;           // running mean of this epoch's training loss on rank 0
+  double samples_per_s = 0;  // over all workers
   double elapsed_s = 0;
 };
 
@@ -41,7 +41,7 @@ struct EpochSummary {
   std::map<std::string, double> train;
   std::map<std::string, double> test;
   std::map<std::string, double> validation;  // empty unless the task has a validation split
-  uint64_t bits = 0;       // cumulative, one worker
+  uint64_t bits = 0;                         // cumulative, one worker
   double elapsed_s = 0;
   double learning_rate = 0;
 };

@@ -43,8 +43,7 @@ std::shared_ptr<spdlog::logger> installRankLogger(const std::string& run_dir, in
   // Every rank logs the same progress; only rank 0's is worth reading on the console.
   console_sink->set_level(rank == 0 ? spdlog::level::info : spdlog::level::warn);
 
-  auto logger = std::make_shared<spdlog::logger>(
-      "rank-" + rank_text, spdlog::sinks_init_list{file_sink, console_sink});
+  auto logger = std::make_shared<spdlog::logger>("rank-" + rank_text, spdlog::sinks_init_list{file_sink, console_sink});
   logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] [rank " + rank_text + "] %v");
   logger->set_level(spdlog::level::debug);
   // The log file is what survives a crash; info lines are rare enough to flush each one.

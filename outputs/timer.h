@@ -35,8 +35,8 @@ class Timer {
 
   struct Stats {
     double total_s = 0;
-    int64_t events = 0;     // counted in the summary (the first is skipped)
-    int64_t seen = 0;       // including the skipped first
+    int64_t events = 0;  // counted in the summary (the first is skipped)
+    int64_t seen = 0;    // including the skipped first
     double last_s = 0;
     std::vector<double> samples;  // the counted events' durations, for the median
   };

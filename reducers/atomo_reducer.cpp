@@ -97,9 +97,7 @@ class AtomoReducer : public Reducer {
 
   void saveState(State& state) const override { state["generator"] = generator_.get_state().clone(); }
 
-  void loadState(const State& state) override {
-    generator_.set_state(stateEntry(state, "atomo", "generator"));
-  }
+  void loadState(const State& state) override { generator_.set_state(stateEntry(state, "atomo", "generator")); }
 
  private:
   void allocate(const std::vector<at::Tensor>& like) {
@@ -136,9 +134,9 @@ class AtomoReducer : public Reducer {
     for (int attempt = 0;; ++attempt) {
       if (attempt == kMaxSamplingAttempts) {
         throw std::runtime_error("atomo: no draw kept exactly " + std::to_string(wanted) + " of the " +
-                                 std::to_string(s.numel()) + " singular values of a " + std::to_string(a.rows) +
-                                 "x" + std::to_string(a.cols) + " gradient in " +
-                                 std::to_string(kMaxSamplingAttempts) + " tries; lower reducer.rank");
+                                 std::to_string(s.numel()) + " singular values of a " + std::to_string(a.rows) + "x" +
+                                 std::to_string(a.cols) + " gradient in " + std::to_string(kMaxSamplingAttempts) +
+                                 " tries; lower reducer.rank");
       }
       const auto noise = at::rand({s.numel()}, generator_, at::TensorOptions().dtype(probabilities.scalar_type()));
       kept = probabilities.gt(noise).nonzero().view({-1});
@@ -147,12 +145,16 @@ class AtomoReducer : public Reducer {
     const auto scaled = s.index_select(0, kept) / probabilities.index_select(0, kept);
     const auto device = slot.device();
     int64_t offset = 0;
-    slot.narrow(0, offset, a.rows * a.atoms).view({a.rows, a.atoms}).narrow(1, 0, wanted)
+    slot.narrow(0, offset, a.rows * a.atoms)
+        .view({a.rows, a.atoms})
+        .narrow(1, 0, wanted)
         .copy_(u.index_select(1, kept).to(device));
     offset += a.rows * a.atoms;
     slot.narrow(0, offset, a.atoms).narrow(0, 0, wanted).copy_(scaled.to(device));
     offset += a.atoms;
-    slot.narrow(0, offset, a.cols * a.atoms).view({a.cols, a.atoms}).narrow(1, 0, wanted)
+    slot.narrow(0, offset, a.cols * a.atoms)
+        .view({a.cols, a.atoms})
+        .narrow(1, 0, wanted)
         .copy_(vh.index_select(0, kept).t().to(device));
   }
 
@@ -172,7 +174,7 @@ class AtomoReducer : public Reducer {
   bool initialized_ = false;
   std::vector<AtomShape> shapes_;
   std::vector<int64_t> offsets_;  // where tensor i's atoms start in a message
-  TensorBuffer message_;  // this worker's packed atoms, tensor after tensor
+  TensorBuffer message_;          // this worker's packed atoms, tensor after tensor
 };
 
 }  // namespace

@@ -39,8 +39,8 @@ class BitWriter {
     count_ += bits;
     if (count_ >= 32) {
       const auto word = static_cast<uint32_t>(pending_);
-      uint8_t bytes[4] = {static_cast<uint8_t>(word), static_cast<uint8_t>(word >> 8),
-                          static_cast<uint8_t>(word >> 16), static_cast<uint8_t>(word >> 24)};
+      uint8_t bytes[4] = {static_cast<uint8_t>(word), static_cast<uint8_t>(word >> 8), static_cast<uint8_t>(word >> 16),
+                          static_cast<uint8_t>(word >> 24)};
       std::memcpy(out_, bytes, 4);
       out_ += 4;
       pending_ >>= 32;

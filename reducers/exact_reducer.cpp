@@ -93,6 +93,9 @@ std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context) {
   return std::make_unique<ExactReducer>(context.comm);
 }
 
-ReducerSpec exactSpec() { return {makeExactReducer, "all-reduce", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, "ExactReducer", true}; }
+ReducerSpec exactSpec() {
+  return {makeExactReducer, "all-reduce", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket},
+          "ExactReducer",   true};
+}
 
 }  // namespace gcrun::reducers

@@ -65,7 +65,12 @@ ReducerSpec globalTopKSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<GlobalTopKReducer>(context.comm, settings().read(context.options.settings).compression);
   };
-  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, "GlobalTopKReducer"};
+  return {make,
+          "all-gather",
+          settings().specs(),
+          true,
+          {Granularity::layer, Granularity::model, Granularity::bucket},
+          "GlobalTopKReducer"};
 }
 
 }  // namespace gcrun::reducers

@@ -7,7 +7,6 @@
 
 #include <ATen/ATen.h>
 
-
 namespace gcrun::reducers {
 namespace {
 
@@ -110,8 +109,8 @@ TensorGroups bucketGroups(const std::vector<at::Tensor>& tensors, int64_t bucket
   int64_t bytes = 0;
   for (size_t n = tensors.size(); n-- > 0;) {
     const auto& t = tensors[n];
-    const bool other_kind = !groups.empty() && !groups.back().empty() &&
-                            !t.options().type_equal(tensors[groups.back().front()].options());
+    const bool other_kind =
+        !groups.empty() && !groups.back().empty() && !t.options().type_equal(tensors[groups.back().front()].options());
     if (groups.empty() || bytes >= bucket_bytes || other_kind) {
       groups.emplace_back();
       bytes = 0;

@@ -26,7 +26,7 @@ namespace {
 // the W payloads in float32 in rank order: the same bits sent, one rounding fewer. float16 between
 // 2 workers travels that way too (see reduce()), with Gloo's rounding of the sum kept.
 // The casts are fused raw loops (F16C where the CPU has it) that round exactly as c10's casts do;
-// tests/reducer_oracle_test keeps the whole-tensor version they replaced.
+// tests/reducers/fused_codecs_test keeps the whole-tensor version they replaced.
 class LowPrecisionReducer : public Reducer {
  public:
   LowPrecisionReducer(Communicator& comm, at::ScalarType wire_type) : comm_(comm), wire_type_(wire_type) {}

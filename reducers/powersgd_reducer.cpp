@@ -220,9 +220,9 @@ class PowerSgdReducer : public Reducer {
   bool queries_drawn_ = false;
   MatrixSplit split_;
   std::vector<ShapeGroup> groups_;
-  at::Tensor p_flat_, q_flat_;        // what goes on the wire, group after group
-  std::vector<at::Tensor> ps_, qs_;   // per matrix, in tensor order: views into p_flat_, q_flat_
-  at::Tensor restored_queries_;       // from loadState(), copied in once the buffers exist
+  at::Tensor p_flat_, q_flat_;       // what goes on the wire, group after group
+  std::vector<at::Tensor> ps_, qs_;  // per matrix, in tensor order: views into p_flat_, q_flat_
+  at::Tensor restored_queries_;      // from loadState(), copied in once the buffers exist
 };
 
 }  // namespace
@@ -231,7 +231,12 @@ ReducerSpec powerSgdSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<PowerSgdReducer>(context, settings().read(context.options.settings));
   };
-  return {make, "all-reduce", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, "RankKReducer"};
+  return {make,
+          "all-reduce",
+          settings().specs(),
+          true,
+          {Granularity::layer, Granularity::model, Granularity::bucket},
+          "RankKReducer"};
 }
 
 }  // namespace gcrun::reducers

@@ -39,7 +39,9 @@ class QsgdCodec : public GradientCodec {
       : levels_(levels), field_bits_(levelBits(levels) + 1), generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
-    return encodeScaledCodes(tensors, generator_, field_bits_, Quantizer{static_cast<float>(levels_), static_cast<int64_t>(static_cast<float>(levels_))}, uniform_);
+    return encodeScaledCodes(tensors, generator_, field_bits_,
+                             Quantizer{static_cast<float>(levels_), static_cast<int64_t>(static_cast<float>(levels_))},
+                             uniform_);
   }
 
   void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const override {
@@ -62,7 +64,7 @@ class QsgdCodec : public GradientCodec {
     return bits;
   }
 
-  // The float32 operations, in order, of the tensor ops this replaced (tests/reducer_oracle_test
+  // The float32 operations, in order, of the tensor ops this replaced (tests/reducers/fused_codecs_test
   // keeps them): |g| / max(norm, FLT_MIN) * s + u, floored, at most s. The sum is >= 0, so
   // truncating to an integer floors it, and clamping the integer to float(s) is clamping the float.
   struct Quantizer {
@@ -86,11 +88,12 @@ class QsgdCodec : public GradientCodec {
 
 ReducerSpec qsgdSpec() {
   const auto make = [](const ReducerContext& context) {
-    return makeAllGatherReducer(context.comm,
-                                std::make_unique<QsgdCodec>(settings().read(context.options.settings).quantization_levels,
-                                                            workerGenerator(context.seed, context.comm.rank())));
+    return makeAllGatherReducer(
+        context.comm, std::make_unique<QsgdCodec>(settings().read(context.options.settings).quantization_levels,
+                                                  workerGenerator(context.seed, context.comm.rank())));
   };
-  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
+  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket},
+          ""};
 }
 
 }  // namespace gcrun::reducers

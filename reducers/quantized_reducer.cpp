@@ -10,8 +10,7 @@ namespace {
 
 class AllGatherReducer : public Reducer {
  public:
-  AllGatherReducer(Communicator& comm, std::unique_ptr<GradientCodec> codec)
-      : comm_(comm), codec_(std::move(codec)) {}
+  AllGatherReducer(Communicator& comm, std::unique_ptr<GradientCodec> codec) : comm_(comm), codec_(std::move(codec)) {}
 
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
@@ -113,9 +112,7 @@ at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits) {
   return codes.to(bytes.device());
 }
 
-at::Tensor floatsAsBytes(const at::Tensor& floats) {
-  return floats.to(at::kFloat).contiguous().view(at::kByte);
-}
+at::Tensor floatsAsBytes(const at::Tensor& floats) { return floats.to(at::kFloat).contiguous().view(at::kByte); }
 
 at::Tensor bytesAsFloats(const at::Tensor& bytes) {
   // view(dtype) needs the bytes to start on a float boundary of their storage: a copy has offset 0.

@@ -16,7 +16,8 @@ struct RandomSparseOptions {
 
 const hyperparams::SettingsSchema<RandomSparseOptions>& settings() {
   using O = RandomSparseOptions;
-  static const auto schema = withRescale(withCompression(hyperparams::SettingsSchema<O>(), &O::compression), &O::rescale);
+  static const auto schema =
+      withRescale(withCompression(hyperparams::SettingsSchema<O>(), &O::compression), &O::rescale);
   return schema;
 }
 
@@ -61,7 +62,8 @@ class RandomSparseReducer : public Reducer {
       const int64_t k = sizes_[i];
       withFlat(out[i], [&](const at::Tensor& o) {
         o.zero_();
-        if (k > 0) o.index_copy_(0, indices[i], values_.narrow(0, slot, k) * (scales_.narrow(0, slot, k) / comm_.size()));
+        if (k > 0)
+          o.index_copy_(0, indices[i], values_.narrow(0, slot, k) * (scales_.narrow(0, slot, k) / comm_.size()));
       });
       slot += k;
     }
@@ -106,7 +108,12 @@ ReducerSpec randomSparseSpec(IndexSampler sampler, std::string reference_name) {
   const auto make = [sampler](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<RandomSparseReducer>(context, settings().read(context.options.settings), sampler);
   };
-  return {make, "all-reduce", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, std::move(reference_name)};
+  return {make,
+          "all-reduce",
+          settings().specs(),
+          true,
+          {Granularity::layer, Granularity::model, Granularity::bucket},
+          std::move(reference_name)};
 }
 
 }  // namespace gcrun::reducers

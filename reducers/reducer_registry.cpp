@@ -7,8 +7,7 @@ Registry<ReducerSpec>& reducerRegistry() {
   static Registry<ReducerSpec>* registry = [] {
     auto* r = new Registry<ReducerSpec>("reducer");
     r->add("exact", "all-reduce average of the full gradient (SGD; the reference's ExactReducer)", exactSpec());
-    r->add("powersgd",
-           "rank-r PowerSGD: power iteration with a warm-started query (the reference's RankKReducer)",
+    r->add("powersgd", "rank-r PowerSGD: power iteration with a warm-started query (the reference's RankKReducer)",
            powerSgdSpec());
     r->add("unbiased-rank",
            "half a power iteration per step, P and Q in turn, local error (the reference's HalfRankKReducer)",
@@ -19,16 +18,19 @@ Registry<ReducerSpec>& reducerRegistry() {
            atomoSpec());
     r->add("signum", "majority vote of bit-packed signs, all-gathered (the reference's SignSGDwithMajorityVoteReducer)",
            signumSpec());
-    r->add("sign-norm", "bit-packed signs times each tensor's mean |g|, all-gathered (the reference's SignAndNormReducer)",
+    r->add("sign-norm",
+           "bit-packed signs times each tensor's mean |g|, all-gathered (the reference's SignAndNormReducer)",
            signNormSpec());
     r->add("topk", "per-tensor top-k magnitudes, values and positions all-gathered (the reference's TopKReducer)",
            topKSpec());
     r->add("global-topk", "top-k magnitudes of the whole gradient, all-gathered (the reference's GlobalTopKReducer)",
            globalTopKSpec());
-    r->add("random-k", "k random elements per tensor from a shared generator (the reference's UniformRandomSparseReducer)",
+    r->add("random-k",
+           "k random elements per tensor from a shared generator (the reference's UniformRandomSparseReducer)",
            randomKSpec());
     r->add("random-block",
-           "a random contiguous block per tensor from a shared generator (the reference's UniformRandomSparseBlockReducer)",
+           "a random contiguous block per tensor from a shared generator (the reference's "
+           "UniformRandomSparseBlockReducer)",
            randomBlockSpec());
     r->add("qsgd", "QSGD: unbiased stochastic s-level quantization with a norm per tensor, bit-packed, all-gathered",
            qsgdSpec());
@@ -36,7 +38,8 @@ Registry<ReducerSpec>& reducerRegistry() {
            ternGradSpec());
     r->add("fp16", "half-precision all-reduce, divided by the workers before the cast (Horovod's fp16 compression)",
            fp16Spec());
-    r->add("bf16", "bfloat16 all-reduce, divided by the workers before the cast (DDP's bf16_compress_hook)", bf16Spec());
+    r->add("bf16", "bfloat16 all-reduce, divided by the workers before the cast (DDP's bf16_compress_hook)",
+           bf16Spec());
     return r;
   }();
   return *registry;

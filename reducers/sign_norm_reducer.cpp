@@ -76,7 +76,12 @@ ReducerSpec signNormSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<SignNormReducer>(context.comm);
   };
-  return {make, "all-gather", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, "SignAndNormReducer"};
+  return {make,
+          "all-gather",
+          {},
+          true,
+          {Granularity::layer, Granularity::model, Granularity::bucket},
+          "SignAndNormReducer"};
 }
 
 }  // namespace gcrun::reducers

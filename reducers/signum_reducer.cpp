@@ -58,7 +58,12 @@ ReducerSpec signumSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<SignumReducer>(context.comm);
   };
-  return {make, "all-gather", {}, false, {Granularity::layer, Granularity::model, Granularity::bucket}, "SignSGDwithMajorityVoteReducer"};
+  return {make,
+          "all-gather",
+          {},
+          false,
+          {Granularity::layer, Granularity::model, Granularity::bucket},
+          "SignSGDwithMajorityVoteReducer"};
 }
 
 }  // namespace gcrun::reducers

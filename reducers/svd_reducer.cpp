@@ -99,7 +99,7 @@ class SvdReducer : public Reducer {
   bool initialized_ = false;
   MatrixSplit split_;
   std::vector<int64_t> offsets_;  // where matrix k's triplet starts in a message
-  TensorBuffer triplets_;  // u, s, v of each matrix in turn: this worker's message
+  TensorBuffer triplets_;         // u, s, v of each matrix in turn: this worker's message
 };
 
 }  // namespace

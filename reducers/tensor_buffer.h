@@ -122,9 +122,10 @@ inline bool sameTensors(const std::vector<at::Tensor>& a, const std::vector<at::
 class CpuFloats {
  public:
   explicit CpuFloats(const at::Tensor& t)
-      : target_(t), data_(t.is_cpu() && t.is_contiguous() && t.scalar_type() == at::kFloat
-                              ? t
-                              : t.to(at::kCPU, at::kFloat).contiguous()) {}
+      : target_(t),
+        data_(t.is_cpu() && t.is_contiguous() && t.scalar_type() == at::kFloat
+                  ? t
+                  : t.to(at::kCPU, at::kFloat).contiguous()) {}
   float* data() const { return data_.data_ptr<float>(); }
   void writeBack() const {
     if (!data_.is_same(target_)) target_.copy_(data_.view(target_.sizes()));

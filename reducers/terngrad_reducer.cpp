@@ -39,7 +39,7 @@ class TernGradCodec : public GradientCodec {
 
  private:
   // Kept with probability |g| / max(scale, FLT_MIN): the float32 operations of the tensor ops this
-  // replaced (tests/reducer_oracle_test keeps them).
+  // replaced (tests/reducers/fused_codecs_test keeps them).
   struct Quantizer {
     // max |g_i| (NaN if any is), as g.abs().max() but without its temporary: a maximum does not
     // depend on the order it is taken in. Taken over the bit patterns of |g_i|, which order

@@ -67,7 +67,8 @@ class TopKReducer : public Reducer {
       withFlat(out[i], [&](const at::Tensor& o) {
         o.zero_();
         for (size_t w = 0; w < all_values.size(); ++w) {
-          o.index_add_(0, all_positions[w].narrow(0, slot, k).to(at::kLong), all_values[w].narrow(0, slot, k) / comm_.size());
+          o.index_add_(0, all_positions[w].narrow(0, slot, k).to(at::kLong),
+                       all_values[w].narrow(0, slot, k) / comm_.size());
         }
       });
       slot += k;
@@ -101,7 +102,12 @@ ReducerSpec topKSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<TopKReducer>(context.comm, settings().read(context.options.settings).compression);
   };
-  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket}, "TopKReducer"};
+  return {make,
+          "all-gather",
+          settings().specs(),
+          true,
+          {Granularity::layer, Granularity::model, Granularity::bucket},
+          "TopKReducer"};
 }
 
 }  // namespace gcrun::reducers

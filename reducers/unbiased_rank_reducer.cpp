@@ -19,8 +19,8 @@ struct UnbiasedRankOptions {
 
 const hyperparams::SettingsSchema<UnbiasedRankOptions>& settings() {
   using O = UnbiasedRankOptions;
-  static const auto schema = withOrthogonalizationEpsilon(withRank(hyperparams::SettingsSchema<O>(), &O::rank),
-                                                          &O::orthogonalization_epsilon);
+  static const auto schema =
+      withOrthogonalizationEpsilon(withRank(hyperparams::SettingsSchema<O>(), &O::rank), &O::orthogonalization_epsilon);
   return schema;
 }
 
@@ -117,8 +117,7 @@ class UnbiasedRankReducer : public Reducer {
   void restoreFactors() {
     if (restored_.numel() != p_flat_.numel() + q_flat_.numel()) {
       throw std::invalid_argument("unbiased-rank state: saved factors have " + std::to_string(restored_.numel()) +
-                                  " elements, this model needs " +
-                                  std::to_string(p_flat_.numel() + q_flat_.numel()));
+                                  " elements, this model needs " + std::to_string(p_flat_.numel() + q_flat_.numel()));
     }
     p_flat_.copy_(restored_.narrow(0, 0, p_flat_.numel()));
     q_flat_.copy_(restored_.narrow(0, p_flat_.numel(), q_flat_.numel()));

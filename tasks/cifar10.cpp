@@ -33,8 +33,8 @@ constexpr int64_t kPadding = 4;
 constexpr int64_t kSyntheticTrain = 50000;
 // Synthetic accuracy means nothing: a small test split keeps the evaluation of smoke runs short.
 constexpr int64_t kSyntheticTest = 1000;
-const char* const kTrainFiles[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                                   "data_batch_4.bin", "data_batch_5.bin"};
+const char* const kTrainFiles[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                                   "data_batch_5.bin"};
 const char* const kTestFile = "test_batch.bin";
 
 std::vector<char> readFile(const std::string& path) {
@@ -142,8 +142,8 @@ class Cifar10Task : public Task {
     const at::Tensor indices = sampler.epochIndices(epoch);
     const int64_t batches = sampler.batchCount(batch_size_);
     const int64_t batch_size = batch_size_;
-    auto generator = std::make_shared<at::Generator>(
-        at::detail::createCPUGenerator(streamSeed(seed_, shard.rank, epoch)));
+    auto generator =
+        std::make_shared<at::Generator>(at::detail::createCPUGenerator(streamSeed(seed_, shard.rank, epoch)));
     auto next = std::make_shared<int64_t>(0);
     auto produce = [data, indices, batches, batch_size, generator, next]() -> std::optional<Batch> {
       if (*next == batches) return std::nullopt;
@@ -199,8 +199,7 @@ MetricSums Cifar10Task::evaluate(const Shard& shard, const std::string& split, c
     const at::Tensor images = normalizeCifar(toDevice(test.images.index_select(0, chosen), device_));
     const at::Tensor targets = toDevice(test.labels.index_select(0, chosen), device_).to(at::kLong);
     const at::Tensor logits = model_->forward(images);
-    const at::Tensor loss_sum =
-        F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    const at::Tensor loss_sum = F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
     addMetrics(logits, targets, loss_sum.item<double>(), metrics);
   }
   model_->train();
@@ -221,7 +220,8 @@ Cifar10Data readCifar10(const std::string& dir) {
     if (!std::filesystem::is_regular_file(path, error)) missing_list += (missing_list.empty() ? "" : ", ") + path;
   }
   if (!missing_list.empty()) {
-    throw UserError("CIFAR-10 data not found: missing " + missing_list + "; the task reads data_batch_1.bin, "
+    throw UserError("CIFAR-10 data not found: missing " + missing_list +
+                    "; the task reads data_batch_1.bin, "
                     "data_batch_2.bin, data_batch_3.bin, data_batch_4.bin, data_batch_5.bin and test_batch.bin "
                     "from the \"CIFAR-10 binary version\" (cifar-10-binary.tar.gz) of "
                     "https://www.cs.toronto.edu/~kriz/cifar.html; set task.data_dir to their folder, or "
@@ -248,15 +248,13 @@ at::Tensor augmentCifar(const at::Tensor& images, at::Generator& generator) {
   const at::Tensor line = at::arange(kSide, longs).view({1, kSide});
   const at::Tensor rows = top + line;
   const at::Tensor cols = left + at::where(flip, kSide - 1 - line, line);
-  const at::Tensor cropped = padded.index({TensorIndex(at::arange(batch, longs).view({batch, 1, 1, 1})),
-                                           TensorIndex(at::arange(3, longs).view({1, 3, 1, 1})),
-                                           TensorIndex(rows.view({batch, 1, kSide, 1})),
-                                           TensorIndex(cols.view({batch, 1, 1, kSide}))});
+  const at::Tensor cropped =
+      padded.index({TensorIndex(at::arange(batch, longs).view({batch, 1, 1, 1})),
+                    TensorIndex(at::arange(3, longs).view({1, 3, 1, 1})), TensorIndex(rows.view({batch, 1, kSide, 1})),
+                    TensorIndex(cols.view({batch, 1, 1, kSide}))});
   return normalizeCifar(cropped);
 }
 
-std::unique_ptr<Task> makeCifar10Task(const TaskContext& context) {
-  return std::make_unique<Cifar10Task>(context);
-}
+std::unique_ptr<Task> makeCifar10Task(const TaskContext& context) { return std::make_unique<Cifar10Task>(context); }
 
 }  // namespace gcrun::tasks

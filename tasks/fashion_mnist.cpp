@@ -88,8 +88,7 @@ Batch makeBatch(const IdxDataset& split, const at::Tensor& indices, c10::Device 
   return {images, toDevice(split.labels.index_select(0, indices), device).to(at::kLong)};
 }
 
-void addMetrics(const at::Tensor& logits, const at::Tensor& targets, double loss_sum,
-                MetricSums& metrics) {
+void addMetrics(const at::Tensor& logits, const at::Tensor& targets, double loss_sum, MetricSums& metrics) {
   metrics.add("cross_entropy", loss_sum);
   metrics.add("accuracy", logits.argmax(1).eq(targets).sum().item<double>());
   metrics.weight += static_cast<double>(targets.size(0));
@@ -97,10 +96,13 @@ void addMetrics(const at::Tensor& logits, const at::Tensor& targets, double loss
 
 class FashionBatchStream : public BatchStream {
  public:
-  FashionBatchStream(std::shared_ptr<const FashionData> data, at::Tensor indices, int64_t batch_size,
-                     int64_t batches, c10::Device device)
-      : data_(std::move(data)), indices_(std::move(indices)), batch_size_(batch_size),
-        batches_(batches), device_(device) {}
+  FashionBatchStream(std::shared_ptr<const FashionData> data, at::Tensor indices, int64_t batch_size, int64_t batches,
+                     c10::Device device)
+      : data_(std::move(data)),
+        indices_(std::move(indices)),
+        batch_size_(batch_size),
+        batches_(batches),
+        device_(device) {}
 
   std::optional<Batch> next() override {
     if (next_ == batches_) return std::nullopt;
@@ -124,8 +126,7 @@ class FashionMnistTask : public Task {
       throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size_));
     }
     if (options_.test_batch_size < 1) {
-      throw UserError("task.test_batch_size must be at least 1, got " +
-                      std::to_string(options_.test_batch_size));
+      throw UserError("task.test_batch_size must be at least 1, got " + std::to_string(options_.test_batch_size));
     }
     data_ = loadData(options_, context.seed);
     model_ = models::buildModel(options_.architecture, {1, kSide, kClasses}, context.seed);
@@ -165,8 +166,7 @@ class FashionMnistTask : public Task {
   std::shared_ptr<const FashionData> data_;
 };
 
-MetricSums FashionMnistTask::evaluate(const Shard& shard, const std::string& split,
-                                      const EvaluationLimits& limits) {
+MetricSums FashionMnistTask::evaluate(const Shard& shard, const std::string& split, const EvaluationLimits& limits) {
   namespace F = torch::nn::functional;
   if (split != "test") throw std::invalid_argument("fashion-mnist has no split '" + split + "'");
   torch::NoGradGuard no_grad;
@@ -178,8 +178,7 @@ MetricSums FashionMnistTask::evaluate(const Shard& shard, const std::string& spl
     const int64_t size = std::min(chunk, indices.size(0) - start);
     Batch batch = makeBatch(data_->test, indices.narrow(0, start, size), device_);
     at::Tensor logits = model_->forward(batch.inputs);
-    at::Tensor loss_sum = F::cross_entropy(
-        logits, batch.targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    at::Tensor loss_sum = F::cross_entropy(logits, batch.targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
     addMetrics(logits, batch.targets, loss_sum.item<double>(), metrics);
   }
   model_->train();

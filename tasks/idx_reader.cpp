@@ -1,8 +1,8 @@
 #include "tasks/idx_reader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -67,8 +67,7 @@ class GzReader {
 };
 
 uint32_t bigEndian32(const uint8_t* bytes) {
-  return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) |
-         uint32_t{bytes[3]};
+  return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | uint32_t{bytes[3]};
 }
 
 std::optional<uint64_t> checkedProduct(const std::vector<int64_t>& dims) {
@@ -91,15 +90,14 @@ at::Tensor readIdx(const std::string& path, uint32_t magic, const char* what) {
   if (data.size() < 4 || bigEndian32(data.data()) != magic) {
     std::string found = data.size() < 4 ? "a file of " + std::to_string(data.size()) + " bytes"
                                         : "magic " + hex32(bigEndian32(data.data()));
-    throw UserError(path + ": not an IDX file of " + what + ": found " + found + ", expected magic " +
-                    hex32(magic));
+    throw UserError(path + ": not an IDX file of " + what + ": found " + found + ", expected magic " + hex32(magic));
   }
   const size_t num_dims = magic & 0xff;
   const size_t header = 4 * (1 + num_dims);
   reader.readInto(data, header - 4);
   if (data.size() < header) {
-    throw UserError(path + ": truncated IDX header: expected " + std::to_string(header) +
-                    " bytes, got " + std::to_string(data.size()));
+    throw UserError(path + ": truncated IDX header: expected " + std::to_string(header) + " bytes, got " +
+                    std::to_string(data.size()));
   }
   std::vector<int64_t> dims;
   for (size_t i = 0; i < num_dims; ++i) dims.push_back(bigEndian32(data.data() + 4 * (i + 1)));
@@ -108,8 +106,8 @@ at::Tensor readIdx(const std::string& path, uint32_t magic, const char* what) {
   reader.readInto(data, *expected + 1);
   const uint64_t payload = data.size() - header;
   if (*expected > payload) {
-    throw UserError(path + ": truncated IDX data: the header declares " + std::to_string(*expected) +
-                    " bytes of " + what + ", got " + std::to_string(payload));
+    throw UserError(path + ": truncated IDX data: the header declares " + std::to_string(*expected) + " bytes of " +
+                    what + ", got " + std::to_string(payload));
   }
   if (*expected < payload) {
     throw UserError(path + ": unexpected bytes after the " + std::to_string(*expected) + " bytes of " + what +
@@ -122,29 +120,25 @@ at::Tensor readIdx(const std::string& path, uint32_t magic, const char* what) {
 
 }  // namespace
 
-at::Tensor readIdxImages(const std::string& path) {
-  return readIdx(path, kImagesMagic, "uint8 3-D images");
-}
+at::Tensor readIdxImages(const std::string& path) { return readIdx(path, kImagesMagic, "uint8 3-D images"); }
 
 at::Tensor readIdxLabels(const std::string& path, int64_t num_classes) {
   at::Tensor labels = readIdx(path, kLabelsMagic, "uint8 1-D labels");
   const uint8_t* values = labels.data_ptr<uint8_t>();
   for (int64_t i = 0; i < labels.numel(); ++i) {
     if (values[i] >= num_classes) {
-      throw UserError(path + ": label " + std::to_string(values[i]) + " of sample " +
-                      std::to_string(i) + " is outside [0, " + std::to_string(num_classes) + ")");
+      throw UserError(path + ": label " + std::to_string(values[i]) + " of sample " + std::to_string(i) +
+                      " is outside [0, " + std::to_string(num_classes) + ")");
     }
   }
   return labels;
 }
 
-IdxDataset readIdxDataset(const std::string& images_path, const std::string& labels_path,
-                          int64_t num_classes) {
+IdxDataset readIdxDataset(const std::string& images_path, const std::string& labels_path, int64_t num_classes) {
   IdxDataset dataset{readIdxImages(images_path), readIdxLabels(labels_path, num_classes)};
   if (dataset.images.size(0) != dataset.labels.size(0)) {
-    throw UserError(labels_path + ": holds " + std::to_string(dataset.labels.size(0)) +
-                    " labels but " + images_path + " holds " +
-                    std::to_string(dataset.images.size(0)) + " images");
+    throw UserError(labels_path + ": holds " + std::to_string(dataset.labels.size(0)) + " labels but " + images_path +
+                    " holds " + std::to_string(dataset.images.size(0)) + " images");
   }
   return dataset;
 }

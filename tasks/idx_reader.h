@@ -25,7 +25,6 @@ struct IdxDataset {
 };
 
 // Both files of one split, checked to hold the same number of samples.
-IdxDataset readIdxDataset(const std::string& images_path, const std::string& labels_path,
-                          int64_t num_classes);
+IdxDataset readIdxDataset(const std::string& images_path, const std::string& labels_path, int64_t num_classes);
 
 }  // namespace gcrun::tasks

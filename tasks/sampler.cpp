@@ -12,8 +12,8 @@ namespace {
 
 void checkShard(const Shard& shard) {
   if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size) {
-    throw std::invalid_argument("invalid shard: rank " + std::to_string(shard.rank) +
-                                " of world size " + std::to_string(shard.world_size));
+    throw std::invalid_argument("invalid shard: rank " + std::to_string(shard.rank) + " of world size " +
+                                std::to_string(shard.world_size));
   }
 }
 

@@ -11,9 +11,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "hyperparams/base/registry.h"
 #include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
-#include "hyperparams/base/registry.h"
 #include "hyperparams/settings.h"
 
 namespace torch::nn {
@@ -102,9 +102,7 @@ class Task {
   virtual void loadState(const State& /*state*/) {}
 
   // Derived metrics from the reduced means (perplexity from cross entropy, say). Default: as is.
-  virtual std::map<std::string, double> finalize(std::map<std::string, double> means) const {
-    return means;
-  }
+  virtual std::map<std::string, double> finalize(std::map<std::string, double> means) const { return means; }
   // Whether the data is synthetic (marked in every output).
   virtual bool synthetic() const = 0;
 };

@@ -43,7 +43,8 @@ std::shared_ptr<const LanguageData> readData(const std::string& dir) {
   auto data = std::make_shared<LanguageData>();
   data->vocabulary = vocabulary.size();
   data->train = vocabulary.encode(train_tokens);
-  for (const auto& [split, file] : kSplitFiles) data->splits[split] = vocabulary.encode(readTokenFile(dir + "/" + file));
+  for (const auto& [split, file] : kSplitFiles)
+    data->splits[split] = vocabulary.encode(readTokenFile(dir + "/" + file));
   return data;
 }
 
@@ -154,7 +155,8 @@ class WikiText2Task : public Task {
   }
   void loadState(const State& state) override {
     const auto entry = [&](const std::string& name, const at::Tensor& like) {
-      const at::Tensor saved = stateEntry(state, "wikitext2", name);  // a handle, not a reference: gcc 14 warns it could dangle
+      const at::Tensor saved =
+          stateEntry(state, "wikitext2", name);  // a handle, not a reference: gcc 14 warns it could dangle
       if (like.defined() && !saved.sizes().equals(like.sizes())) {
         throw std::invalid_argument("wikitext2 state: '" + name + "' has another shape than this run's hidden state");
       }
@@ -211,7 +213,8 @@ MetricSums WikiText2Task::evaluate(const Shard& shard, const std::string& split,
 std::vector<std::string> readTokenFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    throw UserError(path + ": cannot be read; the language-model task reads wiki.train.tokens, "
+    throw UserError(path +
+                    ": cannot be read; the language-model task reads wiki.train.tokens, "
                     "wiki.valid.tokens and wiki.test.tokens from task.data_dir (WikiText-2, or "
                     "`gcrun data brown --output DIR` for the Brown corpus)");
   }
@@ -283,8 +286,6 @@ Batch bpttBatch(const at::Tensor& stream, int64_t index, int64_t bptt, const Sha
   return {mine.narrow(0, start, length), mine.narrow(0, start + 1, length)};
 }
 
-std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context) {
-  return std::make_unique<WikiText2Task>(context);
-}
+std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context) { return std::make_unique<WikiText2Task>(context); }
 
 }  // namespace gcrun::tasks

@@ -25,17 +25,25 @@ struct LauncherConvention {
 const std::vector<LauncherConvention>& conventions() {
   static const std::vector<LauncherConvention> table = {
       {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", {"LOCAL_WORLD_SIZE"}, false},
-      {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-       {"OMPI_COMM_WORLD_LOCAL_SIZE"}, false},
-      {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-       {"SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE"}, true},
+      {"mpirun",
+       "OMPI_COMM_WORLD_RANK",
+       "OMPI_COMM_WORLD_SIZE",
+       "OMPI_COMM_WORLD_LOCAL_RANK",
+       {"OMPI_COMM_WORLD_LOCAL_SIZE"},
+       false},
+      {"srun",
+       "SLURM_PROCID",
+       "SLURM_NTASKS",
+       "SLURM_LOCALID",
+       {"SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE"},
+       true},
   };
   return table;
 }
 
 // An integer in [min_value, max_value]; `leading` accepts Slurm's "4(x2)" as 4.
-int integerVariable(const EnvironmentLookup& lookup, const std::string& name, int min_value,
-                    int max_value, bool leading = false) {
+int integerVariable(const EnvironmentLookup& lookup, const std::string& name, int min_value, int max_value,
+                    bool leading = false) {
   const auto text = lookup(name);
   if (!text) {
     throw UserError("environment: " + name + " is not set; it is needed with the other variables of its launcher");
@@ -57,8 +65,9 @@ std::string checkedRunToken(const std::string& token) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
   });
   if (token.size() < 16 || token.size() > 256 || !safe) {
-    throw UserError(std::string("environment: ") + kRunTokenVariable + " is not a usable run token; expected 16 to 256 " +
-                    "letters, digits, '-', '_' or '.' (e.g. the output of `openssl rand -hex 16`), the same on every node");
+    throw UserError(
+        std::string("environment: ") + kRunTokenVariable + " is not a usable run token; expected 16 to 256 " +
+        "letters, digits, '-', '_' or '.' (e.g. the output of `openssl rand -hex 16`), the same on every node");
   }
   return token;
 }
@@ -97,9 +106,8 @@ WorldSpec worldFromVariables(const EnvironmentLookup& lookup) {
   world.launcher = found->name;
   world.world_size = integerVariable(lookup, found->world_size, 1, 1 << 20);
   world.rank = integerVariable(lookup, found->rank, 0, world.world_size - 1);
-  world.local_rank = lookup(found->local_rank)
-                         ? integerVariable(lookup, found->local_rank, 0, world.world_size - 1)
-                         : 0;
+  world.local_rank =
+      lookup(found->local_rank) ? integerVariable(lookup, found->local_rank, 0, world.world_size - 1) : 0;
   world.local_world_size = 1;
   for (const char* name : found->local_world_size) {
     if (lookup(name)) {
@@ -111,10 +119,10 @@ WorldSpec worldFromVariables(const EnvironmentLookup& lookup) {
 
   if (const auto addr = lookup("MASTER_ADDR")) {
     world.master_addr = *addr;
-  } else if (const auto nodes = found->master_from_nodelist
-                                    ? (lookup("SLURM_STEP_NODELIST") ? lookup("SLURM_STEP_NODELIST")
-                                                                     : lookup("SLURM_JOB_NODELIST"))
-                                    : std::nullopt) {
+  } else if (const auto nodes =
+                 found->master_from_nodelist
+                     ? (lookup("SLURM_STEP_NODELIST") ? lookup("SLURM_STEP_NODELIST") : lookup("SLURM_JOB_NODELIST"))
+                     : std::nullopt) {
     world.master_addr = firstSlurmHost(*nodes);
   } else if (world.world_size > 1) {
     throw UserError(std::string("environment: MASTER_ADDR is not set; workers started by ") + found->name +

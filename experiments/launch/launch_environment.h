@@ -10,7 +10,6 @@ namespace gcrun::launch {
 
 using comm::WorldSpec;
 
-
 // Reads one environment variable; nullopt when unset or empty. Tests pass a fake environment.
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvironmentLookup processEnvironment();

@@ -70,8 +70,8 @@ class PrivateStoreDirectory {
   std::string dir_;
 };
 
-pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::string& master_addr,
-                  int master_port, const std::string& store_file, const std::vector<std::string>& argv) {
+pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::string& master_addr, int master_port,
+                  const std::string& store_file, const std::vector<std::string>& argv) {
   process::ChildSpec child;
   child.program = process::kThisExecutable;
   child.argv = argv;

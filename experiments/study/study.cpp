@@ -11,9 +11,9 @@
 #include <map>
 #include <set>
 
+#include "experiments/embedded_yaml.h"
 #include "experiments/presets.h"
 #include "experiments/resolved_experiment.h"
-#include "experiments/embedded_yaml.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
@@ -57,7 +57,8 @@ std::vector<std::string> keysOf(const YAML::Node& map, const std::string& where)
 // twice (`training: {epochs: 1}` and `training.epochs: 2`) is refused.
 void assignmentsOf(const YAML::Node& node, const std::string& prefix, const std::string& where,
                    std::vector<std::string>& out, std::set<std::string>& given) {
-  if (!node.IsMap()) throw UserError(where + ": `set` must be a mapping of keys to values, got '" + clipForMessage(flow(node)) + "'");
+  if (!node.IsMap())
+    throw UserError(where + ": `set` must be a mapping of keys to values, got '" + clipForMessage(flow(node)) + "'");
   for (const auto& item : node) {
     const std::string key = prefix + text(item.first, where + ": a key of `set`");
     if (item.second.IsMap()) {
@@ -86,7 +87,8 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
     throw UserError(spec.source + ": holds more than " + std::to_string(hyperparams::kMaxYamlValues) +
                     " values once its YAML aliases are expanded; a study needs far fewer");
   }
-  if (!root.IsMap()) throw UserError(spec.source + ": a study is a YAML mapping (description, base, set, runs, grid, seeds)");
+  if (!root.IsMap())
+    throw UserError(spec.source + ": a study is a YAML mapping (description, base, set, runs, grid, seeds)");
   for (const auto& key : keysOf(root, spec.source)) {
     if (std::find(kStudyKeys.begin(), kStudyKeys.end(), key) == kStudyKeys.end()) {
       throw UserError(spec.source + ": unknown key '" + clipForMessage(key) +
@@ -132,7 +134,8 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
     for (const auto& seed : seeds.IsSequence() ? seeds : YAML::Node(std::vector<YAML::Node>{seeds})) {
       int64_t value = -1;
       if (!YAML::convert<int64_t>::decode(seed, value) || value < 0) {
-        throw UserError(spec.source + ": seeds must be a list of integers >= 0, got '" + clipForMessage(flow(seed)) + "'");
+        throw UserError(spec.source + ": seeds must be a list of integers >= 0, got '" + clipForMessage(flow(seed)) +
+                        "'");
       }
       // The same seed twice would be one run directory counted as two runs.
       if (std::find(spec.seeds.begin(), spec.seeds.end(), value) != spec.seeds.end()) {
@@ -213,7 +216,8 @@ ResolvedExperiment resolveRun(const StudySpec& spec, const std::string& what, co
 
 StudySpec loadStudy(const std::string& name_or_file) {
   for (const auto& study : embeddedStudies()) {
-    if (name_or_file == study.name) return parse(study.yaml, StudySpec{study.name, "study " + name_or_file, "", "", "", {}, {}, {}});
+    if (name_or_file == study.name)
+      return parse(study.yaml, StudySpec{study.name, "study " + name_or_file, "", "", "", {}, {}, {}});
   }
   namespace fs = std::filesystem;
   std::error_code error;

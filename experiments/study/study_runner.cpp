@@ -102,8 +102,10 @@ Next nextFor(const StudySpec& spec, const StudyRun& run, const Directory& runs, 
                       study_dir);
     }
   } else if (readIfRegular(dir + "/" + run_files::kConfig, files::kMaxConfigBytes) != run.config_yaml) {
-    throw UserError("study: " + dir + " was run with other settings than the study now asks for; "
-                    "use another --output-dir than " + study_dir + " (or remove that run)");
+    throw UserError("study: " + dir +
+                    " was run with other settings than the study now asks for; "
+                    "use another --output-dir than " +
+                    study_dir + " (or remove that run)");
   }
   if (status == run_status::kCompleted) return Next::skip;
   if ((status == run_status::kInterrupted || status == run_status::kRunning) &&
@@ -142,8 +144,7 @@ process::Environment runEnvironment(int threads) {
 // Starts one run as a child process whose output goes to `log`; it is sent SIGTERM when this
 // process dies, so that a killed study leaves no run behind (it stops after a checkpoint). The
 // child inherits `lock` (when >= 0), so the study stays locked while the run lives.
-pid_t start(const ExperimentRequest& request, const process::Environment& environment, const UniqueFd& log,
-            int lock) {
+pid_t start(const ExperimentRequest& request, const process::Environment& environment, const UniqueFd& log, int lock) {
   process::ChildSpec child;
   child.program = process::kThisExecutable;
   child.argv = {process::currentExecutable()};
@@ -191,8 +192,7 @@ void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::
         runs.push_back(outputs::runThatDidNotStart(run_dir, run.config_yaml, outcome.status, outcome.error));
       }
     }
-    const auto result =
-        outputs::writeReport(runs, {dir, outputs::reportFormats(), spec.description, skipped});
+    const auto result = outputs::writeReport(runs, {dir, outputs::reportFormats(), spec.description, skipped});
     if (!result.note.empty()) std::printf("study: %s\n", result.note.c_str());
   } catch (const std::exception& e) {
     std::printf("study: the report could not be written: %s\n", e.what());
@@ -231,8 +231,8 @@ UniqueFd lockStudy(const Directory& dir) {
 
 int runStudy(const StudySpec& spec, const StudyOptions& options) {
   const auto runs = planStudy(spec, options.assignments);
-  const std::string dir = options.output_dir.empty() ? std::string(outputs::kDefaultRunsFolder) + "/" + spec.name
-                                                     : options.output_dir;
+  const std::string dir =
+      options.output_dir.empty() ? std::string(outputs::kDefaultRunsFolder) + "/" + spec.name : options.output_dir;
   if (options.dry_run) {
     std::printf("study %s: %zu runs in %s\n", spec.name.c_str(), runs.size(), dir.c_str());
     printPlan(runs);

@@ -31,12 +31,13 @@ void checkName(const std::string& name, const std::string& dir) {
 // The one-line refusal of a path that gcrun would otherwise have written through.
 [[noreturn]] void refuse(const std::string& path, int error, const char* what) {
   if (error == ELOOP) {
-    throw UserError(path + " is a symlink; gcrun never writes through a symlink in a run, study or report "
+    throw UserError(path +
+                    " is a symlink; gcrun never writes through a symlink in a run, study or report "
                     "directory (remove it)");
   }
   if (error == EISDIR || error == ENOTDIR) {
-    throw UserError(path + (error == EISDIR ? " is a directory" : " is not a directory") + "; gcrun cannot " +
-                    what + " it (remove or rename it)");
+    throw UserError(path + (error == EISDIR ? " is a directory" : " is not a directory") + "; gcrun cannot " + what +
+                    " it (remove or rename it)");
   }
   throw UserError("cannot " + std::string(what) + " " + path + ": " + errorText(error));
 }
@@ -144,8 +145,10 @@ void Directory::writeAtomically(const std::string& name, std::string_view conten
   if (!file) refuse(pathOf(temp), errno, "write");
   try {
     writeAll(file.get(), contents, pathOf(name));
-    if (::fsync(file.get()) != 0) throw std::runtime_error("cannot write " + pathOf(name) + ": fsync: " + errorText(errno));
-    if (::close(file.release()) != 0) throw std::runtime_error("cannot write " + pathOf(name) + ": close: " + errorText(errno));
+    if (::fsync(file.get()) != 0)
+      throw std::runtime_error("cannot write " + pathOf(name) + ": fsync: " + errorText(errno));
+    if (::close(file.release()) != 0)
+      throw std::runtime_error("cannot write " + pathOf(name) + ": close: " + errorText(errno));
     if (::renameat(fd(), temp.c_str(), fd(), name.c_str()) != 0) refuse(pathOf(name), errno, "write");
   } catch (...) {
     ::unlinkat(fd(), temp.c_str(), 0);

@@ -59,8 +59,9 @@ std::string script(const Plot& plot) {
     const auto color = fmt::format("lc {}", i + 1);
     plots += fmt::format("{}'{}.dat' index {} using 1:3:4 with filledcurves {} notitle, \\\n", i ? "     " : "",
                          plot.name, i, color);
-    plots += fmt::format("     '{}.dat' index {} using 1:2 with linespoints {} pt 7 ps 0.6 lw 2 title {}{}\n", plot.name,
-                         i, color, gnuplotString(plot.curves[i].label), i + 1 < plot.curves.size() ? ", \\" : "");
+    plots +=
+        fmt::format("     '{}.dat' index {} using 1:2 with linespoints {} pt 7 ps 0.6 lw 2 title {}{}\n", plot.name, i,
+                    color, gnuplotString(plot.curves[i].label), i + 1 < plot.curves.size() ? ", \\" : "");
   }
   const auto setup = fmt::format(
       "set title {}\nset xlabel {}\nset ylabel {}\nset key outside right top\nset grid\n"
@@ -153,13 +154,14 @@ std::vector<Plot> reportPlots(const std::vector<ConfigGroup>& groups) {
              epochs([](const EpochPoint& p) { return p.mib; }), false),
       plotOf(groups, "metric-vs-time", metric + " by wall-clock time", "training time (s)", metric,
              epochs([](const EpochPoint& p) { return p.elapsed_s; }), false),
-      plotOf(groups, "loss-vs-step", "training loss by step", "step", "training loss (mean over workers and window)",
-             [](const RunData& run) {
-               std::vector<std::pair<double, double>> xy;
-               for (const auto& p : run.losses) xy.emplace_back(static_cast<double>(p.step), p.loss);
-               return xy;
-             },
-             true),
+      plotOf(
+          groups, "loss-vs-step", "training loss by step", "step", "training loss (mean over workers and window)",
+          [](const RunData& run) {
+            std::vector<std::pair<double, double>> xy;
+            for (const auto& p : run.losses) xy.emplace_back(static_cast<double>(p.step), p.loss);
+            return xy;
+          },
+          true),
   };
 }
 
@@ -168,7 +170,8 @@ std::string plotData(const Plot& plot) {
   for (size_t i = 0; i < plot.curves.size(); ++i) {
     if (i > 0) out += "\n\n";
     out += "# " + oneLine(plot.curves[i].label) + "\n# x mean min max\n";
-    for (const auto& p : plot.curves[i].points) out += fmt::format("{:.17g} {:.17g} {:.17g} {:.17g}\n", p[0], p[1], p[2], p[3]);
+    for (const auto& p : plot.curves[i].points)
+      out += fmt::format("{:.17g} {:.17g} {:.17g} {:.17g}\n", p[0], p[1], p[2], p[3]);
   }
   return out;
 }
@@ -179,8 +182,9 @@ RenderedPlots renderPlots(const std::vector<Plot>& plots, const files::Directory
   if (!any) return rendered;
   const std::string gnuplot = findGnuplot();
   if (gnuplot.empty()) {
-    rendered.note = "gnuplot is not installed, so the plots are missing (apt-get install gnuplot-nox); their data is in " +
-                    dir.path();
+    rendered.note =
+        "gnuplot is not installed, so the plots are missing (apt-get install gnuplot-nox); their data is in " +
+        dir.path();
   }
   const auto log = dir.openForAppend("gnuplot.log", true);
   const PrivateDirectory work(dir);

@@ -24,15 +24,17 @@ std::vector<std::string> unfinished(const std::vector<RunData>& runs) {
   std::vector<std::string> lines;
   for (const auto& run : runs) {
     if (run.status == "completed") continue;
-    lines.push_back(run.dir + ": " + run.status + (run.error.empty() ? "" : " (" + run.error.substr(0, run.error.find('\n')) + ")"));
+    lines.push_back(run.dir + ": " + run.status +
+                    (run.error.empty() ? "" : " (" + run.error.substr(0, run.error.find('\n')) + ")"));
   }
   return lines;
 }
 
 std::string summaryLine(const std::vector<RunData>& runs, size_t configurations) {
   const bool synthetic = std::any_of(runs.begin(), runs.end(), [](const RunData& r) { return r.synthetic; });
-  return fmt::format("{} runs in {} configurations.{}", runs.size(), configurations,
-                     synthetic ? " Some runs trained on synthetic data: their metrics say nothing about the task." : "");
+  return fmt::format(
+      "{} runs in {} configurations.{}", runs.size(), configurations,
+      synthetic ? " Some runs trained on synthetic data: their metrics say nothing about the task." : "");
 }
 
 std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigGroup>& groups,

@@ -11,7 +11,7 @@ namespace gcrun::outputs {
 struct ReportOptions {
   std::string output_dir;  // where report.* and plots/ go
   std::vector<std::string> formats = {"md", "csv", "html"};
-  std::string title;       // a line under the heading (a study's description)
+  std::string title;                      // a line under the heading (a study's description)
   std::vector<std::string> skipped = {};  // "path: why" for runs left out (LoadedRuns::skipped)
 };
 

@@ -180,7 +180,8 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
       std::error_code type_error;
       // Follows a symlink (a run linked into a folder counts); the walk itself never does.
       const bool directory = it->is_directory(type_error);
-      if (type_error && type_error != std::errc::no_such_file_or_directory && type_error != std::errc::not_a_directory) {
+      if (type_error && type_error != std::errc::no_such_file_or_directory &&
+          type_error != std::errc::not_a_directory) {
         skipped.push_back(it->path().string() + ": " + type_error.message());  // a symlink loop, say
       }
       if (!directory) continue;
@@ -201,7 +202,8 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
 namespace {
 
 // The name, configuration, seed and paper target of a run, from its directory and config.yaml.
-void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, RunData& run, std::string& paper_metric) {
+void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, RunData& run,
+                std::string& paper_metric) {
   static const std::regex seed_suffix("(.*)-seed[0-9]+$");
   std::smatch match;
   const std::string base = root.filename().string();

@@ -27,21 +27,21 @@ struct LossPoint {
 // empty rather than fail: a run that is still going has only some of them.
 struct RunData {
   std::string dir;
-  std::string name;          // the directory's name without its -seed<k> suffix
-  std::string config_key;    // the resolved configuration without its seed: runs that share it differ only by seed
+  std::string name;        // the directory's name without its -seed<k> suffix
+  std::string config_key;  // the resolved configuration without its seed: runs that share it differ only by seed
   std::map<std::string, std::string> settings;  // the configuration, flattened: "reducer.rank" -> "2"
   int64_t seed = 0;
-  std::string status;        // completed, failed, interrupted, running; "unreadable" when run.json is not JSON
+  std::string status;  // completed, failed, interrupted, running; "unreadable" when run.json is not JSON
   std::string error;
   std::string experiment;
   bool synthetic = false;
   int world_size = 1;
   int simulated_workers = 1;        // per process; their compute ran in turn
   double compute_per_batch_ms = 0;  // with simulated workers: one logical worker's forward and backward
-  std::string metric;        // the final metric reported: paper.metric, else test.accuracy, else ...
+  std::string metric;               // the final metric reported: paper.metric, else test.accuracy, else ...
   std::optional<double> final_value;
-  double mib_per_epoch = 0;  // per worker
-  double compression = 0;    // float32 all-reduce bits / bits sent; 0 when nothing was sent
+  double mib_per_epoch = 0;                 // per worker
+  double compression = 0;                   // float32 all-reduce bits / bits sent; 0 when nothing was sent
   std::optional<double> time_per_batch_ms;  // median
   std::optional<double> paper_value;
   std::string paper_source;

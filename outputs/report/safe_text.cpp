@@ -80,12 +80,23 @@ std::string htmlText(const std::string& text) {
   std::string out;
   for (char c : validUtf8(text)) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -95,14 +106,25 @@ std::string markdownText(const std::string& text) {
   std::string out;
   for (char c : oneLine(text)) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '|': case '[': case ']': case '\\': case '#':  // table cells, links, headings
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '|':
+      case '[':
+      case ']':
+      case '\\':
+      case '#':  // table cells, links, headings
         out += '\\';
         out += c;
         break;
-      default: out += c;
+      default:
+        out += c;
     }
   }
   return out;
@@ -110,7 +132,8 @@ std::string markdownText(const std::string& text) {
 
 std::string csvText(const std::string& raw) {
   std::string text = validUtf8(raw);
-  const bool formula = !text.empty() && (text.find_first_of("=+-@\t\r", 0) == 0 || text.find('\r') != std::string::npos);
+  const bool formula =
+      !text.empty() && (text.find_first_of("=+-@\t\r", 0) == 0 || text.find('\r') != std::string::npos);
   if (formula) text = "'" + text;
   if (!formula && text.find_first_of(",\"\n") == std::string::npos) return text;
   std::string out = "\"";

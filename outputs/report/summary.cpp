@@ -78,7 +78,8 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
     }
   }
   for (auto& group : groups) {
-    std::sort(group.runs.begin(), group.runs.end(), [](const RunData* a, const RunData* b) { return a->seed < b->seed; });
+    std::sort(group.runs.begin(), group.runs.end(),
+              [](const RunData* a, const RunData* b) { return a->seed < b->seed; });
     const RunData& first = *group.runs.front();
     group.name = first.name;
     for (const auto* run : group.runs) {
@@ -117,8 +118,17 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
 
 TextTable resultTable(const std::vector<ConfigGroup>& groups) {
   TextTable table;
-  table.header = {"configuration", "reducer", "settings", "workers", "seeds", "final metric: mean ± std (min–max)",
-                  "time/batch (median)", "MiB/epoch per worker", "compression vs exact", "paper", "difference"};
+  table.header = {"configuration",
+                  "reducer",
+                  "settings",
+                  "workers",
+                  "seeds",
+                  "final metric: mean ± std (min–max)",
+                  "time/batch (median)",
+                  "MiB/epoch per worker",
+                  "compression vs exact",
+                  "paper",
+                  "difference"};
   for (const auto& g : groups) {
     const auto& m = g.final_metric;
     std::string metric = "—";
@@ -140,7 +150,8 @@ TextTable resultTable(const std::vector<ConfigGroup>& groups) {
     if (g.simulated_workers > 1) {
       workers += fmt::format(" ({} simulated per process)", g.simulated_workers);
       // Their compute ran in turn on one device: the step is W forward/backward passes long.
-      if (g.time_per_batch_ms) time += fmt::format(" (serialized; {:.1f} ms compute per worker)", g.compute_per_batch_ms);
+      if (g.time_per_batch_ms)
+        time += fmt::format(" (serialized; {:.1f} ms compute per worker)", g.compute_per_batch_ms);
     }
     table.rows.push_back({g.name, g.reducer, g.settings.empty() ? "—" : g.settings, workers,
                           fmt::format("{} ({})", m.count, g.status), metric, time,
@@ -179,9 +190,8 @@ std::string csvTable(const std::vector<ConfigGroup>& groups) {
            "," + (measured ? jsonNumber(m.min) : "") + "," + (measured ? jsonNumber(m.max) : "") + "," +
            opt(g.time_per_batch_ms) + "," + (g.simulated_workers > 1 ? jsonNumber(g.compute_per_batch_ms) : "") + "," +
            (measured ? jsonNumber(g.mib_per_epoch) : "") + "," + (g.compression > 0 ? jsonNumber(g.compression) : "") +
-           "," + opt(g.paper_value) + "," +
-           (g.paper_value && measured ? jsonNumber(m.mean - *g.paper_value) : "") + "," + csvText(g.paper_source) +
-           "\n";
+           "," + opt(g.paper_value) + "," + (g.paper_value && measured ? jsonNumber(m.mean - *g.paper_value) : "") +
+           "," + csvText(g.paper_source) + "\n";
   }
   return out;
 }

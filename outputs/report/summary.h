@@ -17,21 +17,21 @@ Spread spreadOf(const std::vector<double>& values);
 
 // The runs of one configuration: those whose resolved settings differ only by seed.
 struct ConfigGroup {
-  std::string name;                 // the runs' common name, else their experiment's
+  std::string name;                  // the runs' common name, else their experiment's
   std::vector<const RunData*> runs;  // ordered by seed
-  std::string settings;             // the settings that tell this configuration from the others
+  std::string settings;              // the settings that tell this configuration from the others
   std::string reducer;
   std::string metric;
-  Spread final_metric;              // over the completed runs that reported it
+  Spread final_metric;                      // over the completed runs that reported it
   std::optional<double> time_per_batch_ms;  // mean of the runs' medians
-  int workers = 1;                  // the world size
-  int simulated_workers = 1;        // per process, computing in turn
-  double compute_per_batch_ms = 0;  // one simulated worker's forward and backward
+  int workers = 1;                          // the world size
+  int simulated_workers = 1;                // per process, computing in turn
+  double compute_per_batch_ms = 0;          // one simulated worker's forward and backward
   double mib_per_epoch = 0;
   double compression = 0;
   std::optional<double> paper_value;
   std::string paper_source;
-  std::string status;               // "3 completed", "2 completed, 1 failed", ...
+  std::string status;  // "3 completed", "2 completed, 1 failed", ...
 };
 
 // Groups the runs, in order of first appearance, and works out each group's numbers; `settings`

@@ -38,9 +38,7 @@ class Communicator {
   virtual void barrier() = 0;
 
   // Where this group's collectives take their tensors: the current CUDA device for NCCL.
-  c10::Device device() const {
-    return backend() == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU);
-  }
+  c10::Device device() const { return backend() == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU); }
 };
 
 class PendingCollective {

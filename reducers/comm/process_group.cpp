@@ -36,14 +36,9 @@ class C10dCommunicator : public Communicator {
     void wait() override {}
   };
 
-  C10dCommunicator(c10::intrusive_ptr<c10d::Store> store,
-                   c10::intrusive_ptr<compat::CollectiveGroup> group, std::string backend, int rank,
-                   int size)
-      : store_(std::move(store)),
-        group_(std::move(group)),
-        backend_(std::move(backend)),
-        rank_(rank),
-        size_(size) {}
+  C10dCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::CollectiveGroup> group,
+                   std::string backend, int rank, int size)
+      : store_(std::move(store)), group_(std::move(group)), backend_(std::move(backend)), rank_(rank), size_(size) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -123,9 +118,8 @@ std::shared_ptr<::gloo::transport::Device> glooDevice(const std::string& master_
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
-std::unique_ptr<Communicator> makeGloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                       int size, std::chrono::milliseconds timeout,
-                                       const std::string& master_addr) {
+std::unique_ptr<Communicator> makeGloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                       std::chrono::milliseconds timeout, const std::string& master_addr) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(glooDevice(master_addr));
   auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
@@ -133,8 +127,8 @@ std::unique_ptr<Communicator> makeGloo(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 #ifdef GCRUN_WITH_NCCL
-std::unique_ptr<Communicator> makeNccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                       int size, std::chrono::milliseconds timeout) {
+std::unique_ptr<Communicator> makeNccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                       std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
@@ -149,8 +143,7 @@ std::string storeAddress(const WorldSpec& world) {
 
 // The group's keys live under "gcrun/[<run token>/]attempt_<n>/": torchrun's agent store holds its
 // own keys and outlives a restarted attempt's workers.
-c10::intrusive_ptr<c10d::Store> connectStore(const WorldSpec& world, std::chrono::milliseconds timeout,
-                                             bool join) {
+c10::intrusive_ptr<c10d::Store> connectStore(const WorldSpec& world, std::chrono::milliseconds timeout, bool join) {
   const std::string prefix = "gcrun/" + (world.run_token.empty() ? "" : world.run_token + "/") + "attempt_" +
                              std::to_string(world.restart_count);
   if (!world.store_file.empty()) {
@@ -314,7 +307,8 @@ std::unique_ptr<Communicator> connect(const WorldSpec& world, const std::string&
 #ifdef GCRUN_WITH_NCCL
     return makeNccl(store, world.rank, world.world_size, timeout);
 #else
-    throw UserError("distributed.backend: 'nccl' is not available in this build (LibTorch without CUDA/NCCL); use gloo");
+    throw UserError(
+        "distributed.backend: 'nccl' is not available in this build (LibTorch without CUDA/NCCL); use gloo");
 #endif
   }
   return makeGloo(store, world.rank, world.world_size, timeout, world.master_addr);
@@ -339,7 +333,8 @@ std::vector<std::unique_ptr<Communicator>> connectSimulated(const WorldSpec& wor
           const auto store = shared ? shared : connectStore(logical, timeout, /*join=*/true);
           comms[w] = makeGloo(store, rank, logical.world_size, timeout, world.master_addr);
         } catch (const std::exception& e) {
-          failures[w] = "simulated worker rank " + std::to_string(rank) + " could not join its group: " + firstLine(e.what());
+          failures[w] =
+              "simulated worker rank " + std::to_string(rank) + " could not join its group: " + firstLine(e.what());
         }
       },
       "distributed.simulated_workers=" + std::to_string(workers));
@@ -349,8 +344,8 @@ std::vector<std::unique_ptr<Communicator>> connectSimulated(const WorldSpec& wor
   return comms;
 }
 
-std::unique_ptr<Communicator> glooOverStore(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                            int world_size, std::chrono::milliseconds timeout) {
+std::unique_ptr<Communicator> glooOverStore(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+                                            std::chrono::milliseconds timeout) {
   return makeGloo(store, rank, world_size, timeout, "127.0.0.1");
 }
 

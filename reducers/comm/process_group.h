@@ -27,8 +27,8 @@ std::vector<std::unique_ptr<Communicator>> connectSimulated(const WorldSpec& wor
 
 // A Gloo group over an existing store, bound to loopback: multi-rank tests in one process use it
 // with a thread per rank over a shared HashStore or FileStore.
-std::unique_ptr<Communicator> glooOverStore(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                            int world_size, std::chrono::milliseconds timeout);
+std::unique_ptr<Communicator> glooOverStore(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+                                            std::chrono::milliseconds timeout);
 
 // Tells which peer failed after a collective error. Each worker bumps its own heartbeat counter in
 // the group's store every half second from a thread with its own store connection; a worker whose

@@ -13,8 +13,7 @@
 
 namespace gcrun::comm {
 
-void runThreadGroup(int world_size, std::chrono::milliseconds timeout,
-                    const std::function<void(Communicator&)>& fn) {
+void runThreadGroup(int world_size, std::chrono::milliseconds timeout, const std::function<void(Communicator&)>& fn) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::mutex mutex;
   std::string first_failure;

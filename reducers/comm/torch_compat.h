@@ -3,9 +3,9 @@
 // The few c10d differences between LibTorch 1.13 and 2.x, in one place. Included by .cpp files
 // only: it pulls in the c10d backend headers.
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 #ifdef GCRUN_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif

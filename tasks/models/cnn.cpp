@@ -18,14 +18,11 @@ class Cnn : public Classifier {
  public:
   explicit Cnn(const ModelSpec& spec) {
     if (spec.image_size % 4 != 0) {
-      throw std::invalid_argument("cnn needs an image size divisible by 4, got " +
-                                  std::to_string(spec.image_size));
+      throw std::invalid_argument("cnn needs an image size divisible by 4, got " + std::to_string(spec.image_size));
     }
     const int64_t pooled = spec.image_size / 4;
-    conv1_ = register_module(
-        "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(spec.in_channels, 32, 3).padding(1)));
-    conv2_ = register_module("conv2",
-                             torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
+    conv1_ = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(spec.in_channels, 32, 3).padding(1)));
+    conv2_ = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
     fc1_ = register_module("fc1", torch::nn::Linear(64 * pooled * pooled, 128));
     fc2_ = register_module("fc2", torch::nn::Linear(128, spec.num_classes));
   }

@@ -43,8 +43,7 @@ Registry<ModelFactory>& modelRegistry();
 // Looks the architecture up (unknown: the registry's UserError), builds it on the CPU and draws
 // every weight from a generator seeded with `seed` alone: identical on every worker and thread,
 // independent of torch's global RNG and of other threads.
-std::shared_ptr<Classifier> buildModel(const std::string& architecture, const ModelSpec& spec,
-                                       uint64_t seed);
+std::shared_ptr<Classifier> buildModel(const std::string& architecture, const ModelSpec& spec, uint64_t seed);
 
 // The built-in architectures (see their files).
 std::shared_ptr<Classifier> makeCnn(const ModelSpec& spec);

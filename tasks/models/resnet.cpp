@@ -17,13 +17,10 @@ namespace F = torch::nn::functional;
 namespace nn = torch::nn;
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
-  return nn::Conv2d(
-      nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
-nn::BatchNorm2d batchNorm(int64_t channels) {
-  return nn::BatchNorm2d(nn::BatchNorm2dOptions(channels));
-}
+nn::BatchNorm2d batchNorm(int64_t channels) { return nn::BatchNorm2d(nn::BatchNorm2dOptions(channels)); }
 
 // kuangliu's BasicBlock: two conv3x3 + BN, plus a 1x1 conv + BN shortcut when the shape changes.
 // The names (conv1, bn1, conv2, bn2, shortcut.0, shortcut.1) are the reference's parameter names.
@@ -62,8 +59,7 @@ class ResNet18 : public Classifier {
     // Three stride-2 stages take the side to ceil(side / 8); avg_pool2d(4) must leave 1x1.
     const int64_t final_side = (spec.image_size + 7) / 8;
     if (final_side < 4 || final_side > 7) {
-      throw std::invalid_argument("resnet18 needs images of 25 to 56 pixels, got " +
-                                  std::to_string(spec.image_size));
+      throw std::invalid_argument("resnet18 needs images of 25 to 56 pixels, got " + std::to_string(spec.image_size));
     }
     conv1_ = register_module("conv1", conv(spec.in_channels, 64, 3, 1));
     bn1_ = register_module("bn1", batchNorm(64));
@@ -97,8 +93,6 @@ class ResNet18 : public Classifier {
 
 }  // namespace
 
-std::shared_ptr<Classifier> makeResNet18(const ModelSpec& spec) {
-  return std::make_shared<ResNet18>(spec);
-}
+std::shared_ptr<Classifier> makeResNet18(const ModelSpec& spec) { return std::make_shared<ResNet18>(spec); }
 
 }  // namespace gcrun::tasks::models

@@ -21,12 +21,13 @@ RnnModel::RnnModel(int64_t vocabulary, uint64_t seed, int64_t size, int64_t laye
   const double bound = 1.0 / std::sqrt(static_cast<double>(size));
   for (int64_t layer = 0; layer < layers; ++layer) {
     const std::string suffix = "_l" + std::to_string(layer);
-    const std::pair<const char*, std::vector<int64_t>> shapes[] = {
-        {"weight_ih", {4 * size, size}}, {"weight_hh", {4 * size, size}}, {"bias_ih", {4 * size}}, {"bias_hh", {4 * size}}};
+    const std::pair<const char*, std::vector<int64_t>> shapes[] = {{"weight_ih", {4 * size, size}},
+                                                                   {"weight_hh", {4 * size, size}},
+                                                                   {"bias_ih", {4 * size}},
+                                                                   {"bias_hh", {4 * size}}};
     std::vector<at::Tensor> weights;
     for (const auto& [name, shape] : shapes) {
-      weights.push_back(
-          rnn->register_parameter(name + suffix, at::empty(shape).uniform_(-bound, bound, generator)));
+      weights.push_back(rnn->register_parameter(name + suffix, at::empty(shape).uniform_(-bound, bound, generator)));
     }
     layer_weights_.push_back(weights);
   }
@@ -41,8 +42,8 @@ std::pair<at::Tensor, RnnModel::Hidden> RnnModel::forward(const at::Tensor& toke
   for (int64_t layer = 0; layer < layers_; ++layer) {
     if (layer > 0) x = dropout_(x, is_training());
     auto result = at::lstm(x, {hidden.first.narrow(0, layer, 1), hidden.second.narrow(0, layer, 1)},
-                           layer_weights_[layer], /*has_biases=*/true, /*num_layers=*/1, /*dropout=*/0.0,
-                           is_training(), /*bidirectional=*/false, /*batch_first=*/false);
+                           layer_weights_[layer], /*has_biases=*/true, /*num_layers=*/1, /*dropout=*/0.0, is_training(),
+                           /*bidirectional=*/false, /*batch_first=*/false);
     x = std::get<0>(result);
     h.push_back(std::get<1>(result));
     c.push_back(std::get<2>(result));

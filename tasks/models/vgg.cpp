@@ -21,8 +21,8 @@ namespace nn = torch::nn;
 
 constexpr int64_t kPool = 0;
 // Configuration D: channels of the 13 conv3x3 layers, kPool for the 2x2 max-pools.
-constexpr int64_t kConfigD[] = {64, 64, kPool, 128, 128, kPool, 256, 256, 256, kPool,
-                                512, 512, 512, kPool, 512, 512, 512, kPool};
+constexpr int64_t kConfigD[] = {64,    64,  kPool, 128, 128,   kPool, 256, 256, 256,
+                                kPool, 512, 512,   512, kPool, 512,   512, 512, kPool};
 
 // The reference's CIFAR VGG16 (tasks/cifar_architectures/vgg.py, lowercase `vgg16`): configuration
 // D without batch norm, then Dropout, Linear(512, 512), ReLU, Dropout, Linear(512, 512), ReLU,
