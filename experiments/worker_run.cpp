@@ -53,7 +53,7 @@ void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const std::
     const auto state = checkpoints.loadLatest();
     if (!state) throw UserError("--resume " + run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
     auto turn = role.turn();  // simulated workers restore their shared parameters one at a time
-    trainer.resumeFrom(*state, run_dir + "/checkpoints");
+    trainer.resumeFrom(*state, run_dir + "/" + outputs::run_files::kCheckpoints);
   } catch (const UserError& e) {
     problem = e.what();
   }
