@@ -1,6 +1,5 @@
 #include "experiments/worker_run.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -8,7 +7,6 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include "experiments/launch/launch_environment.h"
 #include "experiments/run_info.h"
 #include "hyperparams/base/errors.h"
 #include "outputs/rank_logger.h"
