@@ -1,0 +1,79 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gcrun::network {
+
+// A network as the step model sees it: a latency (alpha, seconds per message) and a per-byte cost
+// (beta, seconds per byte) per collective, fitted by `gcrun bench network` at a world size, or
+// written by hand as one bandwidth and latency for every collective.
+//
+// network.yaml, as gcrun writes it (a hand-written profile may give only `bandwidth` and `latency`,
+// and may override them per collective under `collectives:`):
+//   name: veth-1gbit             # optional; default: the file's stem
+//   bandwidth: 1gbit             # units: bit, kbit, mbit, gbit (per second), or B, KB, MB, GB, KiB,
+//   latency: 50us                #   MiB, GiB per second written as 125MB; latency: s, ms, us, ns
+//   backend: gloo                # what it was measured with (informative)
+//   fits:                        # from `gcrun bench network`; absent in a hand-written profile
+//     - collective: all-reduce   # all-reduce, all-gather or broadcast
+//       world_size: 2
+//       latency_s: 8.1e-05
+//       seconds_per_byte: 1.7e-08
+//       max_relative_residual: 0.06   # informative
+enum class Collective { all_reduce, all_gather, broadcast };
+
+// "all-reduce", "all-gather", "broadcast".
+std::string collectiveName(Collective collective);
+// Throws UserError naming `what` and the accepted names.
+Collective parseCollective(const std::string& name, const std::string& what);
+
+struct Fit {
+  Collective collective = Collective::all_reduce;
+  int world_size = 2;
+  double latency_s = 0;
+  double seconds_per_byte = 0;
+  double max_relative_residual = 0;
+};
+
+struct NetworkProfile {
+  std::string name;
+  std::string backend;
+  // The hand-written link: both set (> 0 bandwidth, >= 0 latency), or neither (< 0) when only
+  // fits are given.
+  double bandwidth_bytes_per_s = -1;
+  double latency_s = -1;
+  // Hand-written per-collective overrides of the link, world_size 0 (any); fitted ones at theirs.
+  std::vector<Fit> fits;
+};
+
+// "10gbit" -> 1.25e9 bytes/s; throws UserError naming `what`, the value and the accepted units
+// (an unknown unit such as "10gbps", a zero or negative number).
+double parseBandwidth(const std::string& text, const std::string& what);
+// "20us" -> 2e-5 s; throws UserError for an unknown unit or a negative value.
+double parseDuration(const std::string& text, const std::string& what);
+// 1.25e9 -> "10gbit"; 2e-5 -> "20us": the shortest exact spelling, for names and tables.
+std::string bandwidthText(double bytes_per_s);
+std::string durationText(double seconds);
+
+// Parses network.yaml's text; `source` (the file's name) prefixes every error, which names the
+// key and what would be accepted. A profile with neither a link nor fits is refused.
+NetworkProfile parseProfile(const std::string& yaml_text, const std::string& source);
+// Reads and parses a file (bounded read); a missing or unreadable file is a UserError.
+NetworkProfile loadProfile(const std::string& path);
+// The YAML text gcrun writes; parseProfile(profileYaml(p)) == p.
+std::string profileYaml(const NetworkProfile& profile);
+// A profile of one hand-given link, named "<bandwidth>/<latency>" ("10gbit/20us").
+NetworkProfile linkProfile(double bandwidth_bytes_per_s, double latency_s);
+
+// Least squares fit of seconds = latency + seconds_per_byte * bytes over (bytes, seconds) points,
+// weighted by 1/seconds^2 (relative error), so that small messages count as much as large ones;
+// both coefficients are kept >= 0. max_relative_residual is max |fit - measured| / measured.
+struct Sample {
+  double bytes = 0;
+  double seconds = 0;
+};
+Fit fitLatencyAndPerByte(Collective collective, int world_size, const std::vector<Sample>& samples);
+
+}  // namespace gcrun::network
