@@ -56,17 +56,24 @@ Plot plotOf(const std::vector<ConfigGroup>& groups, std::string name, std::strin
 std::string script(const Plot& plot) {
   std::string plots;
   for (size_t i = 0; i < plot.curves.size(); ++i) {
+    const auto& curve = plot.curves[i];
     const auto color = fmt::format("lc {}", i + 1);
+    const char* separator = i + 1 < plot.curves.size() ? ", \\" : "";
+    if (curve.marks) {
+      plots += fmt::format("{}'{}.dat' index {} using 1:2 with points {} pt 9 ps 1.6 title {}{}\n", i ? "     " : "",
+                           plot.name, i, color, gnuplotString(curve.label), separator);
+      continue;
+    }
     plots += fmt::format("{}'{}.dat' index {} using 1:3:4 with filledcurves {} notitle, \\\n", i ? "     " : "",
                          plot.name, i, color);
-    plots +=
-        fmt::format("     '{}.dat' index {} using 1:2 with linespoints {} pt 7 ps 0.6 lw 2 title {}{}\n", plot.name, i,
-                    color, gnuplotString(plot.curves[i].label), i + 1 < plot.curves.size() ? ", \\" : "");
+    plots += fmt::format("     '{}.dat' index {} using 1:2 with linespoints {} pt 7 ps 0.6 lw 2 title {}{}\n",
+                         plot.name, i, color, gnuplotString(curve.label), separator);
   }
   const auto setup = fmt::format(
       "set title {}\nset xlabel {}\nset ylabel {}\nset key outside right top\nset grid\n"
-      "set style fill transparent solid 0.2 noborder\n",
-      gnuplotString(plot.title), gnuplotString(plot.x_label), gnuplotString(plot.y_label));
+      "set style fill transparent solid 0.2 noborder\n{}{}",
+      gnuplotString(plot.title), gnuplotString(plot.x_label), gnuplotString(plot.y_label),
+      plot.log_x ? "set logscale x\n" : "", plot.log_y ? "set logscale y\n" : "");
   return fmt::format(
       "# Written by gcrun report: the mean of each configuration over its seeds, with the min-max band.\n"
       "set terminal pngcairo size 1000,600 noenhanced font 'sans,10'\nset output '{0}.png'\n{1}plot {2}"
@@ -147,11 +154,16 @@ std::vector<Plot> reportPlots(const std::vector<ConfigGroup>& groups) {
       return xy;
     };
   };
+  // SGD sends about 100x what PowerSGD does: data sent reads on a log axis, once every x is above 0.
+  auto by_data = plotOf(groups, "metric-vs-data", metric + " by data sent", "MiB sent per worker", metric,
+                        epochs([](const EpochPoint& p) { return p.mib; }), false);
+  by_data.log_x = std::all_of(by_data.curves.begin(), by_data.curves.end(), [](const Curve& curve) {
+    return std::all_of(curve.points.begin(), curve.points.end(), [](const auto& p) { return p[0] > 0; });
+  });
   return {
       plotOf(groups, "metric-vs-epoch", metric + " by epoch", "epoch", metric,
              epochs([](const EpochPoint& p) { return p.epoch; }), false),
-      plotOf(groups, "metric-vs-data", metric + " by data sent", "MiB sent per worker", metric,
-             epochs([](const EpochPoint& p) { return p.mib; }), false),
+      std::move(by_data),
       plotOf(groups, "metric-vs-time", metric + " by wall-clock time", "training time (s)", metric,
              epochs([](const EpochPoint& p) { return p.elapsed_s; }), false),
       plotOf(

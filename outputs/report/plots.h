@@ -14,12 +14,14 @@ namespace gcrun::outputs {
 struct Curve {
   std::string label;
   std::vector<std::array<double, 4>> points;  // x, mean y, min y, max y
+  bool marks = false;                         // points alone (break-even points), no line or band
 };
 
 struct Plot {
   std::string name;  // file stem: <name>.dat, .gp, .png, .svg
   std::string title, x_label, y_label;
   std::vector<Curve> curves;  // one per configuration that has data for it
+  bool log_x = false, log_y = false;
 };
 
 // The report's figures: the final metric against epochs, MiB sent per worker and wall-clock time

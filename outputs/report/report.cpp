@@ -19,6 +19,10 @@ const char kNotes[] =
     "machine and at this run's world size; MiB/epoch is what one worker sent per epoch; compression is what "
     "a float32 all-reduce would have sent divided by what was sent.";
 
+std::string projectionLabel(const ReportOptions& options) {
+  return options.projection ? options.projection->label : "";
+}
+
 // The runs that did not complete, with their error.
 std::vector<std::string> unfinished(const std::vector<RunData>& runs) {
   std::vector<std::string> lines;
@@ -41,7 +45,12 @@ std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigG
                      const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options) {
   std::string out = "# gcrun report\n\n";
   if (!options.title.empty()) out += markdownText(options.title) + "\n\n";
-  out += summaryLine(runs, groups.size()) + "\n\n" + markdownTable(resultTable(groups)) + "\n" + kNotes + "\n";
+  out += summaryLine(runs, groups.size()) + "\n\n" + markdownTable(resultTable(groups, projectionLabel(options))) +
+         "\n" + kNotes + "\n";
+  for (const auto& section : options.sections) {
+    out += "\n## " + markdownText(section.title) + "\n\n" + markdownText(section.text) + "\n\n" +
+           markdownTable(section.table);
+  }
   const auto open = unfinished(runs);
   if (!open.empty()) {
     out += "\n## Runs not completed\n\n";
@@ -59,6 +68,18 @@ std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigG
   return out;
 }
 
+std::string htmlTable(const TextTable& table) {
+  std::string out = "<table>\n<tr>";
+  for (const auto& cell : table.header) out += "<th>" + htmlText(cell) + "</th>";
+  out += "</tr>\n";
+  for (const auto& row : table.rows) {
+    out += "<tr>";
+    for (const auto& cell : row) out += "<td>" + htmlText(cell) + "</td>";
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
 std::string htmlList(const std::string& heading, const std::vector<std::string>& lines) {
   if (lines.empty()) return "";
   std::string out = "<h2>" + heading + "</h2>\n<ul>\n";
@@ -68,22 +89,18 @@ std::string htmlList(const std::string& heading, const std::vector<std::string>&
 
 std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigGroup>& groups,
                      const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options) {
-  const auto table = resultTable(groups);
   std::string out =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gcrun report</title><style>"
       "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:90%}"
       "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f3f3f3}"
       "figure{margin:1.5em 0}svg{max-width:100%;height:auto}</style></head><body>\n<h1>gcrun report</h1>\n";
   if (!options.title.empty()) out += "<p>" + htmlText(options.title) + "</p>\n";
-  out += "<p>" + htmlText(summaryLine(runs, groups.size())) + "</p>\n<table>\n<tr>";
-  for (const auto& cell : table.header) out += "<th>" + htmlText(cell) + "</th>";
-  out += "</tr>\n";
-  for (const auto& row : table.rows) {
-    out += "<tr>";
-    for (const auto& cell : row) out += "<td>" + htmlText(cell) + "</td>";
-    out += "</tr>\n";
+  out += "<p>" + htmlText(summaryLine(runs, groups.size())) + "</p>\n" +
+         htmlTable(resultTable(groups, projectionLabel(options))) + "<p>" + htmlText(kNotes) + "</p>\n";
+  for (const auto& section : options.sections) {
+    out += "<h2>" + htmlText(section.title) + "</h2>\n<p>" + htmlText(section.text) + "</p>\n" +
+           htmlTable(section.table);
   }
-  out += "</table>\n<p>" + htmlText(kNotes) + "</p>\n";
   out += htmlList("Runs not completed", unfinished(runs)) + htmlList("Left out", options.skipped);
   out += "<h2>Plots</h2>\n";
   // Only what gnuplot drew just now from sanitized labels; a file already in plots/ is not ours to trust.
@@ -116,7 +133,9 @@ ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& 
   };
   ReportResult result;
   result.runs = runs.size();
-  const auto groups = groupRuns(runs);
+  auto groups = groupRuns(runs);
+  annotateGroups(groups, options.target ? &*options.target : nullptr,
+                 options.projection ? &*options.projection : nullptr);
   result.configurations = groups.size();
   const auto out = files::Directory::open(options.output_dir, true);
   const auto plots = reportPlots(groups);

@@ -1,18 +1,30 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "outputs/report/run_data.h"
 #include "outputs/report/summary.h"
+#include "outputs/report/target.h"
 
 namespace gcrun::outputs {
+
+// A table the report adds after its own (a study's prediction over workers and networks).
+struct ReportSection {
+  std::string title;
+  std::string text;  // a paragraph above the table
+  TextTable table;
+};
 
 struct ReportOptions {
   std::string output_dir;  // where report.* and plots/ go
   std::vector<std::string> formats = {"md", "csv", "html"};
   std::string title;                      // a line under the heading (a study's description)
   std::vector<std::string> skipped = {};  // "path: why" for runs left out (LoadedRuns::skipped)
+  std::optional<Target> target = {};      // the measured time to it (runs loaded with its metric)
+  std::optional<ReportProjection> projection = {};
+  std::vector<ReportSection> sections = {};
 };
 
 struct ReportResult {

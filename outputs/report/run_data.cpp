@@ -153,6 +153,7 @@ void readMetrics(const fs::path& path, RunData& run) {
       return;
     }
     auto& point = by_step[step];
+    point.step = step;
     point.epoch = numberAt(*event, "epoch").value_or(0);
     point.mib = std::max(0.0, numberAt(*event, "bits").value_or(0)) / 8.0 / (1 << 20);
     if (event_name == name && event_split == split && value) {
@@ -215,6 +216,8 @@ void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, R
     paper_metric = valueOr<std::string>(child(*config, {"paper", "metric"}), "");
     run.paper_source = valueOr<std::string>(child(*config, {"paper", "source"}), "");
     if (!paper_metric.empty()) run.paper_value = numberOf(child(*config, {"paper", "value"}));
+    const auto paper_time = numberOf(child(*config, {"paper", "time_per_batch_ms"}));
+    if (paper_time && *paper_time > 0) run.paper_time_per_batch_ms = paper_time;
     for (const auto& kv : run.settings) {
       if (kv.first != "seed") run.config_key += kv.first + "=" + kv.second + "\n";
     }
@@ -240,7 +243,7 @@ RunData runThatDidNotStart(const std::string& dir, const std::string& config_yam
   return run;
 }
 
-RunData loadRun(const std::string& dir) {
+RunData loadRun(const std::string& dir, const std::string& metric) {
   RunData run;
   run.dir = dir;
   const fs::path root(dir);
@@ -261,7 +264,7 @@ RunData loadRun(const std::string& dir) {
   for (const auto& [name, value] : info->final_metrics) {
     finals[name] = std::isfinite(value) ? std::optional<double>(value) : std::nullopt;
   }
-  run.metric = chooseMetric(paper_metric, finals);
+  run.metric = metric.empty() ? chooseMetric(paper_metric, finals) : metric;
   if (const auto found = finals.find(run.metric); found != finals.end()) run.final_value = found->second;
   const double bits = static_cast<double>(info->bits_sent);
   const double epochs = info->epochs_done;
@@ -282,9 +285,10 @@ RunData loadRun(const std::string& dir) {
   return run;
 }
 
-std::optional<RunData> loadRunOrSkip(const std::string& dir, std::vector<std::string>& skipped) {
+std::optional<RunData> loadRunOrSkip(const std::string& dir, std::vector<std::string>& skipped,
+                                     const std::string& metric) {
   try {
-    return loadRun(dir);
+    return loadRun(dir, metric);
   } catch (const UserError& e) {
     skipped.push_back(dir + ": " + e.what());
   } catch (const YAML::Exception& e) {
@@ -293,12 +297,12 @@ std::optional<RunData> loadRunOrSkip(const std::string& dir, std::vector<std::st
   return std::nullopt;
 }
 
-LoadedRuns loadRuns(const std::vector<std::string>& paths) {
+LoadedRuns loadRuns(const std::vector<std::string>& paths, const std::string& metric) {
   LoadedRuns loaded;
   const auto dirs = findRunDirectories(paths, loaded.skipped);
   loaded.found = dirs.size();
   for (const auto& dir : dirs) {
-    if (auto run = loadRunOrSkip(dir, loaded.skipped)) loaded.runs.push_back(std::move(*run));
+    if (auto run = loadRunOrSkip(dir, loaded.skipped, metric)) loaded.runs.push_back(std::move(*run));
   }
   return loaded;
 }

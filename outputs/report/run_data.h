@@ -10,6 +10,7 @@ namespace gcrun::outputs {
 
 // One point of a run's curve: at the end of an epoch (or the last step of a shortened one).
 struct EpochPoint {
+  int64_t step = 0;      // steps trained so far
   double epoch = 0;      // fractional, as metrics.jsonl has it
   double metric = 0;     // the run's final metric (RunData::metric) at that point
   double mib = 0;        // MiB sent by one worker so far
@@ -45,6 +46,7 @@ struct RunData {
   std::optional<double> time_per_batch_ms;  // median
   std::optional<double> paper_value;
   std::string paper_source;
+  std::optional<double> paper_time_per_batch_ms;  // at the paper's 16 workers
   std::vector<EpochPoint> epochs;
   std::vector<LossPoint> losses;
 };
@@ -56,12 +58,14 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
 
 // The run in `dir`. Its files are read only if they are regular files within files::kMax*Bytes and
 // their YAML aliases expand to a bounded number of values; otherwise a UserError naming the file.
-// Numbers that are not finite doubles (NaN, 1e400) are missing, not 0.
-RunData loadRun(const std::string& dir);
+// Numbers that are not finite doubles (NaN, 1e400) are missing, not 0. `metric` ("test.loss")
+// chooses the curve's metric instead of the run's final one.
+RunData loadRun(const std::string& dir, const std::string& metric = "");
 
 // loadRun(dir), or nothing with a line "dir: why" added to `skipped` when the run cannot be read
 // safely: a report leaves such a run out rather than failing the others.
-std::optional<RunData> loadRunOrSkip(const std::string& dir, std::vector<std::string>& skipped);
+std::optional<RunData> loadRunOrSkip(const std::string& dir, std::vector<std::string>& skipped,
+                                     const std::string& metric = "");
 
 struct LoadedRuns {
   std::vector<RunData> runs;
@@ -70,7 +74,7 @@ struct LoadedRuns {
 };
 
 // The runs below `paths` (findRunDirectories), each through loadRunOrSkip.
-LoadedRuns loadRuns(const std::vector<std::string>& paths);
+LoadedRuns loadRuns(const std::vector<std::string>& paths, const std::string& metric = "");
 
 // A run that never wrote its directory (refused input, say): what its configuration says, and its
 // status and error as whoever started it recorded them.

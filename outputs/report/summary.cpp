@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -38,6 +39,47 @@ bool isFraction(const std::string& metric) { return metric.find("accuracy") != s
 
 std::string formatMetric(const std::string& metric, double value) {
   return isFraction(metric) ? fmt::format("{:.2f}%", 100 * value) : number(value);
+}
+
+// The columns only some reports have, each where at least one configuration has a value for it,
+// inserted before the paper's columns.
+void addOptionalColumns(const std::vector<ConfigGroup>& groups, const std::string& projection_label, TextTable& table) {
+  const auto ratio = [](const std::optional<double>& v) { return v ? fmt::format("{:.3g}×", *v) : "—"; };
+  const auto ms = [](const std::optional<double>& v) { return v ? fmt::format("{:.1f} ms", *v) : "—"; };
+  using Cell = std::function<std::string(const ConfigGroup&)>;
+  std::vector<std::pair<std::string, Cell>> columns;
+  const auto any = [&](auto has) { return std::any_of(groups.begin(), groups.end(), has); };
+  if (any([](const ConfigGroup& g) { return g.compression_vs_fp16.has_value(); })) {
+    columns.emplace_back("compression vs fp16", [&](const ConfigGroup& g) { return ratio(g.compression_vs_fp16); });
+  }
+  if (any([](const ConfigGroup& g) { return g.time_to_target_s.has_value(); })) {
+    columns.emplace_back("time to target (measured)", [](const ConfigGroup& g) -> std::string {
+      if (!g.time_to_target_s || g.reached_target == 0) return "not reached";
+      return fmt::format("{:.1f} s ({} of {} seeds)", g.time_to_target_s->mean, g.reached_target, g.runs.size());
+    });
+  }
+  if (any([](const ConfigGroup& g) { return g.projected_ms_per_batch.has_value(); })) {
+    columns.emplace_back("projected time/batch (" + projection_label + ")",
+                         [&](const ConfigGroup& g) { return ms(g.projected_ms_per_batch); });
+    columns.emplace_back("projected speedup vs exact",
+                         [&](const ConfigGroup& g) { return ratio(g.projected_speedup_vs_exact); });
+    columns.emplace_back("vs fp16", [&](const ConfigGroup& g) { return ratio(g.projected_speedup_vs_fp16); });
+  }
+  if (any([](const ConfigGroup& g) { return g.projected_time_to_target_s.has_value(); })) {
+    columns.emplace_back("projected time to target", [](const ConfigGroup& g) {
+      return g.projected_time_to_target_s ? fmt::format("{:.1f} s", *g.projected_time_to_target_s) : "—";
+    });
+  }
+  if (any([](const ConfigGroup& g) { return g.paper_time_per_batch_ms.has_value(); })) {
+    columns.emplace_back("paper time/batch (16 workers)", [&](const ConfigGroup& g) { return ms(g.paper_time_per_batch_ms); });
+  }
+  const size_t at = table.header.size() - 2;  // before "paper" and "difference"
+  for (size_t c = 0; c < columns.size(); ++c) {
+    table.header.insert(table.header.begin() + static_cast<long>(at + c), columns[c].first);
+    for (size_t r = 0; r < groups.size(); ++r) {
+      table.rows[r].insert(table.rows[r].begin() + static_cast<long>(at + c), columns[c].second(groups[r]));
+    }
+  }
 }
 
 }  // namespace
@@ -116,7 +158,40 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
   return groups;
 }
 
-TextTable resultTable(const std::vector<ConfigGroup>& groups) {
+void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, const ReportProjection* projection) {
+  const auto fp16 = std::find_if(groups.begin(), groups.end(), [](const ConfigGroup& g) { return g.reducer == "fp16"; });
+  const double fp16_mib = fp16 == groups.end() ? 0 : fp16->mib_per_epoch;
+  for (auto& group : groups) {
+    if (fp16_mib > 0 && group.mib_per_epoch > 0) group.compression_vs_fp16 = fp16_mib / group.mib_per_epoch;
+    group.paper_time_per_batch_ms = group.runs.front()->paper_time_per_batch_ms;
+    std::vector<double> seconds, steps, projected, vs_exact, vs_fp16;
+    for (const auto* run : group.runs) {
+      const auto hit = target ? reachedAt(*run, *target) : std::nullopt;
+      if (hit) {
+        seconds.push_back(hit->elapsed_s);
+        steps.push_back(static_cast<double>(hit->step));
+      }
+      const auto found = projection ? projection->by_dir.find(run->dir) : std::map<std::string, RunProjection>::const_iterator();
+      if (!projection || found == projection->by_dir.end()) continue;
+      projected.push_back(found->second.ms_per_batch);
+      if (found->second.speedup_vs_exact) vs_exact.push_back(*found->second.speedup_vs_exact);
+      if (found->second.speedup_vs_fp16) vs_fp16.push_back(*found->second.speedup_vs_fp16);
+    }
+    group.reached_target = seconds.size();
+    if (target) group.time_to_target_s = spreadOf(seconds);
+    const auto meanOf = [](const std::vector<double>& values) {
+      return values.empty() ? std::nullopt : std::optional<double>(spreadOf(values).mean);
+    };
+    group.projected_ms_per_batch = meanOf(projected);
+    group.projected_speedup_vs_exact = meanOf(vs_exact);
+    group.projected_speedup_vs_fp16 = meanOf(vs_fp16);
+    if (group.projected_ms_per_batch && !steps.empty()) {
+      group.projected_time_to_target_s = spreadOf(steps).mean * *group.projected_ms_per_batch / 1000;
+    }
+  }
+}
+
+TextTable resultTable(const std::vector<ConfigGroup>& groups, const std::string& projection_label) {
   TextTable table;
   table.header = {"configuration",
                   "reducer",
@@ -158,6 +233,7 @@ TextTable resultTable(const std::vector<ConfigGroup>& groups) {
                           m.count > 0 ? number(g.mib_per_epoch) : "—",
                           g.compression > 0 ? fmt::format("{:.3g}×", g.compression) : "—", paper, difference});
   }
+  addOptionalColumns(groups, projection_label, table);
   return table;
 }
 
@@ -179,7 +255,9 @@ std::string markdownTable(const TextTable& table) {
 std::string csvTable(const std::vector<ConfigGroup>& groups) {
   std::string out =
       "configuration,reducer,settings,workers,simulated_workers,seeds,status,metric,mean,std,min,max,"
-      "time_per_batch_ms,compute_per_batch_ms,mib_per_epoch,compression,paper_value,paper_difference,paper_source\n";
+      "time_per_batch_ms,compute_per_batch_ms,mib_per_epoch,compression,paper_value,paper_difference,paper_source,"
+      "compression_vs_fp16,time_to_target_s,reached_target,projected_ms_per_batch,projected_speedup_vs_exact,"
+      "projected_speedup_vs_fp16,projected_time_to_target_s,paper_time_per_batch_ms\n";
   const auto opt = [](const std::optional<double>& v) { return v ? jsonNumber(*v) : std::string(); };
   for (const auto& g : groups) {
     const auto& m = g.final_metric;
@@ -191,7 +269,11 @@ std::string csvTable(const std::vector<ConfigGroup>& groups) {
            opt(g.time_per_batch_ms) + "," + (g.simulated_workers > 1 ? jsonNumber(g.compute_per_batch_ms) : "") + "," +
            (measured ? jsonNumber(g.mib_per_epoch) : "") + "," + (g.compression > 0 ? jsonNumber(g.compression) : "") +
            "," + opt(g.paper_value) + "," + (g.paper_value && measured ? jsonNumber(m.mean - *g.paper_value) : "") +
-           "," + csvText(g.paper_source) + "\n";
+           "," + csvText(g.paper_source) + "," + opt(g.compression_vs_fp16) + "," +
+           (g.time_to_target_s && g.reached_target > 0 ? jsonNumber(g.time_to_target_s->mean) : "") + "," +
+           (g.time_to_target_s ? std::to_string(g.reached_target) : "") + "," + opt(g.projected_ms_per_batch) + "," +
+           opt(g.projected_speedup_vs_exact) + "," + opt(g.projected_speedup_vs_fp16) + "," +
+           opt(g.projected_time_to_target_s) + "," + opt(g.paper_time_per_batch_ms) + "\n";
   }
   return out;
 }
