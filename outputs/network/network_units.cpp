@@ -1,40 +1,35 @@
 // Bandwidths and durations as people write them ("10gbit", "125MB", "20us"), both ways.
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "hyperparams/base/errors.h"
 #include "outputs/network/network_profile.h"
-#include "outputs/network/shortest_number.h"
 
 namespace gcrun::network {
 namespace {
 
+// number * multiply / divide: both exact in a double, so that "20us" is the double nearest 2e-5.
 struct Unit {
   const char* name;
-  double scale;  // bytes per second, or seconds
+  double multiply;
+  double divide;
+  double apply(double number) const { return number * multiply / divide; }
 };
 
 // Bit rates first: where a bit and a byte spelling are as short, the bit rate is the usual one.
 const std::vector<Unit>& bandwidthUnits() {
-  static const std::vector<Unit> units = {{"gbit", 1e9 / 8},
-                                          {"mbit", 1e6 / 8},
-                                          {"kbit", 1e3 / 8},
-                                          {"bit", 1.0 / 8},
-                                          {"GB", 1e9},
-                                          {"MB", 1e6},
-                                          {"KB", 1e3},
-                                          {"GiB", 1024.0 * 1024 * 1024},
-                                          {"MiB", 1024.0 * 1024},
-                                          {"KiB", 1024.0},
-                                          {"B", 1.0}};
+  static const std::vector<Unit> units = {
+      {"gbit", 1e9, 8}, {"mbit", 1e6, 8},    {"kbit", 1e3, 8},    {"bit", 1, 8},       {"GB", 1e9, 1}, {"MB", 1e6, 1},
+      {"KB", 1e3, 1},   {"GiB", 1 << 30, 1}, {"MiB", 1 << 20, 1}, {"KiB", 1 << 10, 1}, {"B", 1, 1}};
   return units;
 }
 
 const std::vector<Unit>& durationUnits() {
-  static const std::vector<Unit> units = {{"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
+  static const std::vector<Unit> units = {{"s", 1, 1}, {"ms", 1, 1e3}, {"us", 1, 1e6}, {"ns", 1, 1e9}};
   return units;
 }
 
@@ -73,21 +68,31 @@ double scaled(const std::string& text, const std::string& what, const std::vecto
   const std::string accepted = std::string(kind) + " with a unit (" + unitNames(units) + ")";
   if (!splitQuantity(text, number, unit)) throw UserError(what + ": '" + text + "' is not " + accepted);
   for (const auto& known : units) {
-    if (sameUnit(unit, known.name)) return number * known.scale;
+    if (sameUnit(unit, known.name)) return known.apply(number);
   }
   throw UserError(what + ": '" + text + "' has " + (unit.empty() ? "no unit" : "an unknown unit '" + unit + "'") +
                   "; expected " + accepted + ", e.g. " + (units.size() > 4 ? "10gbit or 125MB" : "20us"));
 }
 
 // The shortest "<number><unit>" whose parse gives back `value` exactly, the earlier unit on a tie.
-template <typename Parse>
-std::string shortestSpelling(double value, const std::vector<Unit>& units, Parse parse) {
+// Both %g and %f spellings compete: %g writes 20 as "2e+01".
+std::string shortestSpelling(double value, const std::vector<Unit>& units) {
   std::string best;
+  char number[64];
   for (const auto& unit : units) {
-    const std::string text = shortestNumber(value / unit.scale) + unit.name;
-    if (parse(text) == value && (best.empty() || text.size() < best.size())) best = text;
+    const double scaled = value * unit.divide / unit.multiply;
+    for (const char* format : {"%.*g", "%.*f"}) {
+      for (int precision = 0; precision <= 17; ++precision) {
+        std::snprintf(number, sizeof(number), format, precision, scaled);
+        if (unit.apply(std::strtod(number, nullptr)) != value) continue;
+        const std::string text = number + std::string(unit.name);
+        if (best.empty() || text.size() < best.size()) best = text;
+        break;
+      }
+    }
   }
-  return best;  // never empty: the unit of scale 1 reads back exactly
+  // The units of one (B, s) read back exactly at 17 digits: best is never empty.
+  return best;
 }
 
 }  // namespace
@@ -106,14 +111,8 @@ double parseDuration(const std::string& text, const std::string& what) {
   return seconds;
 }
 
-std::string bandwidthText(double bytes_per_s) {
-  return shortestSpelling(bytes_per_s, bandwidthUnits(),
-                          [](const std::string& text) { return parseBandwidth(text, "bandwidth"); });
-}
+std::string bandwidthText(double bytes_per_s) { return shortestSpelling(bytes_per_s, bandwidthUnits()); }
 
-std::string durationText(double seconds) {
-  return shortestSpelling(seconds, durationUnits(),
-                          [](const std::string& text) { return parseDuration(text, "latency"); });
-}
+std::string durationText(double seconds) { return shortestSpelling(seconds, durationUnits()); }
 
 }  // namespace gcrun::network
