@@ -121,7 +121,11 @@ network::NetworkProfile calibratedProfile(const std::vector<network::Fit>& fits,
                                           const network::NetworkProfile* previous) {
   NetworkProfile profile;
   if (previous) profile = *previous;
-  profile.name = request.name.empty() ? outputPath(request).stem().string() : request.name;
+  if (!request.name.empty()) {
+    profile.name = request.name;
+  } else if (profile.name.empty()) {
+    profile.name = outputPath(request).stem().string();
+  }
   profile.backend = request.backend;
   const auto replaced = [&](const network::Fit& old) {
     return std::any_of(fits.begin(), fits.end(), [&](const auto& fit) {

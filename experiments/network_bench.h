@@ -35,7 +35,7 @@ std::vector<std::string> networkBenchArguments(const NetworkBenchRequest& reques
 int runNetworkBench(const NetworkBenchRequest& request);
 
 // What rank 0 writes: `fits` measured with `backend`, after those of `previous` that they do not
-// replace (with merge), named `name` or else after the output file.
+// replace (with merge), named `name`, else as `previous` is, else after the output file.
 network::NetworkProfile calibratedProfile(const std::vector<network::Fit>& fits, const NetworkBenchRequest& request,
                                           const network::NetworkProfile* previous);
 

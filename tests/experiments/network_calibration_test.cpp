@@ -81,16 +81,17 @@ TEST(NetworkCalibration, MergeKeepsWhatThisRunDoesNotReplace) {
   request.output = "/tmp/lab-link.yaml";
   const std::vector<network::Fit> fits = {{Collective::all_reduce, 2, 2e-5, 1e-9, 0.1}};
   const auto merged = calibratedProfile(fits, request, &previous);
-  EXPECT_EQ(merged.name, "lab-link");
+  EXPECT_EQ(merged.name, "old");
   EXPECT_EQ(merged.backend, "gloo");
   EXPECT_EQ(merged.latency_s, 1e-4);
   ASSERT_EQ(merged.fits.size(), 2u);
   EXPECT_EQ(merged.fits[0].world_size, 2);
   EXPECT_EQ(merged.fits[0].latency_s, 2e-5);
   EXPECT_EQ(merged.fits[1].world_size, 4);
-  request.name = "named";
   const auto fresh = calibratedProfile(fits, request, nullptr);
-  EXPECT_EQ(fresh.name, "named");
+  EXPECT_EQ(fresh.name, "lab-link");
+  request.name = "named";
+  EXPECT_EQ(calibratedProfile(fits, request, &previous).name, "named");
   EXPECT_EQ(fresh.latency_s, -1);
   EXPECT_EQ(fresh.fits.size(), 1u);
 }
