@@ -46,7 +46,8 @@ void addNetworkOptions(CLI::App& command, NetworkFlags& flags) {
   command.add_option("--backend", request.backend, "network: gloo or nccl (default gloo)")
       ->check(CLI::IsMember({"gloo", "nccl"}));
   command.add_option("--output", request.output, "network: the profile rank 0 writes (default network.yaml)");
-  command.add_option("--name", request.name, "network: the profile's name (default: the file's stem)");
+  command.add_option("--name", request.name,
+                     "network: the profile's name (default: a merged file's own, else the file's stem)");
   command.add_flag("--merge", request.merge, "network: keep the fits of --output that this run does not replace");
   command.add_option("--timeout-s", request.timeout_s, "network: how long a collective may wait for a peer")
       ->check(CLI::Range(1, 86400));
