@@ -11,7 +11,7 @@ namespace gcrun::cli {
 void addExperimentCommand(CLI::App& app, int& exit_code);
 void addListCommand(CLI::App& app);
 void addShowCommand(CLI::App& app);
-void addBenchCommand(CLI::App& app);
+void addBenchCommand(CLI::App& app, int& exit_code);
 void addDataCommand(CLI::App& app);
 void addStudyCommand(CLI::App& app, int& exit_code);
 void addReportCommand(CLI::App& app);

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   gcrun::cli::addExperimentCommand(app, exit_code);
   gcrun::cli::addListCommand(app);
   gcrun::cli::addShowCommand(app);
-  gcrun::cli::addBenchCommand(app);
+  gcrun::cli::addBenchCommand(app, exit_code);
   gcrun::cli::addDataCommand(app);
   gcrun::cli::addStudyCommand(app, exit_code);
   gcrun::cli::addReportCommand(app);

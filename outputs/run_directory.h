@@ -25,6 +25,8 @@ inline constexpr char kManifest[] = "manifest.json";           // in checkpoints
 inline constexpr char kStudyRunMarker[] = ".gcrun-study-run";
 // rank-<r>.log: each rank's log.
 std::string rankLog(int rank);
+// `gcrun bench network`'s default --output, in the working directory (no run directory).
+inline constexpr char kNetworkProfile[] = "network.yaml";
 }  // namespace run_files
 
 // The default parent of new run directories, below the working directory.

@@ -70,6 +70,7 @@ NetworkProfile linkProfile(double bandwidth_bytes_per_s, double latency_s);
 // Least squares fit of seconds = latency + seconds_per_byte * bytes over (bytes, seconds) points,
 // weighted by 1/seconds^2 (relative error), so that small messages count as much as large ones;
 // both coefficients are kept >= 0. max_relative_residual is max |fit - measured| / measured.
+// Needs samples of two or more sizes, each with a positive time (std::invalid_argument otherwise).
 struct Sample {
   double bytes = 0;
   double seconds = 0;

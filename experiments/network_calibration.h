@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "outputs/network/network_profile.h"
+#include "reducers/comm/communicator.h"
+
+namespace gcrun::experiments {
+
+// What `gcrun bench network` measures: each collective at message sizes from min_bytes to
+// max_bytes (factors of 4), `warmup` untimed then `repeats` timed runs of each.
+struct CalibrationPlan {
+  std::vector<network::Collective> collectives = {network::Collective::all_reduce, network::Collective::all_gather,
+                                                  network::Collective::broadcast};
+  int64_t min_bytes = 4;
+  int64_t max_bytes = int64_t{256} << 20;
+  int warmup = 1;
+  int repeats = 5;
+};
+
+// "4", "64KiB", "256MiB", "1GB" -> bytes. A UserError naming `what` unless it is a whole number of
+// float32 elements (a multiple of 4, at least 4) of at most 4 GiB.
+int64_t parseMessageBytes(const std::string& text, const std::string& what);
+// 4 -> "4", 65536 -> "64KiB": the binary unit when it is exact.
+std::string messageBytesText(int64_t bytes);
+
+// min_bytes, 4 * min_bytes, ... below max_bytes, then max_bytes.
+std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes);
+
+// One collective at one size: the time of each run is the slowest rank's (a barrier before each),
+// and over the runs its median, minimum and maximum. For all-gather, bytes is each rank's message.
+struct SizeTiming {
+  network::Collective collective = network::Collective::all_reduce;
+  int64_t bytes = 0;
+  double median_s = 0;
+  double min_s = 0;
+  double max_s = 0;
+};
+
+// Every rank of `comm` calls it with the same plan and gets the same timings (float32 tensors on
+// the group's device; broadcasts from rank 0).
+std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const CalibrationPlan& plan);
+
+// One fit per collective, of its medians (network::fitLatencyAndPerByte), in the plan's order.
+std::vector<network::Fit> fitTimings(const std::vector<SizeTiming>& timings, int world_size);
+
+// The table (collective, bytes, median, min and max ms, fitted ms, residual %), then one line per
+// fit: latency, per-byte cost and the bandwidth that cost is.
+std::string formatCalibration(const std::vector<SizeTiming>& timings, const std::vector<network::Fit>& fits);
+
+}  // namespace gcrun::experiments

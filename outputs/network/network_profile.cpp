@@ -1,0 +1,235 @@
+// network.yaml: read (every error one line naming the file and the key), written, and built by hand.
+#include "outputs/network/network_profile.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include <yaml-cpp/yaml.h>
+
+#include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
+#include "outputs/files/safe_files.h"
+#include "outputs/network/shortest_number.h"
+
+namespace gcrun::network {
+namespace {
+
+constexpr Collective kCollectives[] = {Collective::all_reduce, Collective::all_gather, Collective::broadcast};
+
+// Errors in one file: each names the file and the key.
+class ProfileReader {
+ public:
+  explicit ProfileReader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
+    throw UserError(source_ + ": " + key + ": " + problem);
+  }
+
+  // A mapping whose keys are all in `known`.
+  void checkMap(const YAML::Node& node, const std::string& key, const std::set<std::string>& known) const {
+    if (!node.IsMap()) fail(key, "expected a mapping");
+    std::string names;
+    for (const auto& name : known) names += (names.empty() ? "" : ", ") + name;
+    for (const auto& entry : node) {
+      const auto name = entry.first.Scalar();
+      if (!known.count(name)) fail(prefixed(key, clipForMessage(name, 60)), "unknown key; known: " + names);
+    }
+  }
+
+  std::string text(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar()) fail(key, "expected a single value");
+    return node.Scalar();
+  }
+
+  double number(const YAML::Node& node, const std::string& key) const {
+    const auto value = text(node, key);
+    char* end = nullptr;
+    const double number = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !std::isfinite(number) || number < 0) {
+      fail(key, "'" + clipForMessage(value, 60) + "' is not a number >= 0");
+    }
+    return number;
+  }
+
+  int count(const YAML::Node& node, const std::string& key) const {
+    const auto value = text(node, key);
+    char* end = nullptr;
+    const long number = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || number < 0 || number > 1 << 20) {
+      fail(key, "'" + clipForMessage(value, 60) + "' is not a worker count (an integer >= 0; 0 means any)");
+    }
+    return static_cast<int>(number);
+  }
+
+  // What a parser of units or names calls the key: its message then names the file too.
+  std::string what(const std::string& key) const { return source_ + ": " + key; }
+
+  static std::string prefixed(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+
+ private:
+  std::string source_;
+};
+
+Fit readFit(const ProfileReader& reader, const YAML::Node& node, const std::string& key) {
+  reader.checkMap(node, key, {"collective", "world_size", "latency_s", "seconds_per_byte", "max_relative_residual"});
+  for (const char* required : {"collective", "world_size", "latency_s", "seconds_per_byte"}) {
+    if (!node[required]) reader.fail(key + "." + required, "missing");
+  }
+  Fit fit;
+  const std::string collective_key = key + ".collective";
+  fit.collective = parseCollective(reader.text(node["collective"], collective_key), reader.what(collective_key));
+  fit.world_size = reader.count(node["world_size"], key + ".world_size");
+  fit.latency_s = reader.number(node["latency_s"], key + ".latency_s");
+  fit.seconds_per_byte = reader.number(node["seconds_per_byte"], key + ".seconds_per_byte");
+  if (node["max_relative_residual"]) {
+    fit.max_relative_residual = reader.number(node["max_relative_residual"], key + ".max_relative_residual");
+  }
+  return fit;
+}
+
+// `collectives: {all-gather: {bandwidth: 5gbit, latency: 40us}}`: a hand-written override at any
+// world size; what it leaves out comes from the profile's link.
+Fit readOverride(const ProfileReader& reader, const std::string& name, const YAML::Node& node,
+                 const NetworkProfile& profile) {
+  const std::string key = "collectives." + clipForMessage(name, 60);
+  Fit fit;
+  fit.collective = parseCollective(name, reader.what(key));
+  fit.world_size = 0;
+  reader.checkMap(node, key, {"bandwidth", "latency"});
+  for (const char* part : {"bandwidth", "latency"}) {
+    if (!node[part] && profile.latency_s < 0) {
+      reader.fail(key + "." + part, "missing, and the profile has no top-level bandwidth and latency to take it from");
+    }
+  }
+  const auto bandwidth = node["bandwidth"];
+  const auto latency = node["latency"];
+  fit.seconds_per_byte =
+      1 / (bandwidth ? parseBandwidth(reader.text(bandwidth, key + ".bandwidth"), reader.what(key + ".bandwidth"))
+                     : profile.bandwidth_bytes_per_s);
+  fit.latency_s = latency ? parseDuration(reader.text(latency, key + ".latency"), reader.what(key + ".latency"))
+                          : profile.latency_s;
+  return fit;
+}
+
+// Plain when YAML reads it back as the same text, else double-quoted.
+std::string scalarText(const std::string& value) {
+  static const std::regex plain("[A-Za-z_][A-Za-z0-9._/+-]*");
+  if (std::regex_match(value, plain) && value != "true" && value != "false" && value != "null") return value;
+  YAML::Emitter emitter;
+  emitter << YAML::DoubleQuoted << value;
+  return emitter.c_str();
+}
+
+}  // namespace
+
+std::string collectiveName(Collective collective) {
+  switch (collective) {
+    case Collective::all_reduce:
+      return "all-reduce";
+    case Collective::all_gather:
+      return "all-gather";
+    case Collective::broadcast:
+      return "broadcast";
+  }
+  throw std::logic_error("unknown collective");
+}
+
+Collective parseCollective(const std::string& name, const std::string& what) {
+  for (const auto collective : kCollectives) {
+    if (name == collectiveName(collective)) return collective;
+  }
+  throw UserError(what + ": '" + clipForMessage(name, 60) +
+                  "' is not a collective; expected all-reduce, all-gather or broadcast");
+}
+
+NetworkProfile parseProfile(const std::string& yaml_text, const std::string& source) {
+  const ProfileReader reader(source);
+  YAML::Node document;
+  try {
+    document = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw UserError(source + ": not valid YAML (line " + std::to_string(e.mark.line + 1) + "): " + firstLine(e.msg));
+  }
+  const YAML::Node& root = document;
+  if (!root.IsMap()) {
+    throw UserError(source + ": expected a mapping with bandwidth and latency, or the fits of gcrun bench network");
+  }
+  reader.checkMap(root, "", {"name", "bandwidth", "latency", "backend", "fits", "collectives"});
+  NetworkProfile profile;
+  profile.name = root["name"] ? reader.text(root["name"], "name") : std::filesystem::path(source).stem().string();
+  if (root["backend"]) profile.backend = reader.text(root["backend"], "backend");
+  if (root["bandwidth"].IsDefined() != root["latency"].IsDefined()) {
+    reader.fail(root["bandwidth"] ? "latency" : "bandwidth", "missing; a link needs both bandwidth and latency");
+  }
+  if (root["bandwidth"]) {
+    profile.bandwidth_bytes_per_s =
+        parseBandwidth(reader.text(root["bandwidth"], "bandwidth"), reader.what("bandwidth"));
+    profile.latency_s = parseDuration(reader.text(root["latency"], "latency"), reader.what("latency"));
+  }
+  if (const auto fits = root["fits"]) {
+    if (!fits.IsSequence()) reader.fail("fits", "expected a list of fits");
+    for (size_t i = 0; i < fits.size(); ++i) {
+      profile.fits.push_back(readFit(reader, fits[i], "fits[" + std::to_string(i) + "]"));
+    }
+  }
+  if (const auto overrides = root["collectives"]) {
+    reader.checkMap(overrides, "collectives", {"all-reduce", "all-gather", "broadcast"});
+    for (const auto& entry : overrides) {
+      profile.fits.push_back(readOverride(reader, entry.first.Scalar(), entry.second, profile));
+    }
+  }
+  std::set<std::pair<Collective, int>> seen;
+  for (const auto& fit : profile.fits) {
+    if (!seen.insert({fit.collective, fit.world_size}).second) {
+      reader.fail(fit.world_size == 0 ? "collectives" : "fits",
+                  collectiveName(fit.collective) + " at world_size " + std::to_string(fit.world_size) +
+                      " is given twice (world_size 0: a hand-written override)");
+    }
+  }
+  if (profile.latency_s < 0 && profile.fits.empty()) {
+    throw UserError(source +
+                    ": no link and no fits; give bandwidth and latency (e.g. bandwidth: 10gbit, latency: 20us) or "
+                    "the fits of gcrun bench network");
+  }
+  return profile;
+}
+
+NetworkProfile loadProfile(const std::string& path) {
+  return parseProfile(files::readBoundedFile(path, files::kMaxConfigBytes), path);
+}
+
+std::string profileYaml(const NetworkProfile& profile) {
+  std::string yaml;
+  if (!profile.name.empty()) yaml += "name: " + scalarText(profile.name) + "\n";
+  if (profile.latency_s >= 0) {
+    yaml += "bandwidth: " + bandwidthText(profile.bandwidth_bytes_per_s) + "\n";
+    yaml += "latency: " + durationText(profile.latency_s) + "\n";
+  }
+  if (!profile.backend.empty()) yaml += "backend: " + scalarText(profile.backend) + "\n";
+  if (!profile.fits.empty()) yaml += "fits:\n";
+  for (const auto& fit : profile.fits) {
+    yaml += "  - collective: " + collectiveName(fit.collective) + "\n";
+    yaml += "    world_size: " + std::to_string(fit.world_size) + "\n";
+    yaml += "    latency_s: " + shortestNumber(fit.latency_s) + "\n";
+    yaml += "    seconds_per_byte: " + shortestNumber(fit.seconds_per_byte) + "\n";
+    yaml += "    max_relative_residual: " + shortestNumber(fit.max_relative_residual) + "\n";
+  }
+  return yaml;
+}
+
+NetworkProfile linkProfile(double bandwidth_bytes_per_s, double latency_s) {
+  NetworkProfile profile;
+  profile.name = bandwidthText(bandwidth_bytes_per_s) + "/" + durationText(latency_s);
+  profile.bandwidth_bytes_per_s = bandwidth_bytes_per_s;
+  profile.latency_s = latency_s;
+  return profile;
+}
+
+}  // namespace gcrun::network

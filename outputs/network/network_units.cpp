@@ -1,0 +1,118 @@
+// Bandwidths and durations as people write them ("10gbit", "125MB", "20us"), both ways.
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "hyperparams/base/errors.h"
+#include "outputs/network/network_profile.h"
+
+namespace gcrun::network {
+namespace {
+
+// number * multiply / divide: both exact in a double, so that "20us" is the double nearest 2e-5.
+struct Unit {
+  const char* name;
+  double multiply;
+  double divide;
+  double apply(double number) const { return number * multiply / divide; }
+};
+
+// Bit rates first: where a bit and a byte spelling are as short, the bit rate is the usual one.
+const std::vector<Unit>& bandwidthUnits() {
+  static const std::vector<Unit> units = {
+      {"gbit", 1e9, 8}, {"mbit", 1e6, 8},    {"kbit", 1e3, 8},    {"bit", 1, 8},       {"GB", 1e9, 1}, {"MB", 1e6, 1},
+      {"KB", 1e3, 1},   {"GiB", 1 << 30, 1}, {"MiB", 1 << 20, 1}, {"KiB", 1 << 10, 1}, {"B", 1, 1}};
+  return units;
+}
+
+const std::vector<Unit>& durationUnits() {
+  static const std::vector<Unit> units = {{"s", 1, 1}, {"ms", 1, 1e3}, {"us", 1, 1e6}, {"ns", 1, 1e9}};
+  return units;
+}
+
+std::string unitNames(const std::vector<Unit>& units) {
+  std::string names;
+  for (const auto& unit : units) names += (names.empty() ? "" : ", ") + std::string(unit.name);
+  return names;
+}
+
+// The number in front and the unit after it; false when the text does not begin with a number.
+bool splitQuantity(const std::string& text, double& number, std::string& unit) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  number = std::strtod(begin, &end);
+  if (end == begin || !std::isfinite(number)) return false;
+  unit = std::string(end);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  return true;
+}
+
+// Bit rates in any case ("1Gbit"); byte units as written, where K, M and G are decimal, Ki, Mi and Gi
+// binary.
+bool sameUnit(const std::string& given, const std::string& name) {
+  if (given.size() != name.size()) return false;
+  if (name.size() < 3 || name.compare(name.size() - 3, 3, "bit") != 0) return given == name;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(given[i])) != name[i]) return false;
+  }
+  return true;
+}
+
+// Applies the unit's scale; throws when the unit is not one of `units`.
+double scaled(const std::string& text, const std::string& what, const std::vector<Unit>& units, const char* kind) {
+  double number = 0;
+  std::string unit;
+  const std::string accepted = std::string(kind) + " with a unit (" + unitNames(units) + ")";
+  if (!splitQuantity(text, number, unit)) throw UserError(what + ": '" + text + "' is not " + accepted);
+  for (const auto& known : units) {
+    if (sameUnit(unit, known.name)) return known.apply(number);
+  }
+  throw UserError(what + ": '" + text + "' has " + (unit.empty() ? "no unit" : "an unknown unit '" + unit + "'") +
+                  "; expected " + accepted + ", e.g. " + (units.size() > 4 ? "10gbit or 125MB" : "20us"));
+}
+
+// The shortest "<number><unit>" whose parse gives back `value` exactly, the earlier unit on a tie.
+// Both %g and %f spellings compete: %g writes 20 as "2e+01".
+std::string shortestSpelling(double value, const std::vector<Unit>& units) {
+  std::string best;
+  char number[64];
+  for (const auto& unit : units) {
+    const double scaled = value * unit.divide / unit.multiply;
+    for (const char* format : {"%.*g", "%.*f"}) {
+      for (int precision = 0; precision <= 17; ++precision) {
+        std::snprintf(number, sizeof(number), format, precision, scaled);
+        if (unit.apply(std::strtod(number, nullptr)) != value) continue;
+        const std::string text = number + std::string(unit.name);
+        if (best.empty() || text.size() < best.size()) best = text;
+        break;
+      }
+    }
+  }
+  // The units of one (B, s) read back exactly at 17 digits: best is never empty.
+  return best;
+}
+
+}  // namespace
+
+double parseBandwidth(const std::string& text, const std::string& what) {
+  const double bytes_per_s = scaled(text, what, bandwidthUnits(), "a bandwidth");
+  if (bytes_per_s <= 0) {
+    throw UserError(what + ": '" + text + "' is not a positive bandwidth; expected e.g. 10gbit, 100mbit or 125MB");
+  }
+  return bytes_per_s;
+}
+
+double parseDuration(const std::string& text, const std::string& what) {
+  const double seconds = scaled(text, what, durationUnits(), "a duration");
+  if (seconds < 0) throw UserError(what + ": '" + text + "' is negative; expected a latency >= 0, e.g. 20us or 0s");
+  return seconds;
+}
+
+std::string bandwidthText(double bytes_per_s) { return shortestSpelling(bytes_per_s, bandwidthUnits()); }
+
+std::string durationText(double seconds) { return shortestSpelling(seconds, durationUnits()); }
+
+}  // namespace gcrun::network

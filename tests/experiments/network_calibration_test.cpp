@@ -1,0 +1,100 @@
+// The calibration's sizes, timings over a real two-rank group, fits, table and merged profile.
+#include "experiments/network_calibration.h"
+
+#include <gtest/gtest.h>
+
+#include "experiments/network_bench.h"
+#include "tests/support/multi_rank.h"
+#include "tests/support/user_error.h"
+
+namespace gcrun::experiments {
+namespace {
+
+using network::Collective;
+using testing::expectMessageHas;
+using testing::userErrorOf;
+
+TEST(NetworkCalibration, MessageSizes) {
+  EXPECT_EQ(parseMessageBytes("4", "--min-bytes"), 4);
+  EXPECT_EQ(parseMessageBytes("64KiB", "--max-bytes"), 65536);
+  EXPECT_EQ(parseMessageBytes("256MiB", "--max-bytes"), 268435456);
+  EXPECT_EQ(parseMessageBytes("1GB", "--max-bytes"), 1000000000);
+  for (const char* bad : {"3", "0", "-4", "64kib", "1.5MiB", "8GiB", "lots"}) {
+    expectMessageHas(userErrorOf([&] { parseMessageBytes(bad, "--max-bytes"); }),
+                     {"--max-bytes", std::string("'") + bad + "'", "multiple of 4", "64KiB"});
+  }
+  EXPECT_EQ(messageBytesText(4), "4");
+  EXPECT_EQ(messageBytesText(65536), "64KiB");
+  EXPECT_EQ(messageBytesText(268435456), "256MiB");
+  EXPECT_EQ(messageSizes(4, 256), (std::vector<int64_t>{4, 16, 64, 256}));
+  EXPECT_EQ(messageSizes(4, 100), (std::vector<int64_t>{4, 16, 64, 100}));
+  EXPECT_EQ(messageSizes(4, int64_t{256} << 20).size(), 14u);
+}
+
+TEST(NetworkCalibration, TimesEveryCollectiveAndSizeAlikeOnEveryRank) {
+  CalibrationPlan plan;
+  plan.max_bytes = 1024;
+  plan.repeats = 3;
+  std::vector<std::vector<SizeTiming>> seen(2);
+  testing::runRanks(2, [&](comm::Communicator& comm) { seen[comm.rank()] = timeCollectives(comm, plan); });
+  ASSERT_EQ(seen[0].size(), 3u * 5u);
+  for (size_t i = 0; i < seen[0].size(); ++i) {
+    const auto& timing = seen[0][i];
+    EXPECT_EQ(timing.collective, plan.collectives[i / 5]);
+    EXPECT_EQ(timing.bytes, messageSizes(4, 1024)[i % 5]);
+    EXPECT_GT(timing.min_s, 0);
+    EXPECT_LE(timing.min_s, timing.median_s);
+    EXPECT_LE(timing.median_s, timing.max_s);
+    // The slowest rank's times, so both ranks agree.
+    EXPECT_EQ(timing.median_s, seen[1][i].median_s);
+    EXPECT_EQ(timing.max_s, seen[1][i].max_s);
+  }
+}
+
+TEST(NetworkCalibration, FitsEachCollectiveAndTablesTheResiduals) {
+  std::vector<SizeTiming> timings;
+  for (const auto collective : {Collective::broadcast, Collective::all_reduce}) {
+    for (const int64_t bytes : {4, 1024, 65536}) {
+      const double seconds = 1e-4 + 1e-8 * static_cast<double>(bytes);
+      timings.push_back({collective, bytes, seconds, seconds * 0.9, seconds * 1.2});
+    }
+  }
+  const auto fits = fitTimings(timings, 4);
+  ASSERT_EQ(fits.size(), 2u);
+  EXPECT_EQ(fits[0].collective, Collective::broadcast);
+  EXPECT_EQ(fits[1].world_size, 4);
+  EXPECT_NEAR(fits[1].latency_s, 1e-4, 1e-12);
+  const auto table = formatCalibration(timings, fits);
+  for (const char* part : {"collective", "median ms", "fitted ms", "residual %", "64KiB", "0.7554",
+                           "all-reduce at 4 workers: latency 100 us, 10 ns per byte (800 mbit/s)"}) {
+    EXPECT_NE(table.find(part), std::string::npos) << part << " not in\n" << table;
+  }
+}
+
+TEST(NetworkCalibration, MergeKeepsWhatThisRunDoesNotReplace) {
+  network::NetworkProfile previous;
+  previous.name = "old";
+  previous.bandwidth_bytes_per_s = 1.25e8;
+  previous.latency_s = 1e-4;
+  previous.fits = {{Collective::all_reduce, 4, 1, 1, 0}, {Collective::all_reduce, 2, 9, 9, 0}};
+  NetworkBenchRequest request;
+  request.output = "/tmp/lab-link.yaml";
+  const std::vector<network::Fit> fits = {{Collective::all_reduce, 2, 2e-5, 1e-9, 0.1}};
+  const auto merged = calibratedProfile(fits, request, &previous);
+  EXPECT_EQ(merged.name, "old");
+  EXPECT_EQ(merged.backend, "gloo");
+  EXPECT_EQ(merged.latency_s, 1e-4);
+  ASSERT_EQ(merged.fits.size(), 2u);
+  EXPECT_EQ(merged.fits[0].world_size, 2);
+  EXPECT_EQ(merged.fits[0].latency_s, 2e-5);
+  EXPECT_EQ(merged.fits[1].world_size, 4);
+  const auto fresh = calibratedProfile(fits, request, nullptr);
+  EXPECT_EQ(fresh.name, "lab-link");
+  request.name = "named";
+  EXPECT_EQ(calibratedProfile(fits, request, &previous).name, "named");
+  EXPECT_EQ(fresh.latency_s, -1);
+  EXPECT_EQ(fresh.fits.size(), 1u);
+}
+
+}  // namespace
+}  // namespace gcrun::experiments

@@ -1,0 +1,176 @@
+// network.yaml's units, its reader (every error class, through a real file too) and writer.
+#include "outputs/network/network_profile.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/temp_dir.h"
+#include "tests/support/user_error.h"
+
+namespace gcrun::network {
+namespace {
+
+using testing::expectMessageHas;
+using testing::userErrorOf;
+
+TEST(NetworkUnits, EveryBandwidthUnit) {
+  EXPECT_DOUBLE_EQ(parseBandwidth("10gbit", "bw"), 1.25e9);
+  EXPECT_DOUBLE_EQ(parseBandwidth("100mbit", "bw"), 12.5e6);
+  EXPECT_DOUBLE_EQ(parseBandwidth("8kbit", "bw"), 1000);
+  EXPECT_DOUBLE_EQ(parseBandwidth("800bit", "bw"), 100);
+  EXPECT_DOUBLE_EQ(parseBandwidth("1Gbit", "bw"), 1.25e8);
+  EXPECT_DOUBLE_EQ(parseBandwidth("125MB", "bw"), 1.25e8);
+  EXPECT_DOUBLE_EQ(parseBandwidth("2GB", "bw"), 2e9);
+  EXPECT_DOUBLE_EQ(parseBandwidth("3KB", "bw"), 3000);
+  EXPECT_DOUBLE_EQ(parseBandwidth("7B", "bw"), 7);
+  EXPECT_DOUBLE_EQ(parseBandwidth("1GiB", "bw"), 1073741824.0);
+  EXPECT_DOUBLE_EQ(parseBandwidth("1.5MiB", "bw"), 1.5 * 1048576);
+  EXPECT_DOUBLE_EQ(parseBandwidth("2KiB", "bw"), 2048);
+}
+
+TEST(NetworkUnits, EveryDurationUnit) {
+  EXPECT_DOUBLE_EQ(parseDuration("2s", "lat"), 2);
+  EXPECT_DOUBLE_EQ(parseDuration("1.5ms", "lat"), 1.5e-3);
+  EXPECT_DOUBLE_EQ(parseDuration("20us", "lat"), 2e-5);
+  EXPECT_DOUBLE_EQ(parseDuration("500ns", "lat"), 5e-7);
+  EXPECT_DOUBLE_EQ(parseDuration("0s", "lat"), 0);
+}
+
+TEST(NetworkUnits, BadValuesNameWhatTheValueAndTheUnits) {
+  expectMessageHas(userErrorOf([] { parseBandwidth("10gbps", "bandwidth"); }),
+                   {"bandwidth", "10gbps", "unknown unit 'gbps'", "gbit", "MiB"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("10", "bandwidth"); }), {"bandwidth", "'10'", "no unit"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("0gbit", "bandwidth"); }), {"bandwidth", "0gbit", "positive"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("-1gbit", "bandwidth"); }), {"-1gbit", "positive"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("fast", "bandwidth"); }), {"'fast'", "is not a bandwidth"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("1mb", "bandwidth"); }), {"unknown unit 'mb'"});
+  expectMessageHas(userErrorOf([] { parseDuration("-5us", "latency"); }), {"latency", "-5us", "negative"});
+  expectMessageHas(userErrorOf([] { parseDuration("5sec", "latency"); }), {"latency", "5sec", "s, ms, us, ns"});
+  expectMessageHas(userErrorOf([] { parseDuration("nan", "latency"); }), {"'nan'", "is not a duration"});
+}
+
+TEST(NetworkUnits, TextIsTheShortestExactSpelling) {
+  EXPECT_EQ(bandwidthText(1.25e9), "10gbit");
+  EXPECT_EQ(bandwidthText(1.25e8), "1gbit");
+  EXPECT_EQ(bandwidthText(1073741824.0), "1GiB");
+  EXPECT_EQ(durationText(2e-5), "20us");
+  EXPECT_EQ(durationText(1.5e-3), "1.5ms");
+  EXPECT_EQ(durationText(0), "0s");
+  for (const double value : {1.7e8, 123456789.123, 3.3e-3 / 7}) {
+    EXPECT_EQ(parseBandwidth(bandwidthText(value), "bw"), value);
+    EXPECT_EQ(parseDuration(durationText(value), "lat"), value);
+  }
+}
+
+TEST(NetworkProfile, CollectiveNames) {
+  for (const auto collective : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+    EXPECT_EQ(parseCollective(collectiveName(collective), "c"), collective);
+  }
+  expectMessageHas(userErrorOf([] { parseCollective("allreduce", "--collectives"); }),
+                   {"--collectives", "'allreduce'", "all-reduce, all-gather or broadcast"});
+}
+
+void expectSameProfile(const NetworkProfile& a, const NetworkProfile& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.backend, b.backend);
+  EXPECT_EQ(a.bandwidth_bytes_per_s, b.bandwidth_bytes_per_s);
+  EXPECT_EQ(a.latency_s, b.latency_s);
+  ASSERT_EQ(a.fits.size(), b.fits.size());
+  for (size_t i = 0; i < a.fits.size(); ++i) {
+    EXPECT_EQ(a.fits[i].collective, b.fits[i].collective);
+    EXPECT_EQ(a.fits[i].world_size, b.fits[i].world_size);
+    EXPECT_EQ(a.fits[i].latency_s, b.fits[i].latency_s);
+    EXPECT_EQ(a.fits[i].seconds_per_byte, b.fits[i].seconds_per_byte);
+    EXPECT_EQ(a.fits[i].max_relative_residual, b.fits[i].max_relative_residual);
+  }
+}
+
+TEST(NetworkProfile, RoundTripsExactly) {
+  NetworkProfile profile;
+  profile.name = "veth: 1 gbit";
+  profile.backend = "gloo";
+  profile.bandwidth_bytes_per_s = 1.25e8;
+  profile.latency_s = 5e-5;
+  profile.fits = {{Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06},
+                  {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0},
+                  {Collective::broadcast, 0, 0, 1e-9, 0}};
+  expectSameProfile(parseProfile(profileYaml(profile), "p.yaml"), profile);
+  const auto link = linkProfile(1.25e9, 2e-5);
+  EXPECT_EQ(link.name, "10gbit/20us");
+  expectSameProfile(parseProfile(profileYaml(link), "q.yaml"), link);
+}
+
+TEST(NetworkProfile, HandWrittenLinkWithOverrides) {
+  const auto profile = parseProfile(
+      "bandwidth: 10gbit\nlatency: 20us\ncollectives:\n  all-gather:\n    latency: 40us\n"
+      "  broadcast: {bandwidth: 1gbit, latency: 1ms}\n",
+      "/some/dir/lab.yaml");
+  EXPECT_EQ(profile.name, "lab");
+  EXPECT_DOUBLE_EQ(profile.bandwidth_bytes_per_s, 1.25e9);
+  EXPECT_DOUBLE_EQ(profile.latency_s, 2e-5);
+  ASSERT_EQ(profile.fits.size(), 2u);
+  EXPECT_EQ(profile.fits[0].collective, Collective::all_gather);
+  EXPECT_EQ(profile.fits[0].world_size, 0);
+  EXPECT_DOUBLE_EQ(profile.fits[0].latency_s, 4e-5);
+  EXPECT_DOUBLE_EQ(profile.fits[0].seconds_per_byte, 1 / 1.25e9);
+  EXPECT_DOUBLE_EQ(profile.fits[1].seconds_per_byte, 1 / 1.25e8);
+  EXPECT_DOUBLE_EQ(profile.fits[1].latency_s, 1e-3);
+}
+
+// Each error: one line with the file, the key and what is wrong with it.
+TEST(NetworkProfile, EveryParseErrorNamesFileAndKey) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"bandwidth: [1gbit\n", {"n.yaml", "not valid YAML", "line"}},
+      {"- 1\n- 2\n", {"n.yaml", "expected a mapping"}},
+      {"", {"n.yaml", "expected a mapping"}},
+      {"bandwidth: 1gbit\nlatency: 1us\nspeed: 3\n", {"n.yaml", "speed", "unknown key", "bandwidth"}},
+      {"bandwidth: 10gbps\nlatency: 1us\n", {"n.yaml", "bandwidth", "10gbps", "unknown unit"}},
+      {"bandwidth: 1gbit\nlatency: -20us\n", {"n.yaml", "latency", "-20us", "negative"}},
+      {"bandwidth: 1gbit\n", {"n.yaml", "latency", "missing"}},
+      {"bandwidth: {a: 1}\nlatency: 1us\n", {"n.yaml", "bandwidth", "a single value"}},
+      {"name: x\n", {"n.yaml", "no link and no fits"}},
+      {"fits: 3\n", {"n.yaml", "fits", "a list"}},
+      {"fits:\n  - collective: reduce\n    world_size: 2\n    latency_s: 0\n    seconds_per_byte: 0\n",
+       {"n.yaml", "fits[0].collective", "'reduce'", "all-reduce, all-gather or broadcast"}},
+      {"fits:\n  - collective: all-reduce\n    world_size: two\n    latency_s: 0\n    seconds_per_byte: 0\n",
+       {"n.yaml", "fits[0].world_size", "'two'", "integer"}},
+      {"fits:\n  - collective: all-reduce\n    world_size: 2\n    latency_s: -1\n    seconds_per_byte: 0\n",
+       {"n.yaml", "fits[0].latency_s", "'-1'", ">= 0"}},
+      {"fits:\n  - collective: all-reduce\n    world_size: 2\n    latency_s: 0\n",
+       {"fits[0].seconds_per_byte", "missing"}},
+      {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, slope: 1}\n",
+       {"fits[0].slope", "unknown key", "seconds_per_byte"}},
+      {"fits:\n  - {collective: broadcast, world_size: 2, latency_s: 0, seconds_per_byte: 0}\n"
+       "  - {collective: broadcast, world_size: 2, latency_s: 1, seconds_per_byte: 0}\n",
+       {"n.yaml", "fits", "broadcast at world_size 2", "twice"}},
+      {"collectives:\n  all-reduce: {latency: 1us}\n", {"collectives.all-reduce.bandwidth", "missing"}},
+      {"bandwidth: 1gbit\nlatency: 1us\ncollectives:\n  allgather: {latency: 1us}\n",
+       {"n.yaml", "collectives.allgather", "unknown key", "all-gather"}},
+      {"bandwidth: 1gbit\nlatency: 1us\ncollectives:\n  all-gather: {latency: 1 us s}\n",
+       {"n.yaml", "collectives.all-gather.latency", "unknown unit"}},
+  };
+  for (const auto& [text, parts] : cases) {
+    SCOPED_TRACE(text);
+    expectMessageHas(userErrorOf([&] { parseProfile(text, "n.yaml"); }), parts);
+  }
+}
+
+TEST(NetworkProfile, LoadsARealFileAndRefusesBadOnes) {
+  testing::TempDir dir;
+  const auto path = dir.file("network.yaml");
+  std::ofstream(path) << "bandwidth: 1gbit\nlatency: 50us\n";
+  EXPECT_EQ(loadProfile(path).name, "network");
+  std::ofstream(path) << "bandwidth: 1gbit\nlatency: 50us\nfits: [{{\n";
+  expectMessageHas(userErrorOf([&] { loadProfile(path); }), {path, "not valid YAML"});
+  expectMessageHas(userErrorOf([&] { loadProfile(dir.file("missing.yaml")); }), {"missing.yaml"});
+  expectMessageHas(userErrorOf([&] { loadProfile(dir.path().string()); }), {dir.path().string()});
+  const auto fifo = dir.file("fifo.yaml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expectMessageHas(userErrorOf([&] { loadProfile(fifo); }), {"fifo.yaml"});
+}
+
+}  // namespace
+}  // namespace gcrun::network
