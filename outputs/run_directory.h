@@ -25,6 +25,8 @@ inline constexpr char kManifest[] = "manifest.json";           // in checkpoints
 inline constexpr char kStudyRunMarker[] = ".gcrun-study-run";
 // rank-<r>.log: each rank's log.
 std::string rankLog(int rank);
+// trace-rank<r>.json: process rank r's step timeline (output.trace; outputs/trace/trace_file.h).
+std::string traceFile(int rank);
 }  // namespace run_files
 
 // The default parent of new run directories, below the working directory.
