@@ -17,8 +17,11 @@ constexpr char kPhase[] = "phase";
 constexpr char kCollective[] = "collective";
 constexpr char kWait[] = "wait";
 
+// Microseconds to the nanosecond: the clock's own resolution, without the sums' float noise.
+double microseconds(double us) { return std::round(us * 1000) / 1000; }
+
 Json event(const char* ph, const std::string& name, const char* cat, int pid, int tid, double ts) {
-  return Json{{"name", name}, {"cat", cat}, {"ph", ph}, {"pid", pid}, {"tid", tid}, {"ts", ts}};
+  return Json{{"name", name}, {"cat", cat}, {"ph", ph}, {"pid", pid}, {"tid", tid}, {"ts", microseconds(ts)}};
 }
 
 Json metadata(const char* name, int pid, int tid, const std::string& label) {
@@ -30,7 +33,7 @@ void addWorker(const WorkerTimeline& worker, int pid, int64_t& next_id, Json& ev
   events.push_back(metadata("thread_name", pid, tid, "worker " + std::to_string(tid)));
   for (const auto& span : worker.spans) {
     auto x = event("X", span.name, kPhase, pid, tid, span.start_us);
-    x["dur"] = span.duration_us;
+    x["dur"] = microseconds(span.duration_us);
     x["args"] = {{"step", span.step}};
     events.push_back(std::move(x));
   }
@@ -39,10 +42,10 @@ void addWorker(const WorkerTimeline& worker, int pid, int64_t& next_id, Json& ev
     auto begin = event("b", c.kind, kCollective, pid, tid, c.issued_us);
     begin["id"] = id;
     begin["args"] = {{"kind", c.kind}, {"bytes", c.bytes}, {"group_size", c.group_size},
-                     {"step", c.step}, {"async", c.async}, {"wait_us", c.wait_us}};
+                     {"step", c.step}, {"async", c.async}, {"wait_us", microseconds(c.wait_us)}};
     events.push_back(std::move(begin));
     auto wait = event("X", "wait " + c.kind, kWait, pid, tid, c.wait_us);
-    wait["dur"] = c.done_us - c.wait_us;
+    wait["dur"] = microseconds(c.done_us - c.wait_us);
     events.push_back(std::move(wait));
     auto end = event("e", c.kind, kCollective, pid, tid, c.done_us);
     end["id"] = id;
