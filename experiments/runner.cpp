@@ -22,6 +22,7 @@
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/thread_team.h"
 #include "outputs/metric_sink.h"
+#include "outputs/trace/recorder.h"
 #include "reducers/comm/process_group.h"
 
 namespace gcrun::experiments {
@@ -48,11 +49,32 @@ void limitThreads(const comm::WorldSpec& world, int simulated) {
   torch::set_num_threads(std::max(1, launch::threadsPerWorker(world, launch::processEnvironment(), cores) / simulated));
 }
 
+// The process's output.trace recorder; `comm` is one of its workers' (all see the same group).
+trace::Recorder::Options traceOptionsOf(const ExperimentConfig& config, int process_rank,
+                                        const comm::Communicator& comm) {
+  return {parseStepWindow(config.output.trace), process_rank, comm.size(), config.reducer.name, comm.backend()};
+}
+
+// Runs the process's workers, then writes its trace file with what was recorded, also when they
+// fail or stop early.
+template <class Run>
+RunResult writingTrace(const trace::Recorder& recorder, Run&& run) {
+  try {
+    auto result = run();
+    recorder.writeFile();
+    return result;
+  } catch (...) {
+    recorder.writeFile();
+    throw;
+  }
+}
+
 // The process's logical workers as threads over their own ranks; returns logical worker 0's
 // result. A failure ends the others (their waits throw, their collectives lose a peer) and the
 // failing worker's own error is what is rethrown.
 RunResult runSimulated(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world,
-                       std::vector<std::unique_ptr<comm::Communicator>>& comms, const SignalFlag& stop_signals) {
+                       std::vector<std::unique_ptr<comm::Communicator>>& comms, const SignalFlag& stop_signals,
+                       trace::Recorder& recorder) {
   const int workers = static_cast<int>(comms.size());
   SharedParameters shared;
   const auto device = workerDevice(experiment.config, world.local_rank);
@@ -63,7 +85,8 @@ RunResult runSimulated(const ResolvedExperiment& experiment, const RunOptions& o
       [&](int w) {
         try {
           SimulatedWorker role(shared, w);
-          results[w] = WorkerRun(experiment, options, *comms[w], device, role, stopSignalOf(stop_signals)).run();
+          results[w] =
+              WorkerRun(experiment, options, *comms[w], device, role, stopSignalOf(stop_signals), recorder).run();
         } catch (const std::exception&) {
           failures[w] = std::current_exception();
           shared.fail();
@@ -121,12 +144,15 @@ RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& opti
   // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
   // peer died must not cut short the report of which peer it was.
   const SignalFlag stop_signals;
+  trace::Recorder recorder(traceOptionsOf(config, world.rank, simulated ? *simulated_comms.front() : *comm));
   try {
-    if (simulated) return runSimulated(experiment, options, world, simulated_comms, stop_signals);
-    PlainWorker role;
-    return WorkerRun(experiment, options, *comm, workerDevice(config, world.local_rank), role,
-                     stopSignalOf(stop_signals))
-        .run();
+    return writingTrace(recorder, [&] {
+      if (simulated) return runSimulated(experiment, options, world, simulated_comms, stop_signals, recorder);
+      PlainWorker role;
+      return WorkerRun(experiment, options, *comm, workerDevice(config, world.local_rank), role,
+                       stopSignalOf(stop_signals), recorder)
+          .run();
+    });
   } catch (const UserError&) {
     throw;
   } catch (const TrainingDiverged&) {
@@ -143,7 +169,12 @@ RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& opti
 RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
                     int local_rank) {
   PlainWorker role;
-  return WorkerRun(experiment, options, comm, workerDevice(experiment.config, local_rank), role, StopSignal()).run();
+  trace::Recorder recorder(traceOptionsOf(experiment.config, comm.rank(), comm));
+  return writingTrace(recorder, [&] {
+    return WorkerRun(experiment, options, comm, workerDevice(experiment.config, local_rank), role, StopSignal(),
+                     recorder)
+        .run();
+  });
 }
 
 }  // namespace gcrun::experiments

@@ -28,6 +28,12 @@ std::vector<std::string> parameterNames(torch::nn::Module& model) {
   return names;
 }
 
+// A phase of the step, timed by the timer (timer_summary.json) and traced (output.trace) alike.
+struct PhaseScope {
+  outputs::Timer::Scope timed;
+  trace::WorkerTrace::Span traced;
+};
+
 int64_t totalStepsOf(const TrainingOptions& training, int64_t batches_per_epoch) {
   const int64_t steps = training.epochs * batches_per_epoch;
   return training.max_steps > 0 ? std::min(steps, training.max_steps) : steps;
@@ -121,15 +127,16 @@ struct Trainer::State : TrainerDeps {
   // collectives), the rest of the reduce (batch.reduce), weight decay and momentum unless they came
   // before the reduce, and the learning-rate step.
   void trainStep(const tasks::Batch& batch) {
-    auto batch_scope = timer.scope("batch");
+    trace.setStep(at.step + 1);
+    auto batch_scope = phase("batch", "batch");
     at::Tensor loss;
     {
       auto turn = role.turn();
       {
-        auto scope = timer.scope("batch.forward");
+        auto scope = phase("batch.forward", "forward");
         loss = task.trainLoss(batch, at.train_sums);
       }
-      auto scope = timer.scope("batch.backward");
+      auto scope = phase("batch.backward", "backward");
       exchange.startStep(sampling());
       loss.backward();
     }
@@ -140,13 +147,14 @@ struct Trainer::State : TrainerDeps {
     if (!std::isfinite(loss_value)) throw TrainingDiverged(divergedAt("the loss is " + std::to_string(loss_value)));
     torch::NoGradGuard no_grad;
     {
-      auto scope = timer.scope("batch.reduce");
+      PhaseScope scope{timer.scope("batch.reduce"), trace.reduce()};
       try {
         at.bits += exchange.reduce();
       } catch (const NonFiniteGradient& e) {
         throw TrainingDiverged(divergedAt(e.what()));
       }
     }
+    auto optimizer_span = trace.span("optimizer");
     role.update(at.step + 1, [&] {
       if (!config.optimizer.wd_before_reduce) {
         auto scope = timer.scope("batch.wd");
@@ -161,6 +169,10 @@ struct Trainer::State : TrainerDeps {
     });
   }
 
+  PhaseScope phase(const char* timer_label, const char* span_name) {
+    return {timer.scope(timer_label), trace.span(span_name)};
+  }
+
   // The epoch's metrics, evaluated every evaluation.every_epochs epochs and at the run's end; false
   // when a stop request cut the evaluation short (its partial sums are dropped).
   bool endEpoch(TrainingResult& result) {
@@ -168,7 +180,11 @@ struct Trainer::State : TrainerDeps {
         at.batch_index < batches_per_epoch || at.step >= total_steps || at.epoch + 1 >= config.training.epochs;
     const bool evaluate = last || (at.epoch + 1) % config.evaluation.every_epochs == 0;
     const tasks::EvaluationLimits limits{config.evaluation.max_samples, stop_requested};
-    auto evaluated = summarizeEpoch(task, comm, shard, at.train_sums, timer, evaluate ? &limits : nullptr, role);
+    trace.setStep(at.step);
+    auto evaluated = [&] {
+      auto span = trace.span("evaluation", evaluate);
+      return summarizeEpoch(task, comm, shard, at.train_sums, timer, evaluate ? &limits : nullptr, role);
+    }();
     if (!evaluated) return false;
     auto& summary = *evaluated;
     summary.epoch = at.epoch + 1;

@@ -13,6 +13,7 @@
 #include "hyperparams/config.h"
 #include "outputs/metric_sink.h"
 #include "outputs/timer.h"
+#include "outputs/trace/recorder.h"
 #include "reducers/comm/communicator.h"
 #include "reducers/reducer.h"
 #include "tasks/task.h"
@@ -55,6 +56,8 @@ struct TrainerDeps {
   // Polled after every step; when it returns true on any rank, every rank stops after that step.
   // Empty: nothing stops the run.
   std::function<bool()> stop_requested;
+  // This worker's output.trace recording: the phases of the steps in its window.
+  trace::WorkerTrace& trace;
 };
 
 // The reference's training loop (powersgd.md 1.3) for one worker. Every worker runs it in

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "experiments/run_info.h"
+#include "experiments/trace/traced_communicator.h"
 #include "hyperparams/base/errors.h"
 #include "outputs/rank_logger.h"
 #include "outputs/run_directory.h"
@@ -59,6 +60,12 @@ void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const std::
                "--resume " + run_dir + ": another rank's checkpoint failed its checks (its message says why)");
 }
 
+std::unique_ptr<comm::Communicator> tracedIfOn(comm::Communicator& comm, trace::Recorder& recorder,
+                                               trace::WorkerTrace& trace) {
+  if (!recorder.enabled()) return nullptr;
+  return std::make_unique<TracedCommunicator>(comm, trace);
+}
+
 std::function<bool()> stopRequestOf(const StopSignal& stop_signal) {
   if (!stop_signal) return {};
   return [stop_signal] { return stop_signal() != 0; };
@@ -67,7 +74,7 @@ std::function<bool()> stopRequestOf(const StopSignal& stop_signal) {
 }  // namespace
 
 WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm,
-                                         c10::Device device, WorkerRole& role) {
+                                         comm::Communicator& reducer_comm, c10::Device device, WorkerRole& role) {
   const auto& config = experiment.config;
   Inputs inputs;
   std::string problem;
@@ -77,10 +84,10 @@ WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, c
       inputs.task = experiment.task.make(
           tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), device});
       batchesPerEpochOf(*inputs.task, {comm.rank(), comm.size()}, config.training);
-      inputs.reducer = reducers::withGranularity(
-          experiment.reducer.make(reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed),
-                                                           reducers::parametersOf(inputs.task->model())}),
-          config.reducer);
+      inputs.reducer = reducers::withGranularity(experiment.reducer.make(reducers::ReducerContext{
+                                                     reducer_comm, config.reducer, static_cast<uint64_t>(config.seed),
+                                                     reducers::parametersOf(inputs.task->model())}),
+                                                 config.reducer);
     } catch (const UserError& e) {
       problem = e.what();
     }
@@ -90,7 +97,7 @@ WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, c
 }
 
 WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
-                     c10::Device device, WorkerRole& role, StopSignal stop_signal)
+                     c10::Device device, WorkerRole& role, StopSignal stop_signal, trace::Recorder& trace)
     : experiment_(experiment),
       config_(experiment.config),
       options_(options),
@@ -98,12 +105,15 @@ WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& opt
       role_(role),
       stop_signal_(std::move(stop_signal)),
       leader_(comm.rank() == 0),
-      inputs_(buildInputs(experiment, comm, device, role)),
+      trace_(trace.worker(comm.rank())),
+      traced_comm_(tracedIfOn(comm, trace, trace_)),
+      inputs_(buildInputs(experiment, comm, traced_comm_ ? *traced_comm_ : comm, device, role)),
       run_dir_(openRunDirectory(config_, options, comm, role)),
       checkpoints_(run_dir_, comm, comm.device()),
       trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, experiment.reducer.lossless, timer_, sinks_,
-                           checkpoints_, role, stopRequestOf(stop_signal_)}),
+                           checkpoints_, role, stopRequestOf(stop_signal_), trace_}),
       record_(run_dir_, leader_) {
+  trace.setRunDirectory(run_dir_);
 #ifdef GCRUN_WITH_CUDA
   // Kernels run asynchronously: without this the timer would charge them to whichever scope waits.
   if (config_.device == Device::cuda) timer_.setSynchronize([] { torch::cuda::synchronize(); });

@@ -15,6 +15,7 @@
 #include "outputs/metric_sink.h"
 #include "outputs/run_record.h"
 #include "outputs/timer.h"
+#include "outputs/trace/recorder.h"
 #include "reducers/comm/communicator.h"
 #include "reducers/reducer.h"
 #include "tasks/task.h"
@@ -50,9 +51,11 @@ class WorkerRun {
   // Builds the task on `device` and the reducer; bad input on any rank (a data file, the
   // architecture, a batch larger than a worker's data, a reducer's setting) is a UserError on
   // every rank before the run directory exists. Then the run directory, the log, the checkpoint
-  // store and the trainer. `stop_signal` empty: nothing stops the run. The references outlive it.
+  // store and the trainer. `stop_signal` empty: nothing stops the run. `trace` is the process's
+  // output.trace recorder, which learns the run directory here (its file is the caller's to write,
+  // once all of the process's workers are done). The references outlive it.
   WorkerRun(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
-            c10::Device device, WorkerRole& role, StopSignal stop_signal);
+            c10::Device device, WorkerRole& role, StopSignal stop_signal, trace::Recorder& trace);
 
   // With options.resume, the checkpoint is read and checked before anything in the directory is
   // written. Then trains; run.json records "failed" and the error when training throws, and the
@@ -65,8 +68,9 @@ class WorkerRun {
     std::unique_ptr<tasks::Task> task;
     std::unique_ptr<reducers::Reducer> reducer;
   };
-  static Inputs buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm, c10::Device device,
-                            WorkerRole& role);
+  // The reducer talks through `reducer_comm` (comm itself, or comm traced).
+  static Inputs buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm,
+                            comm::Communicator& reducer_comm, c10::Device device, WorkerRole& role);
   void logStart(const outputs::RunInfo& info) const;
 
   const ResolvedExperiment& experiment_;
@@ -76,6 +80,9 @@ class WorkerRun {
   WorkerRole& role_;
   StopSignal stop_signal_;
   const bool leader_;
+  trace::WorkerTrace& trace_;
+  // Under output.trace, comm_ as the reducer sees it (TracedCommunicator); null otherwise.
+  std::unique_ptr<comm::Communicator> traced_comm_;
   Inputs inputs_;
   const std::string run_dir_;
   outputs::Timer timer_;

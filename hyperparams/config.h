@@ -142,7 +142,19 @@ struct OutputOptions {
   int64_t log_every_steps = 50;
   // The values given for the sinks' own output.* settings (a plugin sink's), as for the reducers'.
   SettingValues settings;
+  // The steps whose timeline goes to trace-rank<r>.json: "" (off), "A-B" or "N" (see StepWindow).
+  std::string trace;
 };
+
+// A window of 1-based steps, first..last inclusive.
+struct StepWindow {
+  int64_t first = 1;
+  int64_t last = 1;
+  bool contains(int64_t step) const { return step >= first && step <= last; }
+};
+
+// "A-B" (1 <= A <= B) or "N" (N >= 1, the window N-N); nothing for anything else, "" included.
+std::optional<StepWindow> parseStepWindow(const std::string& text);
 
 // The published result a preset reproduces (the paper's 16-worker tables); run.json and the final
 // log line report the run's distance to it. An empty metric means none.

@@ -71,6 +71,11 @@ Rule<std::vector<std::string>> nameList() {
   return {"a non-empty list of non-empty names (one name is a one-element list)", ok, {}};
 }
 
+Rule<std::string> stepWindowOrOff() {
+  auto ok = [](const std::string& v) { return v.empty() || parseStepWindow(v).has_value(); };
+  return {"\"A-B\" (the 1-based steps A to B, 1 <= A <= B), \"N\" (step N alone) or \"\" (off)", ok, std::string()};
+}
+
 std::vector<KeySpec> makeKeyTable() {
   // clang-format off
   return {
@@ -192,6 +197,9 @@ std::vector<KeySpec> makeKeyTable() {
       field("output.log_every_steps", integerAtLeast(1),
             [](auto& c) -> auto& { return c.output.log_every_steps; },
             "Steps between console progress lines when stdout is not a terminal."),
+      field("output.trace", stepWindowOrOff(),
+            [](auto& c) -> auto& { return c.output.trace; },
+            "Steps whose timeline is written to trace-rank<r>.json (Chrome trace, for Perfetto); empty: off."),
       field("paper.metric", text(),
             [](auto& c) -> auto& { return c.paper.metric; },
             "Final metric the preset reproduces, as run.json names it (test.accuracy, ...); empty: none."),

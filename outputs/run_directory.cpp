@@ -13,6 +13,7 @@ namespace gcrun::outputs {
 namespace fs = std::filesystem;
 
 std::string run_files::rankLog(int rank) { return "rank-" + std::to_string(rank) + ".log"; }
+std::string run_files::traceFile(int rank) { return "trace-rank" + std::to_string(rank) + ".json"; }
 
 namespace {
 

@@ -27,6 +27,8 @@ inline constexpr char kStudyRunMarker[] = ".gcrun-study-run";
 std::string rankLog(int rank);
 // `gcrun bench network`'s default --output, in the working directory (no run directory).
 inline constexpr char kNetworkProfile[] = "network.yaml";
+// trace-rank<r>.json: process rank r's step timeline (output.trace; outputs/trace/trace_file.h).
+std::string traceFile(int rank);
 }  // namespace run_files
 
 // The default parent of new run directories, below the working directory.

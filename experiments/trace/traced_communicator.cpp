@@ -1,0 +1,82 @@
+#include "experiments/trace/traced_communicator.h"
+
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include <ATen/core/Tensor.h>
+
+namespace gcrun::experiments {
+namespace {
+
+uint64_t bytesOf(const at::Tensor* tensor) {
+  return tensor ? static_cast<uint64_t>(tensor->numel()) * tensor->element_size() : 0;
+}
+
+// An async all-reduce's handle: its wait() is the recorded wait.
+class TracedPending : public comm::PendingCollective {
+ public:
+  TracedPending(std::unique_ptr<comm::PendingCollective> inner, trace::WorkerTrace& trace, std::optional<size_t> index)
+      : inner_(std::move(inner)), trace_(trace), index_(index) {}
+
+  void wait() override {
+    if (!index_) return inner_->wait();
+    const double wait_us = trace_.now();
+    inner_->wait();
+    trace_.waited(*std::exchange(index_, std::nullopt), wait_us, trace_.now());
+  }
+
+ private:
+  std::unique_ptr<comm::PendingCollective> inner_;
+  trace::WorkerTrace& trace_;
+  std::optional<size_t> index_;  // the recorded collective, until its wait returns
+};
+
+}  // namespace
+
+template <class Call>
+auto TracedCommunicator::blocking(const char* kind, const at::Tensor* tensor, Call&& call) {
+  if (!trace_.recording()) return call();
+  const double issued_us = trace_.now();
+  auto finish = [&] {
+    const double done_us = trace_.now();
+    trace_.issued({kind, bytesOf(tensor), inner_.size(), 0, false, issued_us, issued_us, done_us}, done_us);
+  };
+  if constexpr (std::is_void_v<decltype(call())>) {
+    call();
+    finish();
+  } else {
+    auto result = call();
+    finish();
+    return result;
+  }
+}
+
+void TracedCommunicator::allreduceSum(at::Tensor& tensor) {
+  blocking("all-reduce", &tensor, [&] { inner_.allreduceSum(tensor); });
+}
+
+std::unique_ptr<comm::PendingCollective> TracedCommunicator::allreduceSumAsync(at::Tensor& tensor) {
+  if (!trace_.recording()) return inner_.allreduceSumAsync(tensor);
+  const double issued_us = trace_.now();
+  auto pending = inner_.allreduceSumAsync(tensor);
+  const double returned_us = trace_.now();
+  const auto index =
+      trace_.issued({"all-reduce", bytesOf(&tensor), inner_.size(), 0, true, issued_us, 0, 0}, returned_us);
+  return std::make_unique<TracedPending>(std::move(pending), trace_, index);
+}
+
+std::vector<at::Tensor> TracedCommunicator::allgather(const at::Tensor& tensor) {
+  return blocking("all-gather", &tensor, [&] { return inner_.allgather(tensor); });
+}
+
+void TracedCommunicator::broadcast(at::Tensor& tensor, int root) {
+  blocking("broadcast", &tensor, [&] { inner_.broadcast(tensor, root); });
+}
+
+void TracedCommunicator::barrier() {
+  blocking("barrier", nullptr, [&] { inner_.barrier(); });
+}
+
+}  // namespace gcrun::experiments
