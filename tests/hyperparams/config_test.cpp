@@ -48,7 +48,7 @@ ExperimentConfig everyFieldChanged() {
   c.optimizer.warmup_epochs = 0.25;
   c.reducer = {"powersgd", Granularity::model, 0.5, {{"rank", int64_t{2}}, {"reuse_query", false}}};
   c.distributed = {Backend::nccl, 1.0 + 1.0 / 3.0};
-  c.output = {{"console", "tensorboard"}, 10, {}};
+  c.output = {{"console", "tensorboard"}, 10, {}, "3-7"};
   return c;
 }
 
@@ -90,6 +90,7 @@ void expectSameConfig(const ExperimentConfig& a, const ExperimentConfig& b) {
   EXPECT_EQ(a.distributed.timeout_s, b.distributed.timeout_s);
   EXPECT_EQ(a.output.sinks, b.output.sinks);
   EXPECT_EQ(a.output.log_every_steps, b.output.log_every_steps);
+  EXPECT_EQ(a.output.trace, b.output.trace);
 }
 
 TEST(ConfigApply, EmptyDocumentChangesNothing) {
