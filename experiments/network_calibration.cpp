@@ -152,6 +152,7 @@ std::vector<network::Fit> fitTimings(const std::vector<SizeTiming>& timings, int
       if (timing.collective == collective) samples.push_back({static_cast<double>(timing.bytes), timing.median_s});
     }
     fits.push_back(network::fitLatencyAndPerByte(collective, world_size, samples));
+    fits.back().samples = samples;
   }
   return fits;
 }

@@ -78,7 +78,8 @@ class ProfileReader {
 };
 
 Fit readFit(const ProfileReader& reader, const YAML::Node& node, const std::string& key) {
-  reader.checkMap(node, key, {"collective", "world_size", "latency_s", "seconds_per_byte", "max_relative_residual"});
+  reader.checkMap(node, key,
+                  {"collective", "world_size", "latency_s", "seconds_per_byte", "max_relative_residual", "samples"});
   for (const char* required : {"collective", "world_size", "latency_s", "seconds_per_byte"}) {
     if (!node[required]) reader.fail(key + "." + required, "missing");
   }
@@ -90,6 +91,19 @@ Fit readFit(const ProfileReader& reader, const YAML::Node& node, const std::stri
   fit.seconds_per_byte = reader.number(node["seconds_per_byte"], key + ".seconds_per_byte");
   if (node["max_relative_residual"]) {
     fit.max_relative_residual = reader.number(node["max_relative_residual"], key + ".max_relative_residual");
+  }
+  if (const auto samples = node["samples"]) {
+    if (!samples.IsSequence()) reader.fail(key + ".samples", "expected a list of [bytes, seconds] pairs");
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const std::string at = key + ".samples[" + std::to_string(i) + "]";
+      if (!samples[i].IsSequence() || samples[i].size() != 2) reader.fail(at, "expected [bytes, seconds]");
+      const Sample sample{reader.number(samples[i][0], at + "[0]"), reader.number(samples[i][1], at + "[1]")};
+      if (!fit.samples.empty() && sample.bytes <= fit.samples.back().bytes) {
+        reader.fail(at, "sizes must grow from one sample to the next");
+      }
+      if (sample.seconds <= 0) reader.fail(at, "a time must be above 0");
+      fit.samples.push_back(sample);
+    }
   }
   return fit;
 }
@@ -220,6 +234,13 @@ std::string profileYaml(const NetworkProfile& profile) {
     yaml += "    latency_s: " + shortestNumber(fit.latency_s) + "\n";
     yaml += "    seconds_per_byte: " + shortestNumber(fit.seconds_per_byte) + "\n";
     yaml += "    max_relative_residual: " + shortestNumber(fit.max_relative_residual) + "\n";
+    if (fit.samples.empty()) continue;
+    yaml += "    samples: [";
+    for (size_t i = 0; i < fit.samples.size(); ++i) {
+      yaml += (i ? ", [" : "[") + shortestNumber(fit.samples[i].bytes) + ", " + shortestNumber(fit.samples[i].seconds) +
+              "]";
+    }
+    yaml += "]\n";
   }
   return yaml;
 }

@@ -29,12 +29,22 @@ std::string collectiveName(Collective collective);
 // Throws UserError naming `what` and the accepted names.
 Collective parseCollective(const std::string& name, const std::string& what);
 
+// One measured size: the median time of a collective whose message is `bytes` per worker.
+struct Sample {
+  double bytes = 0;
+  double seconds = 0;
+};
+
 struct Fit {
   Collective collective = Collective::all_reduce;
   int world_size = 2;
   double latency_s = 0;
   double seconds_per_byte = 0;
   double max_relative_residual = 0;
+  // The medians the fit came from, by size (`samples: [[bytes, seconds], ...]`; none in a
+  // hand-written profile). One line rarely fits a transport from 4 B to 256 MiB (copies, protocol
+  // switches): at its own world size the step model interpolates these instead.
+  std::vector<Sample> samples;
 };
 
 struct NetworkProfile {
@@ -71,10 +81,6 @@ NetworkProfile linkProfile(double bandwidth_bytes_per_s, double latency_s);
 // weighted by 1/seconds^2 (relative error), so that small messages count as much as large ones;
 // both coefficients are kept >= 0. max_relative_residual is max |fit - measured| / measured.
 // Needs samples of two or more sizes, each with a positive time (std::invalid_argument otherwise).
-struct Sample {
-  double bytes = 0;
-  double seconds = 0;
-};
 Fit fitLatencyAndPerByte(Collective collective, int world_size, const std::vector<Sample>& samples);
 
 }  // namespace gcrun::network

@@ -111,7 +111,13 @@ double parseDuration(const std::string& text, const std::string& what) {
   return seconds;
 }
 
-std::string bandwidthText(double bytes_per_s) { return shortestSpelling(bytes_per_s, bandwidthUnits()); }
+// Links are named in bits per second ("100mbit", not "12.5MB") unless that is much longer.
+std::string bandwidthText(double bytes_per_s) {
+  const std::vector<Unit> bit_rates(bandwidthUnits().begin(), bandwidthUnits().begin() + 4);
+  const auto in_bits = shortestSpelling(bytes_per_s, bit_rates);
+  const auto any = shortestSpelling(bytes_per_s, bandwidthUnits());
+  return in_bits.size() <= any.size() + 2 ? in_bits : any;
+}
 
 std::string durationText(double seconds) { return shortestSpelling(seconds, durationUnits()); }
 

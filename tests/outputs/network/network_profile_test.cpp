@@ -55,6 +55,7 @@ TEST(NetworkUnits, BadValuesNameWhatTheValueAndTheUnits) {
 TEST(NetworkUnits, TextIsTheShortestExactSpelling) {
   EXPECT_EQ(bandwidthText(1.25e9), "10gbit");
   EXPECT_EQ(bandwidthText(1.25e8), "1gbit");
+  EXPECT_EQ(bandwidthText(1.25e7), "100mbit");  // bits per second, though "12.5MB" is shorter
   EXPECT_EQ(bandwidthText(1073741824.0), "1GiB");
   EXPECT_EQ(durationText(2e-5), "20us");
   EXPECT_EQ(durationText(1.5e-3), "1.5ms");
@@ -85,6 +86,11 @@ void expectSameProfile(const NetworkProfile& a, const NetworkProfile& b) {
     EXPECT_EQ(a.fits[i].latency_s, b.fits[i].latency_s);
     EXPECT_EQ(a.fits[i].seconds_per_byte, b.fits[i].seconds_per_byte);
     EXPECT_EQ(a.fits[i].max_relative_residual, b.fits[i].max_relative_residual);
+    ASSERT_EQ(a.fits[i].samples.size(), b.fits[i].samples.size());
+    for (size_t k = 0; k < a.fits[i].samples.size(); ++k) {
+      EXPECT_EQ(a.fits[i].samples[k].bytes, b.fits[i].samples[k].bytes);
+      EXPECT_EQ(a.fits[i].samples[k].seconds, b.fits[i].samples[k].seconds);
+    }
   }
 }
 
@@ -94,9 +100,9 @@ TEST(NetworkProfile, RoundTripsExactly) {
   profile.backend = "gloo";
   profile.bandwidth_bytes_per_s = 1.25e8;
   profile.latency_s = 5e-5;
-  profile.fits = {{Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06},
-                  {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0},
-                  {Collective::broadcast, 0, 0, 1e-9, 0}};
+  profile.fits = {{Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {268435456, 4.56789}}},
+                  {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
+                  {Collective::broadcast, 0, 0, 1e-9, 0, {}}};
   expectSameProfile(parseProfile(profileYaml(profile), "p.yaml"), profile);
   const auto link = linkProfile(1.25e9, 2e-5);
   EXPECT_EQ(link.name, "10gbit/20us");
@@ -147,6 +153,12 @@ TEST(NetworkProfile, EveryParseErrorNamesFileAndKey) {
        "  - {collective: broadcast, world_size: 2, latency_s: 1, seconds_per_byte: 0}\n",
        {"n.yaml", "fits", "broadcast at world_size 2", "twice"}},
       {"collectives:\n  all-reduce: {latency: 1us}\n", {"collectives.all-reduce.bandwidth", "missing"}},
+      {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 1], [4, 2]]}\n",
+       {"n.yaml", "fits[0].samples[1]", "grow"}},
+      {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 0]]}\n",
+       {"n.yaml", "fits[0].samples[0]", "above 0"}},
+      {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [8]}\n",
+       {"n.yaml", "fits[0].samples[0]", "[bytes, seconds]"}},
       {"bandwidth: 1gbit\nlatency: 1us\ncollectives:\n  allgather: {latency: 1us}\n",
        {"n.yaml", "collectives.allgather", "unknown key", "all-gather"}},
       {"bandwidth: 1gbit\nlatency: 1us\ncollectives:\n  all-gather: {latency: 1 us s}\n",
