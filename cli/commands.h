@@ -15,5 +15,6 @@ void addBenchCommand(CLI::App& app, int& exit_code);
 void addDataCommand(CLI::App& app);
 void addStudyCommand(CLI::App& app, int& exit_code);
 void addReportCommand(CLI::App& app);
+void addPredictCommand(CLI::App& app);
 
 }  // namespace gcrun::cli

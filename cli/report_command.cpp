@@ -1,9 +1,11 @@
 #include <cstdio>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "hyperparams/base/errors.h"
+#include "outputs/performance/report_projection.h"
 #include "outputs/report/report.h"
 #include "outputs/report/safe_text.h"
 
@@ -14,6 +16,8 @@ void addReportCommand(CLI::App& app) {
     std::vector<std::string> inputs;
     std::string output_dir;
     std::vector<std::string> formats = outputs::reportFormats();
+    std::string target;
+    std::string predict;
   };
   auto flags = std::make_shared<Flags>();
   auto* command =
@@ -23,16 +27,26 @@ void addReportCommand(CLI::App& app) {
   command->add_option("--format", flags->formats, "Comma-separated: md, csv, html (default: all)")
       ->delimiter(',')
       ->check(CLI::IsMember(outputs::reportFormats()));
+  command->add_option("--target", flags->target, "METRIC=VALUE, e.g. test.accuracy=0.9: the time each run took to it");
+  command->add_option("--predict", flags->predict,
+                      "Projected columns for traced runs: workers=16,bandwidth=10gbit[,latency=20us] or "
+                      "workers=16,network=FILE");
   command->callback([flags] {
-    auto loaded = outputs::loadRuns(flags->inputs);
+    std::optional<outputs::Target> target;
+    if (!flags->target.empty()) target = outputs::parseTarget(flags->target, "--target");
+    std::optional<performance::ProjectionSpec> projection;
+    if (!flags->predict.empty()) projection = performance::parseProjection(flags->predict, "--predict");
+    auto loaded = outputs::loadRuns(flags->inputs, target ? target->metric : "");
     if (loaded.found == 0) {
       std::string inputs;
       for (const auto& input : flags->inputs) inputs += (inputs.empty() ? "" : ", ") + input;
       throw UserError("report: no run directories (a directory with run.json) found under " + inputs);
     }
-    const auto result = outputs::writeReport(
-        loaded.runs,
-        {flags->output_dir.empty() ? flags->inputs.front() : flags->output_dir, flags->formats, "", loaded.skipped});
+    outputs::ReportOptions options{flags->output_dir.empty() ? flags->inputs.front() : flags->output_dir,
+                                   flags->formats, "", loaded.skipped};
+    options.target = target;
+    if (projection) options.projection = performance::projectRuns(loaded.runs, *projection);
+    const auto result = outputs::writeReport(loaded.runs, options);
     // Names from the runs are printed on one line each: no terminal escapes, no forged lines.
     std::printf("%zu runs in %zu configurations\n", result.runs, result.configurations);
     for (const auto& file : result.files) std::printf("  %s\n", outputs::oneLine(file).c_str());

@@ -1,0 +1,92 @@
+#include "outputs/performance/collective_cost.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "hyperparams/base/errors.h"
+
+namespace gcrun::performance {
+namespace {
+
+using network::Collective;
+using network::Fit;
+
+const Fit* nearestFit(const network::NetworkProfile& profile, Collective collective, int workers) {
+  const Fit* best = nullptr;
+  for (const auto& fit : profile.fits) {
+    if (fit.collective != collective || fit.world_size < 2) continue;
+    if (!best || std::abs(fit.world_size - workers) < std::abs(best->world_size - workers) ||
+        (std::abs(fit.world_size - workers) == std::abs(best->world_size - workers) &&
+         fit.world_size > best->world_size)) {
+      best = &fit;
+    }
+  }
+  return best;
+}
+
+const Fit* overrideOf(const network::NetworkProfile& profile, Collective collective) {
+  for (const auto& fit : profile.fits) {
+    if (fit.collective == collective && fit.world_size == 0) return &fit;
+  }
+  return nullptr;
+}
+
+// The measured medians, linear between neighbouring sizes; below the smallest its time (the
+// latency floor), past the largest the last segment's slope.
+double interpolate(const std::vector<network::Sample>& samples, double bytes) {
+  if (bytes <= samples.front().bytes) return samples.front().seconds;
+  size_t k = 1;
+  while (k + 1 < samples.size() && samples[k].bytes < bytes) ++k;
+  const auto& a = samples[k - 1];
+  const auto& b = samples[k];
+  const double slope = std::max(0.0, (b.seconds - a.seconds) / (b.bytes - a.bytes));
+  return std::max(a.seconds, a.seconds + slope * (bytes - a.bytes));
+}
+
+}  // namespace
+
+CostFactors costFactors(Collective collective, int workers) {
+  const double p = workers;
+  switch (collective) {
+    case Collective::all_reduce:
+      return {2 * (p - 1), 2 * (p - 1) / p};
+    case Collective::all_gather:
+      return {p - 1, p - 1};
+    case Collective::broadcast: {
+      const double hops = std::ceil(std::log2(p));
+      return {hops, hops};
+    }
+  }
+  return {};
+}
+
+double collectiveSeconds(const network::NetworkProfile& profile, Collective collective, double bytes, int workers) {
+  if (workers <= 1) return 0;
+  const auto at = costFactors(collective, workers);
+  if (const Fit* fit = nearestFit(profile, collective, workers)) {
+    if (fit->world_size == workers) {
+      return fit->samples.size() >= 2 ? interpolate(fit->samples, bytes)
+                                      : fit->latency_s + fit->seconds_per_byte * bytes;
+    }
+    const auto measured = costFactors(collective, fit->world_size);
+    return at.latency * fit->latency_s / measured.latency + at.bytes * bytes * fit->seconds_per_byte / measured.bytes;
+  }
+  if (const Fit* given = overrideOf(profile, collective)) {
+    return at.latency * given->latency_s + at.bytes * bytes * given->seconds_per_byte;
+  }
+  if (profile.bandwidth_bytes_per_s > 0) {
+    return at.latency * profile.latency_s + at.bytes * bytes / profile.bandwidth_bytes_per_s;
+  }
+  throw UserError("network profile '" + profile.name + "' gives no cost for " + network::collectiveName(collective) +
+                  ": add a bandwidth and latency, or calibrate it with `gcrun bench network`");
+}
+
+double latencyOf(const network::NetworkProfile& profile, int workers) {
+  if (profile.latency_s >= 0 && profile.bandwidth_bytes_per_s > 0) return profile.latency_s;
+  if (const Fit* fit = nearestFit(profile, Collective::all_reduce, workers)) {
+    return fit->latency_s / costFactors(Collective::all_reduce, fit->world_size).latency;
+  }
+  return 0;
+}
+
+}  // namespace gcrun::performance

@@ -1,0 +1,41 @@
+#pragma once
+
+#include "outputs/network/network_profile.h"
+
+namespace gcrun::performance {
+
+// The time of one collective on a network profile, with the textbook cost models (Thakur,
+// Rabenseifner and Gropp 2005; Patarasuk and Yuan 2009), for p workers, n bytes per worker, a
+// latency alpha per message and beta seconds per byte:
+//   all-reduce (ring: reduce-scatter, then all-gather):  2(p-1) alpha + 2(p-1)/p n beta
+//   all-gather (ring; each worker receives (p-1) n):    (p-1) alpha + (p-1) n beta
+//   broadcast (binomial tree):                          ceil(log2 p) (alpha + n beta)
+//   barrier: an all-reduce of 4 bytes.
+// Gloo's CPU all-reduce is a ring; a calibrated profile absorbs what the formulas leave out (the
+// local reduction, copies, the protocol) into its fitted coefficients.
+//
+// Where the coefficients come from, first match wins:
+//  1. a fit of this collective at this world size: its measured medians interpolated (linear
+//     between neighbouring sizes, the last slope past the largest), else latency_s + seconds_per_byte n;
+//  2. the fit of this collective at the nearest other world size: its alpha and beta are its
+//     coefficients divided by the formula's factors at that size, then used at p;
+//  3. a hand-written override for this collective (world_size 0): alpha = latency, beta = its
+//     per-byte cost;
+//  4. the profile's link: alpha = latency, beta = 1 / bandwidth.
+// One worker sends nothing: 0. A profile with no coefficients for the collective is a UserError
+// naming the profile and the collective.
+double collectiveSeconds(const network::NetworkProfile& profile, network::Collective collective, double bytes,
+                         int workers);
+
+// The formula's multipliers of alpha and of n beta, for p workers.
+struct CostFactors {
+  double latency = 0;
+  double bytes = 0;
+};
+CostFactors costFactors(network::Collective collective, int workers);
+
+// The profile's latency for break-even searches: the link's, else the all-reduce fit's alpha at
+// the nearest world size to `workers`, else 0.
+double latencyOf(const network::NetworkProfile& profile, int workers);
+
+}  // namespace gcrun::performance

@@ -1,0 +1,230 @@
+#include "outputs/performance/prediction_output.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
+#include "outputs/performance/collective_cost.h"
+#include "outputs/report/safe_text.h"
+
+namespace gcrun::performance {
+namespace {
+
+constexpr double kPlotFromBandwidth = 1e8 / 8;  // 100 Mbit/s
+constexpr double kPlotToBandwidth = 1e11 / 8;   // 100 Gbit/s
+constexpr int kPlotPoints = 25;
+
+const char kAssumptions[] =
+    "Each run's traced steps are replayed at the given worker count and network: the compute as measured "
+    "(or scaled with --compute-ms-per-batch), each collective costed from its bytes (ring all-reduce, ring "
+    "all-gather, binomial broadcast) on the network profile, collectives one after another in issue order, "
+    "all-reduces issued during backward overlapping it. The median traced step is shown. Measured is the "
+    "run's own median on its own machine and network (empty for other worker counts and for simulated "
+    "workers). Speedups are the baseline's predicted time over this run's; break-even is the bandwidth "
+    "below which this method is faster than the baseline at the network's latency.";
+
+std::string ms(double value) { return fmt::format("{:.1f}", value); }
+std::string optionalMs(const std::optional<double>& value) { return value ? ms(*value) : ""; }
+std::string ratio(const std::optional<double>& value) { return value ? fmt::format("{:.2f}x", *value) : ""; }
+std::string number(const std::optional<double>& value) { return value ? fmt::format("{:.6g}", *value) : ""; }
+std::string gbit(const std::optional<double>& bytes_per_s) {
+  if (!bytes_per_s) return "";
+  if (std::isinf(*bytes_per_s)) return "inf";
+  return fmt::format("{:.6g}", 8 * *bytes_per_s / 1e9);
+}
+
+std::string runNameOf(const outputs::RunData& run) { return run.name.empty() ? run.dir : run.name; }
+
+}  // namespace
+
+outputs::TextTable predictionTable(const std::vector<PredictionRow>& rows, bool with_target) {
+  outputs::TextTable table;
+  table.header = {"run",          "reducer",    "workers",    "network", "measured ms", "predicted ms",
+                  "compute ms",   "exposed comm ms", "codec ms", "MiB/step", "vs exact",   "vs fp16",
+                  "break-even vs exact", "break-even vs fp16"};
+  if (with_target) table.header.insert(table.header.end(), {"steps to target", "predicted s", "measured s"});
+  for (const auto& row : rows) {
+    std::vector<std::string> cells = {row.run,
+                                      row.reducer,
+                                      std::to_string(row.workers),
+                                      row.network,
+                                      optionalMs(row.measured_ms_per_batch),
+                                      ms(row.predicted.total_ms),
+                                      ms(row.predicted.compute_ms),
+                                      ms(row.predicted.exposed_comm_ms),
+                                      ms(row.predicted.codec_ms),
+                                      fmt::format("{:.3f}", row.mib_per_step),
+                                      ratio(row.speedup_vs_exact),
+                                      ratio(row.speedup_vs_fp16),
+                                      breakEvenText(row.break_even_vs_exact),
+                                      breakEvenText(row.break_even_vs_fp16)};
+    if (with_target) {
+      cells.push_back(row.steps_to_target ? std::to_string(*row.steps_to_target) : "not reached");
+      cells.push_back(row.predicted_time_to_target_s ? fmt::format("{:.1f}", *row.predicted_time_to_target_s) : "");
+      cells.push_back(row.measured_time_to_target_s ? fmt::format("{:.1f}", *row.measured_time_to_target_s) : "");
+    }
+    table.rows.push_back(std::move(cells));
+  }
+  return table;
+}
+
+std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_target) {
+  std::string out =
+      "run,reducer,workers,network,measured_ms_per_batch,predicted_ms_per_batch,compute_ms,exposed_comm_ms,"
+      "codec_ms,mib_per_step,speedup_vs_exact,speedup_vs_fp16,break_even_vs_exact_gbit,break_even_vs_fp16_gbit";
+  if (with_target) out += ",steps_to_target,predicted_time_to_target_s,measured_time_to_target_s";
+  out += "\n";
+  for (const auto& row : rows) {
+    out += fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{}", outputs::csvText(row.run),
+                       outputs::csvText(row.reducer), row.workers, outputs::csvText(row.network),
+                       number(row.measured_ms_per_batch), row.predicted.total_ms, row.predicted.compute_ms,
+                       row.predicted.exposed_comm_ms, row.predicted.codec_ms, row.mib_per_step,
+                       number(row.speedup_vs_exact), number(row.speedup_vs_fp16), gbit(row.break_even_vs_exact),
+                       gbit(row.break_even_vs_fp16));
+    if (with_target) {
+      out += fmt::format(",{},{},{}", row.steps_to_target ? std::to_string(*row.steps_to_target) : "",
+                         number(row.predicted_time_to_target_s), number(row.measured_time_to_target_s));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& runs,
+                                           const std::vector<RunTimeline>& timelines,
+                                           const std::vector<PredictionRow>& rows, const PredictOptions& options) {
+  std::vector<outputs::Plot> plots;
+  if (runs.empty() || options.networks.empty()) return plots;
+  const auto& first_network = options.networks.front();
+  std::vector<int> worker_counts = options.workers;
+  if (worker_counts.empty()) worker_counts.push_back(runs.front().world_size);
+  for (const int workers : worker_counts) {
+    const double latency = latencyOf(first_network, workers);
+    outputs::Plot plot{fmt::format("predicted-time-vs-bandwidth-w{}", workers),
+                       fmt::format("predicted time per batch, {} workers, latency {:.3g} us", workers, 1e6 * latency),
+                       "bandwidth (Gbit/s)", "ms per batch", {}, true, true};
+    std::map<std::string, std::vector<size_t>> by_name;  // seeds of one configuration together
+    std::vector<std::string> order;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (!by_name.count(runNameOf(runs[i]))) order.push_back(runNameOf(runs[i]));
+      by_name[runNameOf(runs[i])].push_back(i);
+    }
+    outputs::Curve marks{"break-even vs exact", {}, true};
+    for (const auto& name : order) {
+      outputs::Curve curve{name, {}};
+      for (int k = 0; k < kPlotPoints; ++k) {
+        const double bandwidth =
+            kPlotFromBandwidth * std::pow(kPlotToBandwidth / kPlotFromBandwidth, double(k) / (kPlotPoints - 1));
+        std::vector<double> times;
+        for (const size_t i : by_name[name]) {
+          times.push_back(predictRun(timelines[i], workers, network::linkProfile(bandwidth, latency),
+                                     options.compute_ms_per_batch)
+                              .total_ms);
+        }
+        const auto spread = outputs::spreadOf(times);
+        curve.points.push_back({8 * bandwidth / 1e9, spread.mean, spread.min, spread.max});
+      }
+      plot.curves.push_back(std::move(curve));
+      for (const auto& row : rows) {
+        if (row.workers != workers || row.network != first_network.name || row.dir != runs[by_name[name][0]].dir) {
+          continue;
+        }
+        const auto& point = row.break_even_vs_exact;
+        if (!point || *point <= 0 || std::isinf(*point)) continue;
+        const double at =
+            predictRun(timelines[by_name[name][0]], workers, network::linkProfile(*point, latency),
+                       options.compute_ms_per_batch)
+                .total_ms;
+        marks.points.push_back({8 * *point / 1e9, at, at, at});
+      }
+    }
+    if (!marks.points.empty()) plot.curves.push_back(std::move(marks));
+    plots.push_back(std::move(plot));
+  }
+  outputs::Plot to_target{"metric-vs-predicted-time",
+                          fmt::format("{} by predicted wall-clock time, {} workers, {}", runs.front().metric,
+                                      worker_counts.front(), first_network.name),
+                          "predicted training time (s)", runs.front().metric, {}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto found = std::find_if(rows.begin(), rows.end(), [&](const PredictionRow& row) {
+      return row.dir == runs[i].dir && row.workers == worker_counts.front() && row.network == first_network.name;
+    });
+    if (found == rows.end() || runs[i].epochs.empty()) continue;
+    outputs::Curve curve{found->run, {}};
+    for (const auto& point : runs[i].epochs) {
+      const double seconds = point.step * found->predicted.total_ms / 1000;
+      curve.points.push_back({seconds, point.metric, point.metric, point.metric});
+    }
+    to_target.curves.push_back(std::move(curve));
+  }
+  plots.push_back(std::move(to_target));
+  return plots;
+}
+
+PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const std::vector<RunTimeline>& timelines,
+                                const std::vector<PredictionRow>& rows, const PredictOptions& options,
+                                const std::string& output_dir) {
+  const auto dir = files::Directory::open(output_dir, true);
+  const bool with_target = options.target.has_value();
+  PredictionFiles written;
+  const auto plots_dir = dir.sub("plots", true);
+  const auto rendered = outputs::renderPlots(predictionPlots(runs, timelines, rows, options), plots_dir);
+  written.note = rendered.note;
+  std::string md = "# gcrun predict\n\n" + std::string(kAssumptions) + "\n\n";
+  if (with_target) {
+    md += outputs::markdownText(fmt::format("Target: {} {} {}.", options.target->metric,
+                                            options.target->lower_is_better ? "<=" : ">=", options.target->value)) +
+          "\n\n";
+  }
+  md += outputs::markdownTable(predictionTable(rows, with_target)) + "\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (timelines[i].truncated) {
+      md += "\n" + outputs::markdownText(runs[i].dir + ": its trace hit the size bound; fewer steps were recorded.");
+    }
+  }
+  if (!rendered.images.empty()) md += "\n## Plots\n\n";
+  for (const auto& image : rendered.images) {
+    if (image.size() > 4 && image.compare(image.size() - 4, 4, ".png") == 0) {
+      const auto name = image.substr(image.rfind('/') + 1);
+      md += "![" + outputs::markdownText(name) + "](plots/" + name + ")\n";
+    }
+  }
+  dir.writeAtomically("predict.md", md);
+  dir.writeAtomically("predict.csv", predictionCsv(rows, with_target));
+  written.files = {dir.pathOf("predict.md"), dir.pathOf("predict.csv")};
+  written.files.insert(written.files.end(), rendered.images.begin(), rendered.images.end());
+  return written;
+}
+
+PredictResult predictDirectories(const std::vector<std::string>& paths, const PredictOptions& options,
+                                 const std::string& output_dir) {
+  auto loaded = outputs::loadRuns(paths, options.target ? options.target->metric : "");
+  PredictResult result;
+  result.skipped = loaded.skipped;
+  std::vector<outputs::RunData> runs;
+  std::vector<RunTimeline> timelines;
+  for (auto& run : loaded.runs) {
+    try {
+      timelines.push_back(loadRunTimeline(run.dir));
+      runs.push_back(std::move(run));
+    } catch (const UserError& e) {
+      if (run.status == "completed") throw;
+      result.skipped.push_back(std::string(e.what()) + " (it is " + run.status + ")");
+    }
+  }
+  if (runs.empty()) {
+    std::string given;
+    for (const auto& path : paths) given += (given.empty() ? "" : ", ") + path;
+    throw UserError("predict: no run with a step timeline found under " + given +
+                    " (run with --set output.trace=A-B to record one)");
+  }
+  result.rows = predictRuns(runs, timelines, options);
+  result.files = writePrediction(runs, timelines, result.rows, options, output_dir);
+  return result;
+}
+
+}  // namespace gcrun::performance

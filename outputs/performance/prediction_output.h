@@ -1,0 +1,51 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "outputs/performance/prediction.h"
+#include "outputs/report/plots.h"
+#include "outputs/report/summary.h"
+
+namespace gcrun::performance {
+
+// The prediction table: one row per run x workers x network, text cells (Markdown escapes them).
+outputs::TextTable predictionTable(const std::vector<PredictionRow>& rows, bool with_target);
+// predict.csv: the same rows with raw numbers; text cells through csvText. Columns: run, reducer,
+// workers, network, measured_ms_per_batch, predicted_ms_per_batch, compute_ms, exposed_comm_ms,
+// codec_ms, mib_per_step, speedup_vs_exact, speedup_vs_fp16, break_even_vs_exact_gbit,
+// break_even_vs_fp16_gbit (inf: always, 0: never), and with a target steps_to_target,
+// predicted_time_to_target_s, measured_time_to_target_s.
+std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_target);
+
+// The figures: for each worker count, predicted time per batch against bandwidth (log axes, one
+// curve per run name with its seeds' band, 100 Mbit/s to 100 Gbit/s at the first network's
+// latency, break-even points against exact marked), and each run's metric against its predicted
+// wall-clock time (steps x predicted time per batch) at the first worker count and network.
+std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& runs,
+                                           const std::vector<RunTimeline>& timelines,
+                                           const std::vector<PredictionRow>& rows, const PredictOptions& options);
+
+struct PredictionFiles {
+  std::vector<std::string> files;  // written: predict.md, predict.csv, then the plots
+  std::string note;                // why plots are missing, if they are
+};
+
+// Writes predict.md, predict.csv and plots/ into `output_dir` (created), through files::Directory:
+// a symlink planted there is replaced, never written through.
+PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const std::vector<RunTimeline>& timelines,
+                                const std::vector<PredictionRow>& rows, const PredictOptions& options,
+                                const std::string& output_dir);
+
+// `gcrun predict`: the runs at or below `paths` (a study directory, say), predicted and written
+// into `output_dir`. A completed run without a step timeline is a UserError naming it; runs that
+// did not complete and have none, and unreadable ones, are left out with a line in `skipped`.
+struct PredictResult {
+  std::vector<PredictionRow> rows;
+  PredictionFiles files;
+  std::vector<std::string> skipped;
+};
+PredictResult predictDirectories(const std::vector<std::string>& paths, const PredictOptions& options,
+                                 const std::string& output_dir);
+
+}  // namespace gcrun::performance

@@ -1,0 +1,102 @@
+#include "outputs/performance/report_projection.h"
+
+#include <map>
+#include <sstream>
+
+#include "hyperparams/base/errors.h"
+#include "outputs/performance/prediction_output.h"
+
+namespace gcrun::performance {
+namespace {
+
+const char kProjectionForm[] = "workers=N,bandwidth=10gbit[,latency=20us][,compute_ms=MS] or workers=N,network=FILE";
+
+// The runs that have a step timeline, each with it.
+void withTimelines(const std::vector<outputs::RunData>& runs, std::vector<outputs::RunData>& traced,
+                   std::vector<RunTimeline>& timelines) {
+  for (const auto& run : runs) {
+    try {
+      timelines.push_back(loadRunTimeline(run.dir));
+      traced.push_back(run);
+    } catch (const UserError&) {
+      // No (readable) timeline: the run has no projection.
+    }
+  }
+}
+
+}  // namespace
+
+ProjectionSpec parseProjection(const std::string& text, const std::string& what) {
+  std::map<std::string, std::string> values;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    const auto equals = item.find('=');
+    const auto key = item.substr(0, equals);
+    if (equals == std::string::npos || values.count(key) ||
+        (key != "workers" && key != "bandwidth" && key != "latency" && key != "network" && key != "compute_ms")) {
+      throw UserError(what + ": '" + item + "' is not one of " + kProjectionForm);
+    }
+    values[key] = item.substr(equals + 1);
+  }
+  ProjectionSpec spec;
+  if (values.count("workers")) {
+    try {
+      size_t used = 0;
+      spec.workers = std::stoi(values["workers"], &used);
+      if (used != values["workers"].size() || spec.workers < 1) throw std::invalid_argument("workers");
+    } catch (const std::exception&) {
+      throw UserError(what + ": workers='" + values["workers"] + "' is not a whole number of at least 1");
+    }
+  }
+  if (values.count("compute_ms")) {
+    try {
+      spec.compute_ms_per_batch = std::stod(values["compute_ms"]);
+    } catch (const std::exception&) {
+      spec.compute_ms_per_batch = -1;
+    }
+    if (!(spec.compute_ms_per_batch > 0)) {
+      throw UserError(what + ": compute_ms='" + values["compute_ms"] + "' is not a positive number of milliseconds");
+    }
+  }
+  if (values.count("network") == values.count("bandwidth")) {
+    throw UserError(what + ": give either bandwidth or network: " + kProjectionForm);
+  }
+  if (values.count("network")) {
+    spec.network = network::loadProfile(values["network"]);
+  } else {
+    const double latency = network::parseDuration(values.count("latency") ? values["latency"] : "20us", what);
+    spec.network = network::linkProfile(network::parseBandwidth(values["bandwidth"], what), latency);
+  }
+  return spec;
+}
+
+outputs::ReportProjection projectRuns(const std::vector<outputs::RunData>& runs, const ProjectionSpec& spec) {
+  std::vector<outputs::RunData> traced;
+  std::vector<RunTimeline> timelines;
+  withTimelines(runs, traced, timelines);
+  outputs::ReportProjection projection;
+  projection.label = std::to_string(spec.workers) + " workers, " + spec.network.name;
+  PredictOptions options;
+  options.workers = {spec.workers};
+  options.networks = {spec.network};
+  options.compute_ms_per_batch = spec.compute_ms_per_batch;
+  for (const auto& row : predictRuns(traced, timelines, options)) {
+    projection.by_dir[row.dir] = {row.predicted.total_ms, row.speedup_vs_exact, row.speedup_vs_fp16};
+  }
+  return projection;
+}
+
+outputs::ReportSection predictionSection(const std::vector<outputs::RunData>& runs, const PredictOptions& options) {
+  std::vector<outputs::RunData> traced;
+  std::vector<RunTimeline> timelines;
+  withTimelines(runs, traced, timelines);
+  outputs::ReportSection section;
+  section.title = "Does compression pay? Predicted time per batch";
+  section.text =
+      "Each traced run replayed at other worker counts and networks (gcrun predict; its README section states the "
+      "model's assumptions). Runs without a step timeline are not listed.";
+  section.table = predictionTable(predictRuns(traced, timelines, options), options.target.has_value());
+  return section;
+}
+
+}  // namespace gcrun::performance

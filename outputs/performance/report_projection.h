@@ -1,0 +1,29 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "outputs/network/network_profile.h"
+#include "outputs/performance/prediction.h"
+#include "outputs/report/report.h"
+
+namespace gcrun::performance {
+
+// `gcrun report --predict workers=16,bandwidth=10gbit[,latency=20us]` or
+// `workers=16,network=FILE`: one worker count and one network for the report's projected columns.
+struct ProjectionSpec {
+  int workers = 16;
+  network::NetworkProfile network;
+  double compute_ms_per_batch = 0;
+};
+// Keys: workers (>= 1), bandwidth and latency (default 20us), or network (a profile file), and
+// compute_ms. Throws UserError naming `what`, the key and what would be accepted.
+ProjectionSpec parseProjection(const std::string& text, const std::string& what);
+
+// The runs' projections: those with a step timeline; the others are left out.
+outputs::ReportProjection projectRuns(const std::vector<outputs::RunData>& runs, const ProjectionSpec& spec);
+
+// A study's prediction as a report section: predictRuns over `options`, one row per run.
+outputs::ReportSection predictionSection(const std::vector<outputs::RunData>& runs, const PredictOptions& options);
+
+}  // namespace gcrun::performance

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <vector>
+
+#include "outputs/network/network_profile.h"
+#include "outputs/performance/step_program.h"
+
+namespace gcrun::performance {
+
+// The time of one training step at `workers` workers, replayed from measured step programs.
+//
+// Assumptions (the README's "When compression pays" says the same):
+//  - Each worker computes what its program says, in order; worker w replays programs[w mod n],
+//    so a 2-worker trace stands for any number of workers whose compute looks like it.
+//  - A collective starts once every worker has issued it and the one before it has finished:
+//    collectives run one after another on the network (one queue, in issue order), as bucket
+//    all-reduces do in Gloo and on one NCCL stream. An all-reduce issued during backward runs
+//    while backward goes on; a blocking one, and a wait, hold the worker until it is done.
+//  - Its duration is collectiveSeconds() of its bytes at `workers`: the network's cost alone. The
+//    compute around it (encode, decode, the reduce's other work) is as measured, times
+//    `compute_scale`, which also scales forward, backward and the optimizer.
+// The step ends when the last worker is done.
+struct StepPrediction {
+  double total_ms = 0;
+  double compute_ms = 0;       // forward, backward, optimizer: the last worker's own
+  double codec_ms = 0;         // the last worker's compute inside the reduce
+  double exposed_comm_ms = 0;  // the rest: time the last worker waited for the network
+};
+
+// `programs` share one step's collectives (same kinds and sizes in the same order); a program
+// whose collectives differ is an std::invalid_argument naming the step.
+StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int workers,
+                           const network::NetworkProfile& profile, double compute_scale = 1);
+
+}  // namespace gcrun::performance

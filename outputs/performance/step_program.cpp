@@ -1,0 +1,138 @@
+#include "outputs/performance/step_program.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+namespace gcrun::performance {
+namespace {
+
+using trace::Span;
+
+// The phases of one step, by name.
+struct StepSpans {
+  std::optional<Span> batch, forward, backward, reduce, optimizer;
+};
+
+std::map<int64_t, StepSpans> spansByStep(const trace::WorkerTimeline& worker) {
+  std::map<int64_t, StepSpans> steps;
+  for (const auto& span : worker.spans) {
+    auto& s = steps[span.step];
+    if (span.name == "batch") s.batch = span;
+    if (span.name == "forward") s.forward = span;
+    if (span.name == "backward") s.backward = span;
+    if (span.name == "reduce") s.reduce = span;
+    if (span.name == "optimizer") s.optimizer = span;
+  }
+  return steps;
+}
+
+// A point where the worker's timeline meets a collective.
+struct Mark {
+  double start_us, end_us;  // end: when the worker goes on
+  StepItem::Kind kind;
+  size_t collective;
+};
+
+class Builder {
+ public:
+  Builder(const StepSpans& spans, bool between_spans) : spans_(spans), between_spans_(between_spans) {}
+
+  // The worker's time from `from` to `to`, split at the spans' edges, each piece charged to the part
+  // its span stands for.
+  void computeBetween(double from, double to, std::vector<StepItem>& items) const {
+    std::vector<double> edges = {from, to};
+    for (const auto* span : {&spans_.forward, &spans_.backward, &spans_.reduce, &spans_.optimizer}) {
+      if (!*span) continue;
+      for (const double edge : {(*span)->start_us, (*span)->end_us()}) {
+        if (edge > from && edge < to) edges.push_back(edge);
+      }
+    }
+    std::sort(edges.begin(), edges.end());
+    for (size_t k = 0; k + 1 < edges.size(); ++k) {
+      const double middle = (edges[k] + edges[k + 1]) / 2;
+      const double us = edges[k + 1] - edges[k];
+      if (us <= 0) continue;
+      const auto part = inside(spans_.reduce, middle) ? StepItem::Part::codec : StepItem::Part::compute;
+      const bool in_span = part == StepItem::Part::codec || inside(spans_.forward, middle) ||
+                           inside(spans_.backward, middle) || inside(spans_.optimizer, middle);
+      if (!in_span && !between_spans_) continue;
+      if (!items.empty() && items.back().kind == StepItem::Kind::compute && items.back().part == part) {
+        items.back().us += us;
+      } else {
+        items.push_back({StepItem::Kind::compute, part, us, 0});
+      }
+    }
+  }
+
+ private:
+  static bool inside(const std::optional<Span>& span, double t) {
+    return span && t >= span->start_us && t <= span->end_us();
+  }
+  const StepSpans& spans_;
+  bool between_spans_;
+};
+
+}  // namespace
+
+double StepProgram::compute_us() const {
+  double total = 0;
+  for (const auto& item : items) {
+    if (item.kind == StepItem::Kind::compute) total += item.us;
+  }
+  return total;
+}
+
+std::vector<std::pair<int64_t, double>> optimizerTimes(const trace::WorkerTimeline& worker) {
+  std::vector<std::pair<int64_t, double>> times;
+  for (const auto& span : worker.spans) {
+    if (span.name == "optimizer") times.emplace_back(span.step, span.duration_us);
+  }
+  return times;
+}
+
+std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool between_spans,
+                                      const std::vector<std::pair<int64_t, double>>* shared_optimizer_us) {
+  std::vector<StepProgram> programs;
+  for (auto [step, spans] : spansByStep(worker)) {
+    if (shared_optimizer_us) spans.optimizer.reset();
+    if (!spans.batch || !spans.forward || !spans.backward || !spans.reduce) continue;
+    const double begin = spans.forward->start_us;
+    const double end = spans.batch->end_us();
+    StepProgram program;
+    program.step = step;
+    std::vector<Mark> marks;
+    for (const auto& c : worker.collectives) {
+      if (c.issued_us < begin || c.done_us > end || c.kind == "barrier") continue;
+      const size_t index = program.collectives.size();
+      program.collectives.push_back({network::parseCollective(c.kind, "trace collective"), double(c.bytes)});
+      if (c.async) {
+        marks.push_back({c.issued_us, c.issued_us, StepItem::Kind::issue, index});
+        marks.push_back({c.wait_us, c.done_us, StepItem::Kind::wait, index});
+      } else {
+        marks.push_back({c.issued_us, c.done_us, StepItem::Kind::call, index});
+      }
+    }
+    std::stable_sort(marks.begin(), marks.end(), [](const Mark& a, const Mark& b) { return a.start_us < b.start_us; });
+    const Builder builder(spans, between_spans);
+    double cursor = begin;
+    for (const auto& mark : marks) {
+      builder.computeBetween(cursor, std::max(cursor, mark.start_us), program.items);
+      program.items.push_back({mark.kind, StepItem::Part::compute, 0, mark.collective});
+      cursor = std::max(cursor, mark.end_us);
+    }
+    builder.computeBetween(cursor, end, program.items);
+    if (shared_optimizer_us) {
+      const auto& shared = *shared_optimizer_us;
+      const auto found =
+          std::find_if(shared.begin(), shared.end(), [s = step](const auto& entry) { return entry.first == s; });
+      if (found != shared.end()) {
+        program.items.push_back({StepItem::Kind::compute, StepItem::Part::compute, found->second, 0});
+      }
+    }
+    programs.push_back(std::move(program));
+  }
+  return programs;
+}
+
+}  // namespace gcrun::performance

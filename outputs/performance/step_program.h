@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "outputs/network/network_profile.h"
+#include "outputs/trace/timeline.h"
+
+namespace gcrun::performance {
+
+// One worker's traced step as the model replays it: what it computed, in order, and where it
+// issued, called and waited for its collectives. The network's share of the measured times (the
+// blocked parts of calls and waits) is left out; the model puts its own in their place.
+struct StepItem {
+  enum class Kind {
+    compute,  // `us` of this worker's own work
+    issue,    // starts collective `collective` without waiting (an all-reduce during backward)
+    call,     // a blocking collective: starts it and waits for it
+    wait,     // waits for a collective issued earlier
+  };
+  enum class Part { compute, codec };  // codec: inside the reduce (the reducer's encode and decode)
+  Kind kind = Kind::compute;
+  Part part = Part::compute;
+  double us = 0;
+  size_t collective = 0;  // index into StepProgram::collectives
+};
+
+struct CollectiveOp {
+  network::Collective kind = network::Collective::all_reduce;
+  double bytes = 0;  // per worker
+};
+
+struct StepProgram {
+  int64_t step = 0;
+  std::vector<StepItem> items;
+  std::vector<CollectiveOp> collectives;  // in issue order
+  double compute_us() const;              // the items' compute, codec included
+};
+
+// The worker's traced steps that have a batch, forward, backward and reduce span, in step order.
+// From the forward's start to the batch's end; collectives outside the batch (the loss window's
+// all-reduce, the stop flag) are not part of it.
+// `between_spans`: whether time in the batch outside the named spans counts as compute (a worker
+// alone in its process: loss.item(), the finiteness checks), or is left out (a simulated worker,
+// which spends it waiting for its turn). With `shared_optimizer_us` (simulated workers, whose
+// update worker 0 applies while the others wait for it in their "optimizer" span), each step's
+// optimizer time is the one given for it instead of the worker's own span.
+std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool between_spans,
+                                      const std::vector<std::pair<int64_t, double>>* shared_optimizer_us = nullptr);
+
+// Each step's optimizer time in `worker`'s timeline, for stepPrograms's optimizer_us.
+std::vector<std::pair<int64_t, double>> optimizerTimes(const trace::WorkerTimeline& worker);
+
+}  // namespace gcrun::performance

@@ -1,0 +1,191 @@
+// The step model against closed forms: one collective's cost, full overlap, none, queueing, skew
+// between workers, compute scaling, and the replay of a trace's timeline.
+#include <gtest/gtest.h>
+
+#include "outputs/performance/collective_cost.h"
+#include "outputs/performance/step_model.h"
+#include "outputs/performance/step_program.h"
+
+namespace gcrun::performance {
+namespace {
+
+using network::Collective;
+using Kind = StepItem::Kind;
+using Part = StepItem::Part;
+
+constexpr double kBandwidth = 1e9;  // bytes per second
+constexpr double kLatency = 1e-4;   // seconds
+
+network::NetworkProfile link() { return network::linkProfile(kBandwidth, kLatency); }
+
+StepItem compute(double ms, Part part = Part::compute) { return {Kind::compute, part, 1000 * ms, 0}; }
+StepItem issue(size_t c) { return {Kind::issue, Part::compute, 0, c}; }
+StepItem call(size_t c) { return {Kind::call, Part::compute, 0, c}; }
+StepItem wait(size_t c) { return {Kind::wait, Part::compute, 0, c}; }
+
+// All-reduce of `bytes` at 2 workers on link(): 2 alpha + n beta.
+double allReduceMs(double bytes, int workers = 2) {
+  return 1000 * (2 * (workers - 1) * kLatency + 2.0 * (workers - 1) / workers * bytes / kBandwidth);
+}
+
+TEST(CollectiveCost, RingAllReduceAllGatherAndBroadcastOnALink) {
+  const double n = 8e6;
+  for (const int p : {2, 3, 16, 64}) {
+    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), Collective::all_reduce, n, p),
+                     2 * (p - 1) * kLatency + 2.0 * (p - 1) / p * n / kBandwidth);
+    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), Collective::all_gather, n, p), (p - 1) * (kLatency + n / kBandwidth));
+    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), Collective::broadcast, n, p),
+                     std::ceil(std::log2(p)) * (kLatency + n / kBandwidth));
+  }
+  EXPECT_EQ(collectiveSeconds(link(), Collective::all_reduce, n, 1), 0);
+}
+
+TEST(CollectiveCost, AFitIsUsedAsMeasuredAndScaledToOtherWorldSizes) {
+  network::NetworkProfile profile;
+  profile.name = "fitted";
+  profile.fits.push_back({Collective::all_reduce, 2, 3e-4, 2e-9, 0, {}});
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 1e6, 2), 3e-4 + 2e-9 * 1e6);
+  // At 2 workers the ring's factors are 2 (latency) and 1 (bytes): alpha = 1.5e-4, beta = 2e-9.
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 1e6, 4), 6 * 1.5e-4 + 1.5 * 1e6 * 2e-9);
+  EXPECT_THROW(collectiveSeconds(profile, Collective::all_gather, 1e6, 2), std::exception);
+}
+
+TEST(CollectiveCost, MeasuredMediansAreInterpolatedAtTheirWorldSize) {
+  network::NetworkProfile profile;
+  profile.name = "measured";
+  network::Fit fit{Collective::all_reduce, 2, 1e-4, 1e-9, 0.5, {{4, 1e-4}, {1024, 2e-4}, {1 << 20, 3e-3}}};
+  profile.fits.push_back(fit);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 1, 2), 1e-4);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 514, 2), 1.5e-4);
+  const double slope = (3e-3 - 2e-4) / ((1 << 20) - 1024);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 2 << 20, 2), 3e-3 + slope * (1 << 20));
+  // Another world size goes through the fitted line: alpha = 1e-4 / 2, beta = 1e-9.
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 1e6, 4), 6 * 0.5e-4 + 1.5 * 1e6 * 1e-9);
+}
+
+StepProgram program(std::vector<StepItem> items, std::vector<CollectiveOp> collectives) {
+  StepProgram p;
+  p.step = 1;
+  p.items = std::move(items);
+  p.collectives = std::move(collectives);
+  return p;
+}
+
+TEST(StepModel, ABlockingAllReduceAfterBackwardIsFullyExposed) {
+  const double n = 4e7;
+  const auto p = program({compute(10), compute(100), call(0), compute(5)}, {{Collective::all_reduce, n}});
+  const auto predicted = predictStep({&p}, 2, link());
+  EXPECT_NEAR(predicted.total_ms, 115 + allReduceMs(n), 1e-9);
+  EXPECT_NEAR(predicted.exposed_comm_ms, allReduceMs(n), 1e-9);
+  EXPECT_NEAR(predicted.compute_ms, 115, 1e-9);
+}
+
+TEST(StepModel, AnAllReduceHiddenBehindBackwardCostsNothing) {
+  const double n = 2e7;  // 20 ms at 2 workers, issued 50 ms before backward ends
+  const auto p = program({compute(10), compute(50), issue(0), compute(50), wait(0)}, {{Collective::all_reduce, n}});
+  const auto predicted = predictStep({&p}, 2, link());
+  EXPECT_NEAR(predicted.total_ms, 110, 1e-9);
+  EXPECT_NEAR(predicted.exposed_comm_ms, 0, 1e-9);
+}
+
+TEST(StepModel, PartialOverlapExposesWhatOutlastsBackward) {
+  const double n = 1.5e8;  // 150 ms + latency, issued at backward's start (100 ms)
+  const auto p = program({compute(10), issue(0), compute(100), wait(0)}, {{Collective::all_reduce, n}});
+  const auto predicted = predictStep({&p}, 2, link());
+  EXPECT_NEAR(predicted.total_ms, 10 + allReduceMs(n), 1e-9);
+  EXPECT_NEAR(predicted.exposed_comm_ms, allReduceMs(n) - 100, 1e-9);
+}
+
+TEST(StepModel, BucketsQueueOneAfterAnother) {
+  const double n = 6e7;  // 60 ms each: the second starts when the first is done
+  const auto p = program({issue(0), compute(10), issue(1), compute(90), wait(0), wait(1)},
+                         {{Collective::all_reduce, n}, {Collective::all_reduce, n}});
+  const auto predicted = predictStep({&p}, 2, link());
+  EXPECT_NEAR(predicted.total_ms, 2 * allReduceMs(n), 1e-9);
+}
+
+TEST(StepModel, ACollectiveStartsWhenTheSlowestWorkerIssuesIt) {
+  const double n = 1e7;
+  const auto fast = program({compute(50), call(0)}, {{Collective::all_reduce, n}});
+  const auto slow = program({compute(80), call(0)}, {{Collective::all_reduce, n}});
+  for (const int workers : {2, 8}) {
+    const auto predicted = predictStep({&fast, &slow}, workers, link());
+    EXPECT_NEAR(predicted.total_ms, 80 + allReduceMs(n, workers), 1e-9) << workers;
+  }
+}
+
+TEST(StepModel, AllGatherGrowsWithTheWorkersAndComputeScales) {
+  const double n = 1e6;
+  const auto p = program({compute(20), call(0), compute(4, Part::codec)}, {{Collective::all_gather, n}});
+  const auto at16 = predictStep({&p}, 16, link(), 0.5);
+  EXPECT_NEAR(at16.total_ms, 10 + 15 * 1000 * (kLatency + n / kBandwidth) + 2, 1e-9);
+  EXPECT_NEAR(at16.codec_ms, 2, 1e-9);
+  EXPECT_NEAR(at16.compute_ms, 10, 1e-9);
+}
+
+TEST(StepModel, WorkersMustShareTheirCollectives) {
+  const auto a = program({call(0)}, {{Collective::all_reduce, 8}});
+  const auto b = program({call(0)}, {{Collective::all_gather, 8}});
+  EXPECT_THROW(predictStep({&a, &b}, 2, link()), std::invalid_argument);
+}
+
+// A timeline as the trace reader returns it: forward 0-10 ms, backward 10-110 ms with a bucket
+// all-reduce issued at 60 ms, the reduce 112-140 ms waiting for it until 125 ms and then calling
+// an all-gather from 130 to 135 ms, the optimizer 140-150 ms.
+trace::WorkerTimeline timeline() {
+  trace::WorkerTimeline worker;
+  const auto span = [&](const char* name, double from_ms, double to_ms) {
+    worker.spans.push_back({name, 3, 1000 * from_ms, 1000 * (to_ms - from_ms)});
+  };
+  span("batch", 0, 150);
+  span("forward", 0, 10);
+  span("backward", 10, 110);
+  span("reduce", 112, 140);
+  span("optimizer", 140, 150);
+  worker.collectives.push_back({"all-reduce", 4000, 2, 3, true, 60e3, 112e3, 125e3});
+  worker.collectives.push_back({"all-gather", 100, 2, 3, false, 130e3, 130e3, 135e3});
+  worker.collectives.push_back({"all-reduce", 8, 2, 3, false, 151e3, 151e3, 152e3});  // after the batch
+  return worker;
+}
+
+TEST(StepProgram, ATimelineBecomesComputeIssuesCallsAndWaits) {
+  const auto programs = stepPrograms(timeline(), true);
+  ASSERT_EQ(programs.size(), 1u);
+  const auto& p = programs.front();
+  EXPECT_EQ(p.step, 3);
+  ASSERT_EQ(p.collectives.size(), 2u);
+  EXPECT_EQ(p.collectives[0].kind, Collective::all_reduce);
+  EXPECT_EQ(p.collectives[1].bytes, 100);
+  const std::vector<std::tuple<Kind, Part, double>> expected = {
+      {Kind::compute, Part::compute, 60e3},  // forward and backward up to the issue
+      {Kind::issue, Part::compute, 0},
+      {Kind::compute, Part::compute, 52e3},  // the rest of backward and the gap to the reduce
+      {Kind::wait, Part::compute, 0},
+      {Kind::compute, Part::codec, 5e3},
+      {Kind::call, Part::compute, 0},
+      {Kind::compute, Part::codec, 5e3},
+      {Kind::compute, Part::compute, 10e3},
+  };
+  ASSERT_EQ(p.items.size(), expected.size());
+  for (size_t k = 0; k < expected.size(); ++k) {
+    EXPECT_EQ(p.items[k].kind, std::get<0>(expected[k])) << k;
+    EXPECT_EQ(p.items[k].part, std::get<1>(expected[k])) << k;
+    EXPECT_NEAR(p.items[k].us, std::get<2>(expected[k]), 1e-6) << k;
+  }
+  // Replayed on a network as fast as the measured one gives the measured step back, less the
+  // network's share, plus the model's.
+  const auto predicted = predictStep({&p}, 2, link());
+  EXPECT_NEAR(predicted.total_ms, 60 + 52 + 5 + 1000 * (kLatency + 100 / kBandwidth) + 5 + 10, 1e-9);
+}
+
+TEST(StepProgram, ASimulatedWorkerLeavesOutItsWaitsAndSharesTheOptimizer) {
+  const std::vector<std::pair<int64_t, double>> worker0_optimizer = {{3, 7000}};
+  // Its own "optimizer" span (10 ms) is mostly waiting for worker 0's update: worker 0's 7 ms count.
+  const auto programs = stepPrograms(timeline(), false, &worker0_optimizer);
+  ASSERT_EQ(programs.size(), 1u);
+  // 110 ms of forward and backward (the 2 ms before the reduce left out), 10 ms of codec, 7 ms shared.
+  EXPECT_NEAR(programs.front().compute_us(), 110e3 + 10e3 + 7e3, 1e-6);
+}
+
+}  // namespace
+}  // namespace gcrun::performance
