@@ -18,11 +18,14 @@
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
+#include "outputs/network/network_profile.h"
+#include "outputs/performance/report_projection.h"
 
 namespace gcrun::experiments {
 namespace {
 
-const std::vector<std::string> kStudyKeys = {"description", "base", "set", "runs", "grid", "seeds"};
+const std::vector<std::string> kStudyKeys = {"description", "base", "set", "runs", "grid", "seeds", "processes", "predict"};
+
 
 // Far more than any table of a paper; a grid of a few keys multiplies quickly, and every run is
 // resolved (and would be started) before anything is checked.
@@ -76,6 +79,44 @@ void assignmentsOf(const YAML::Node& node, const std::string& where, std::vector
   assignmentsOf(node, "", where, out, given);
 }
 
+// predict: {workers: [2, 16], bandwidth: [1gbit, 10gbit], latency: 20us, headline: "workers=16,bandwidth=10gbit"}
+StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& source) {
+  const std::string where = source + ": predict";
+  if (!node.IsMap()) throw UserError(where + " must be a mapping of workers, bandwidth, latency and headline");
+  StudySpec::Prediction prediction;
+  for (const auto& key : keysOf(node, where)) {
+    const auto value = node[key];
+    if (key == "workers" || key == "bandwidth") {
+      if (!value.IsSequence() || value.size() == 0) throw UserError(where + "." + key + " must be a non-empty list");
+      for (const auto& item : value) {
+        if (key == "bandwidth") {
+          const auto bandwidth = text(item, where + ".bandwidth");
+          network::parseBandwidth(bandwidth, where + ".bandwidth");
+          prediction.bandwidths.push_back(bandwidth);
+          continue;
+        }
+        int workers = 0;
+        if (!YAML::convert<int>::decode(item, workers) || workers < 1) {
+          throw UserError(where + ".workers: '" + clipForMessage(flow(item)) + "' is not a whole number of at least 1");
+        }
+        prediction.workers.push_back(workers);
+      }
+    } else if (key == "latency") {
+      prediction.latency = text(value, where + ".latency");
+      network::parseDuration(prediction.latency, where + ".latency");
+    } else if (key == "headline") {
+      prediction.headline = text(value, where + ".headline");
+      performance::parseProjection(prediction.headline, where + ".headline");
+    } else {
+      throw UserError(where + ": unknown key '" + clipForMessage(key) + "'; it has workers, bandwidth, latency, headline");
+    }
+  }
+  if (prediction.workers.empty() || prediction.bandwidths.empty()) {
+    throw UserError(where + " needs workers and bandwidth lists");
+  }
+  return prediction;
+}
+
 StudySpec parse(const std::string& yaml, StudySpec spec) {
   YAML::Node root;
   try {
@@ -88,11 +129,11 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
                     " values once its YAML aliases are expanded; a study needs far fewer");
   }
   if (!root.IsMap())
-    throw UserError(spec.source + ": a study is a YAML mapping (description, base, set, runs, grid, seeds)");
+    throw UserError(spec.source + ": a study is a YAML mapping (description, base, set, runs, grid, seeds, processes, predict)");
   for (const auto& key : keysOf(root, spec.source)) {
     if (std::find(kStudyKeys.begin(), kStudyKeys.end(), key) == kStudyKeys.end()) {
       throw UserError(spec.source + ": unknown key '" + clipForMessage(key) +
-                      "'; a study has description, base, set, runs, grid and seeds");
+                      "'; a study has description, base, set, runs, grid, seeds, processes and predict");
     }
   }
   if (root["description"]) spec.description = text(root["description"], spec.source + ": description");
@@ -145,6 +186,13 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
     }
     if (spec.seeds.empty()) throw UserError(spec.source + ": seeds is empty");
   }
+  if (const auto processes = root["processes"]) {
+    if (!YAML::convert<int>::decode(processes, spec.processes) || spec.processes < 1 || spec.processes > 1024) {
+      throw UserError(spec.source + ": processes must be a whole number of workers per run from 1 to 1024, got '" +
+                      clipForMessage(flow(processes)) + "'");
+    }
+  }
+  if (root["predict"]) spec.predict = predictionOf(root["predict"], spec.source);
   if (spec.runs.empty() && spec.grid.empty()) spec.runs.push_back({spec.base, spec.base, {}});
   return spec;
 }
@@ -216,8 +264,11 @@ ResolvedExperiment resolveRun(const StudySpec& spec, const std::string& what, co
 
 StudySpec loadStudy(const std::string& name_or_file) {
   for (const auto& study : embeddedStudies()) {
-    if (name_or_file == study.name)
-      return parse(study.yaml, StudySpec{study.name, "study " + name_or_file, "", "", "", {}, {}, {}});
+    if (name_or_file != study.name) continue;
+    StudySpec spec;
+    spec.name = study.name;
+    spec.source = "study " + name_or_file;
+    return parse(study.yaml, spec);
   }
   namespace fs = std::filesystem;
   std::error_code error;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,16 @@ struct StudySpec {
   std::vector<Entry> runs;
   std::vector<std::pair<std::string, std::vector<std::string>>> grid;  // key, values as YAML text
   std::vector<int64_t> seeds = {1};
+  int processes = 1;  // `processes:` workers per run, unless --nproc-per-node says otherwise
+  // `predict:` the report's prediction over worker counts and links (gcrun predict), and the one
+  // point (`headline`, as report --predict takes it) its table's projected columns show.
+  struct Prediction {
+    std::vector<int> workers;
+    std::vector<std::string> bandwidths;
+    std::string latency = "20us";
+    std::string headline;
+  };
+  std::optional<Prediction> predict;
 };
 
 // A built-in study by name, else a YAML file. Throws UserError naming the file and the key at fault.

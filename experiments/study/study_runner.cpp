@@ -19,6 +19,7 @@
 
 #include "experiments/command_line.h"
 #include "experiments/study/slurm_script.h"
+#include "experiments/study/study_progress.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/process.h"
 #include "hyperparams/base/signal_flag.h"
@@ -26,6 +27,9 @@
 #include "outputs/files/file_lock.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json_document.h"
+#include "outputs/network/network_profile.h"
+#include "outputs/performance/prediction_output.h"
+#include "outputs/performance/report_projection.h"
 #include "outputs/report/report.h"
 #include "outputs/run_directory.h"
 
@@ -175,6 +179,29 @@ void writeStudyJson(const StudySpec& spec, const Directory& dir, const std::vect
   dir.writeAtomically("study.json", outputs::jsonText(json, 2) + "\n");
 }
 
+// The study's `predict:`: its table as a report section, the headline's projected columns, and
+// gcrun predict's own files (plots included) in DIR/predict.
+void addPrediction(const StudySpec::Prediction& prediction, const std::string& dir,
+                   const std::vector<outputs::RunData>& runs, outputs::ReportOptions& report) {
+  performance::PredictOptions options;
+  options.workers = prediction.workers;
+  const double latency = network::parseDuration(prediction.latency, "predict.latency");
+  for (const auto& bandwidth : prediction.bandwidths) {
+    options.networks.push_back(network::linkProfile(network::parseBandwidth(bandwidth, "predict.bandwidth"), latency));
+  }
+  report.sections.push_back(performance::predictionSection(runs, options));
+  if (!prediction.headline.empty()) {
+    report.projection = performance::projectRuns(runs, performance::parseProjection(prediction.headline, "predict.headline"));
+  }
+  try {
+    const auto predicted = performance::predictDirectories({dir + "/runs"}, options, dir + "/predict");
+    std::printf("study: prediction in %s/predict/predict.md\n", dir.c_str());
+    if (!predicted.files.note.empty()) std::printf("study: %s\n", predicted.files.note.c_str());
+  } catch (const UserError& e) {
+    std::printf("study: no prediction files: %s\n", e.what());
+  }
+}
+
 // The report of the runs that have started, or failed before they could, in the study's order.
 void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::vector<StudyRun>& plan,
                       const std::vector<Outcome>& outcomes) {
@@ -192,11 +219,21 @@ void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::
         runs.push_back(outputs::runThatDidNotStart(run_dir, run.config_yaml, outcome.status, outcome.error));
       }
     }
-    const auto result = outputs::writeReport(runs, {dir, outputs::reportFormats(), spec.description, skipped});
+    outputs::ReportOptions options{dir, outputs::reportFormats(), spec.description, skipped};
+    if (spec.predict) addPrediction(*spec.predict, dir, runs, options);
+    const auto result = outputs::writeReport(runs, options);
     if (!result.note.empty()) std::printf("study: %s\n", result.note.c_str());
   } catch (const std::exception& e) {
     std::printf("study: the report could not be written: %s\n", e.what());
   }
+}
+
+std::vector<StudyRunState> statesOf(const std::vector<StudyRun>& runs, const std::vector<Outcome>& outcomes) {
+  std::vector<StudyRunState> states;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    states.push_back({"runs/" + runs[i].dir_name, outcomes[i].status, outcomes[i].seconds, outcomes[i].error});
+  }
+  return states;
 }
 
 void printPlan(const std::vector<StudyRun>& runs) {
@@ -229,7 +266,9 @@ UniqueFd lockStudy(const Directory& dir) {
 
 }  // namespace
 
-int runStudy(const StudySpec& spec, const StudyOptions& options) {
+int runStudy(const StudySpec& spec, const StudyOptions& given) {
+  StudyOptions options = given;
+  if (options.nproc_per_node == 0) options.nproc_per_node = spec.processes;
   const auto runs = planStudy(spec, options.assignments);
   const std::string dir =
       options.output_dir.empty() ? std::string(outputs::kDefaultRunsFolder) + "/" + spec.name : options.output_dir;
@@ -249,6 +288,8 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
   const auto run_dirs = study.sub("runs", true);
   const auto logs = study.sub("logs", true);
   if (options.slurm) {
+    // The plan, all pending: `gcrun study --status DIR` follows the array's runs from it.
+    writeStudyJson(spec, study, runs, std::vector<Outcome>(runs.size()));
     study.writeAtomically("slurm.sbatch", script);
     std::printf("study %s: wrote %s/slurm.sbatch (%zu array tasks)\n", spec.name.c_str(), dir.c_str(), runs.size());
     return 0;
@@ -297,6 +338,8 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
           requestFor(run, run_dirs.pathOf(run.dir_name), configs.pathOf(config_file), next[index], options);
       running[start(request, environment, log, lock.get())] = {index, std::chrono::steady_clock::now()};
       ++outcomes[index].attempts;
+      outcomes[index].status = run_status::kRunning;
+      if (whole) writeStudyJson(spec, study, runs, outcomes);
       std::printf("study: started runs/%s%s\n", run.dir_name.c_str(), next[index] == Next::resume ? " (resuming)" : "");
       std::fflush(stdout);
     }
@@ -325,6 +368,7 @@ int runStudy(const StudySpec& spec, const StudyOptions& options) {
     ++finished;
     std::printf("study: [%zu/%zu] runs/%s %s in %.0f s%s\n", finished, runs.size(), run.dir_name.c_str(),
                 outcome.status.c_str(), outcome.seconds, outcome.error.empty() ? "" : (": " + outcome.error).c_str());
+    std::printf("study: %s\n", progressLine(progressOf(statesOf(runs, outcomes), jobs), jobs).c_str());
     std::fflush(stdout);
     if (whole) {
       writeStudyJson(spec, study, runs, outcomes);

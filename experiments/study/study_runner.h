@@ -11,7 +11,7 @@ namespace gcrun::experiments {
 struct StudyOptions {
   std::string output_dir;                // empty: runs/<study name>, so that the same command resumes
   std::vector<std::string> assignments;  // --set, on top of the study's own
-  int nproc_per_node = 1;                // workers per run
+  int nproc_per_node = 0;                // workers per run; 0: the study's `processes`
   int jobs = 1;                          // runs at once on this machine; they split its cores
   bool dry_run = false;                  // print the plan only
   bool slurm = false;                    // write DIR/slurm.sbatch (a job array) instead of running

@@ -1,0 +1,136 @@
+#include "experiments/study/study_progress.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
+#include "outputs/json_document.h"
+#include "outputs/report/safe_text.h"
+#include "outputs/run_directory.h"
+#include "outputs/run_info.h"
+
+namespace gcrun::experiments {
+namespace {
+
+namespace run_status = outputs::run_status;
+
+// Seconds since the epoch of an ISO 8601 UTC time as run.json writes it ("2026-12-01T14:05:09Z").
+std::optional<double> secondsOf(const std::string& iso) {
+  std::tm tm{};
+  if (iso.size() < 19 || !strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return std::nullopt;
+  return static_cast<double>(timegm(&tm));
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string duration(double seconds) {
+  if (seconds < 90) return fmt::format("{:.0f} s", seconds);
+  if (seconds < 5400) return fmt::format("{:.0f} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600);
+}
+
+bool isFailure(const std::string& status) {
+  return status == run_status::kFailed || status == run_status::kInterrupted || status == run_status::kRefused;
+}
+
+// A run's own record, if it has a readable one.
+std::optional<outputs::RunInfo> infoOf(const std::string& dir) {
+  try {
+    return outputs::RunDirectory(dir).readInfo();
+  } catch (const UserError&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::vector<StudyRunState> readStudyState(const std::string& dir) {
+  const std::string file = dir + "/study.json";
+  if (!std::filesystem::is_regular_file(file)) {
+    throw UserError("study --status: " + dir + " holds no study.json; give the directory a study runs in");
+  }
+  const auto json = outputs::parseJson(files::readBoundedFile(file, files::kMaxRecordBytes));
+  const auto* runs = json ? outputs::memberOf(*json, "runs") : nullptr;
+  if (!runs || !runs->is_array()) throw UserError("study --status: " + file + " is not a study's study.json");
+  std::vector<StudyRunState> states;
+  for (const auto& entry : *runs) {
+    if (!entry.is_object()) continue;
+    StudyRunState state;
+    state.dir = outputs::stringOr(entry, "dir", "");
+    state.status = outputs::stringOr(entry, "status", "pending");
+    state.seconds = outputs::numberAt(entry, "seconds").value_or(0);
+    state.error = outputs::stringOr(entry, "error", "");
+    // Only runs/<name>: a study.json from someone else points nowhere outside the study.
+    if (state.dir.rfind("runs/", 0) != 0 || state.dir.find("..") != std::string::npos) continue;
+    // The run's own record is the newer one: a Slurm task or a run still going writes it.
+    if (const auto info = infoOf(dir + "/" + state.dir)) {
+      if (!info->status.empty()) state.status = info->status;
+      if (!info->error.empty()) state.error = info->error;
+      const auto start = secondsOf(info->start_time);
+      const auto end = secondsOf(info->end_time);
+      if (start && end && state.status != run_status::kRunning) state.seconds = *end - *start;
+      if (start && state.status == run_status::kRunning) state.seconds = now() - *start;
+    }
+    states.push_back(std::move(state));
+  }
+  return states;
+}
+
+StudyProgress progressOf(const std::vector<StudyRunState>& runs, int parallel) {
+  StudyProgress progress;
+  progress.total = runs.size();
+  double completed_seconds = 0;
+  size_t timed = 0;
+  for (const auto& run : runs) {
+    if (run.status == run_status::kCompleted) {
+      ++progress.completed;
+      if (run.seconds > 0) {
+        completed_seconds += run.seconds;
+        ++timed;
+      }
+    } else if (isFailure(run.status)) {
+      ++progress.failed;
+    } else if (run.status == run_status::kRunning) {
+      ++progress.running;
+    } else {
+      ++progress.left;
+    }
+  }
+  if (timed == 0) return progress;
+  progress.mean_seconds = completed_seconds / static_cast<double>(timed);
+  // The running runs are counted as half done: without their progress, the middle is the best guess.
+  const double runs_to_go = static_cast<double>(progress.left) + 0.5 * static_cast<double>(progress.running);
+  progress.eta_seconds = runs_to_go * *progress.mean_seconds / std::max(1, parallel);
+  return progress;
+}
+
+std::string progressLine(const StudyProgress& progress, int parallel) {
+  std::string line = fmt::format("{} of {} done, {} failed, {} running, {} left", progress.completed, progress.total,
+                                 progress.failed, progress.running, progress.left);
+  if (progress.eta_seconds && (progress.left > 0 || progress.running > 0)) {
+    line += fmt::format("; ETA {} (mean {} a run, {} at a time)", duration(*progress.eta_seconds),
+                        duration(*progress.mean_seconds), std::max(1, parallel));
+  }
+  return line;
+}
+
+std::string studyStatusText(const std::string& dir) {
+  const auto runs = readStudyState(dir);
+  std::string out;
+  for (const auto& run : runs) {
+    const bool timed = run.seconds > 0 && run.status != "pending";
+    out += fmt::format("{:<12} {:<40} {}{}\n", outputs::oneLine(run.status), outputs::oneLine(run.dir),
+                       timed ? duration(run.seconds) : "", run.error.empty() ? "" : "  " + outputs::oneLine(run.error));
+  }
+  const int parallel = std::max<int>(1, static_cast<int>(progressOf(runs, 1).running));
+  return out + "study: " + progressLine(progressOf(runs, parallel), parallel) + "\n";
+}
+
+}  // namespace gcrun::experiments
