@@ -111,10 +111,18 @@ double parseDuration(const std::string& text, const std::string& what) {
   return seconds;
 }
 
-// Links are named in bits per second ("100mbit", not "12.5MB") unless that is much longer.
+// Links are named in bits per second, a whole number where one unit gives it ("100mbit", not
+// "0.1gbit" or "12.5MB"), unless that is much longer than the shortest spelling.
 std::string bandwidthText(double bytes_per_s) {
-  const std::vector<Unit> bit_rates(bandwidthUnits().begin(), bandwidthUnits().begin() + 4);
-  const auto in_bits = shortestSpelling(bytes_per_s, bit_rates);
+  std::string in_bits;
+  for (size_t k = 0; k < 4; ++k) {
+    const auto text = shortestSpelling(bytes_per_s, {bandwidthUnits()[k]});
+    const bool whole = text.find_first_of(".e") == std::string::npos;
+    const bool best_whole = !in_bits.empty() && in_bits.find_first_of(".e") == std::string::npos;
+    if (in_bits.empty() || (whole && !best_whole) || (whole == best_whole && text.size() < in_bits.size())) {
+      in_bits = text;
+    }
+  }
   const auto any = shortestSpelling(bytes_per_s, bandwidthUnits());
   return in_bits.size() <= any.size() + 2 ? in_bits : any;
 }
