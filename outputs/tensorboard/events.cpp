@@ -44,8 +44,8 @@ ProtoMessage protobufValue(const HParamValue& hparam) {
   return out;
 }
 
-// hparams/summary_v2.py stores a 0-d float tensor 0 beside the plugin data; TensorBoard's loader
-// adds one when it is missing, older ones need it.
+// TensorBoard's own HParams summaries carry this 0-d float tensor (0) as their value beside the
+// plugin data; writing it too spares the loader from supplying one.
 ProtoMessage nullTensor() {
   std::string zero(4, '\0');
   return ProtoMessage()
