@@ -19,6 +19,7 @@ inline constexpr char kWorkers[] = "workers.json";             // the local laun
 inline constexpr char kLock[] = ".gcrun.lock";                 // held by the gcrun using the run
 inline constexpr char kCheckpoints[] = "checkpoints";          // CheckpointStore's folder
 inline constexpr char kManifest[] = "manifest.json";           // in checkpoints/, written last
+inline constexpr char kTensorboard[] = "tb";                   // the tensorboard sink's event files
 // The file `gcrun study` writes into a run directory it creates before starting the run there,
 // so that it clears only directories of its own (experiments/study/study_runner.cpp). A requested
 // directory that holds nothing else counts as empty.

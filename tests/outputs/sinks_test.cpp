@@ -165,8 +165,8 @@ class RecordingSink : public MetricSink {
 };
 
 TEST(SinkRegistry, UnknownNameListsTheKnownSinks) {
-  EXPECT_EQ(userErrorOf([] { sinkRegistry().at("tensorboard"); }),
-            "unknown metric sink 'tensorboard'; known: console, csv, jsonl");
+  EXPECT_EQ(userErrorOf([] { sinkRegistry().at("wandb"); }),
+            "unknown metric sink 'wandb'; known: console, csv, jsonl, tensorboard");
 }
 
 TEST(SinkRegistry, UserSinkReplacesTheBuiltInConsole) {
