@@ -15,5 +15,7 @@ void addBenchCommand(CLI::App& app);
 void addDataCommand(CLI::App& app);
 void addStudyCommand(CLI::App& app, int& exit_code);
 void addReportCommand(CLI::App& app);
+// Reads the other commands' options from `app` when it runs: add it last.
+void addCompletionCommand(CLI::App& app);
 
 }  // namespace gcrun::cli
