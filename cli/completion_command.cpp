@@ -26,7 +26,8 @@ completion::Catalogue catalogueFor(const std::vector<std::string>& words) {
   }
   for (const auto& study : experiments::listStudies()) catalogue.positionals["study"].push_back(study.name);
   catalogue.positionals["completion"] = {"bash", "zsh"};
-  for (const auto& spec : experiments::configKeys().keys()) catalogue.keys.push_back({spec.key, spec.choices});
+  const auto keys = experiments::configKeys();
+  for (const auto& spec : keys.keys()) catalogue.keys.push_back({spec.key, spec.choices});
   return catalogue;
 }
 

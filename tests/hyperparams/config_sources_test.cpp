@@ -39,7 +39,8 @@ TEST(ConfigSources, EveryKeyNamesItsLayer) {
   EXPECT_EQ(sources.at("training.epochs"), "--set training.epochs=9");
   EXPECT_EQ(sources.at("device"), "--set device=cpu");
   // Every key has a source, a reducer's own settings included.
-  for (const auto& spec : configKeys().keys()) EXPECT_EQ(sources.count(spec.key), 1u) << spec.key;
+  const auto keys = configKeys();
+  for (const auto& spec : keys.keys()) EXPECT_EQ(sources.count(spec.key), 1u) << spec.key;
 }
 
 TEST(ConfigSources, AFileKeyKeepsTheLineWhereItIsNested) {
