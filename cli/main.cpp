@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   gcrun::cli::addStudyCommand(app, exit_code);
   gcrun::cli::addReportCommand(app);
   gcrun::cli::addPredictCommand(app);
+  gcrun::cli::addCompletionCommand(app);
 
   try {
     if (argc > 1 && argv[1][0] != '-') checkCommand(app, argv[1]);

@@ -16,17 +16,24 @@ void addShowCommand(CLI::App& app) {
     std::vector<std::string> assignments;
     std::string config_file;
     std::vector<std::string> plugins;
+    bool sources = false;
   };
   auto flags = std::make_shared<Flags>();
   auto* command = app.add_subcommand("show", "Print an experiment's resolved configuration as YAML");
   command->add_option("name", flags->name, "Preset name")->required();
   command->add_option("--set", flags->assignments, "Override a setting: key=value (repeatable)");
   command->add_option("--config", flags->config_file, "YAML file of settings, applied before --set");
+  command->add_flag("--sources", flags->sources,
+                    "One `key: value` line per key, with the layer it came from: default, preset, --config FILE:LINE "
+                    "or --set");
   addPluginOption(*command, flags->plugins);
   command->callback([flags] {
     loadPlugins(flags->plugins);
     const auto config = experiments::resolveExperiment(flags->name, flags->config_file, flags->assignments);
-    std::fputs(hyperparams::toYaml(config, experiments::configKeys()).c_str(), stdout);
+    const auto keys = experiments::configKeys();
+    const auto yaml = flags->sources ? hyperparams::toYamlWithSources(config, keys, config.sources)
+                                     : hyperparams::toYaml(config, keys);
+    std::fputs(yaml.c_str(), stdout);
   });
 }
 

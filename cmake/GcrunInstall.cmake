@@ -30,6 +30,10 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/gcrunConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/gcrunConfig.cmake ${PROJECT_BINARY_DIR}/gcrunConfigVersion.cmake
   DESTINATION ${GCRUN_CMAKE_DIR})
+# Shell completion, the scripts `gcrun completion bash|zsh` prints: bash-completion loads its file
+# when `gcrun` is first completed, Debian's zsh looks in vendor-completions.
+install(FILES cli/completion/gcrun.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME gcrun)
+install(FILES cli/completion/gcrun.zsh DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions RENAME _gcrun)
 # The example plugins, as a project to copy.
 install(DIRECTORY examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 

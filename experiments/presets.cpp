@@ -60,13 +60,16 @@ ExperimentConfig resolveExperiment(const std::string& name, const std::string& c
                                    const std::vector<std::string>& assignments) {
   const auto keys = configKeys();
   ExperimentConfig config;
-  hyperparams::applyYaml(config, findPreset(name).yaml, "preset " + name, keys);
+  auto sources = hyperparams::defaultSources(keys);
+  hyperparams::applyYaml(config, findPreset(name).yaml, "preset " + name, keys, {&sources, "preset " + name, false});
   if (!config_file.empty()) {
-    hyperparams::applyYaml(config, readConfigFile(config_file), "file " + config_file, keys);
+    hyperparams::applyYaml(config, readConfigFile(config_file), "file " + config_file, keys,
+                           {&sources, "--config " + config_file, true});
   }
-  for (const auto& assignment : assignments) hyperparams::applyAssignment(config, assignment, keys);
+  for (const auto& assignment : assignments) hyperparams::applyAssignment(config, assignment, keys, &sources);
   hyperparams::validate(config, keys);
   config.experiment = name;
+  config.sources = std::move(sources);
   return config;
 }
 

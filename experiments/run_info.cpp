@@ -42,6 +42,7 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& c
   info.synthetic_data = task.synthetic();
   info.status = outputs::run_status::kRunning;
   info.start_time = outputs::isoTimeNow();
+  info.sources = config.sources;
   return info;
 }
 

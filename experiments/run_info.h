@@ -15,7 +15,8 @@ namespace gcrun::experiments {
 // Every rank's peak resident memory (MiB), in rank order (a collective).
 std::vector<double> gatherPeakRss(comm::Communicator& comm);
 
-// run.json as a run starts: versions, world, device, the model's size, status "running".
+// run.json as a run starts: versions, world, device, the model's size, where each setting came
+// from, status "running".
 outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& comm, tasks::Task& task);
 
 // run.json of a run that bad input stopped before training: versions, status "refused", `error`.

@@ -181,6 +181,10 @@ struct ExperimentConfig {
   CheckpointOptions checkpoint;
   OutputOptions output;
   PaperResult paper;
+  // Where each key's value came from, by key ("default", "preset NAME", "--config FILE:LINE",
+  // "--set KEY=VALUE"): filled by experiments::resolveExperiment, empty for a config built in code.
+  // It describes the config, as `experiment` does, and is no key itself.
+  std::map<std::string, std::string> sources;
 };
 
 }  // namespace gcrun

@@ -80,17 +80,23 @@ UserError unknownKey(const std::string& name, const std::string& source, const C
       (suggestion.empty() ? " (`gcrun list keys` lists the known keys)" : " (did you mean '" + suggestion + "'?)"));
 }
 
-// The keys one document has set, each with the spelling it was given first (a key or an alias).
-using Given = std::map<std::string, std::string>;
+// The keys one document has set, each with the spelling it was given first (a key or an alias)
+// and the line of that spelling (from 1; 0 where the document has no marks).
+struct GivenAs {
+  std::string name;
+  int line = 0;
+};
+using Given = std::map<std::string, GivenAs>;
 
 // Sets one key or alias; an alias's value may first be translated from the reference's names.
-void applyValue(ExperimentConfig& config, const std::string& name, const YAML::Node& value, const std::string& source,
-                Given& given, const ConfigKeys& keys) {
+void applyValue(ExperimentConfig& config, const std::string& name, const YAML::Node& value, int line,
+                const std::string& source, Given& given, const ConfigKeys& keys) {
   const AliasSpec* alias = keys.findAlias(name);
   const KeySpec& spec = *keys.find(alias ? alias->key : name);
-  if (const auto [first, added] = given.emplace(spec.key, name); !added) {
+  if (const auto [first, added] = given.emplace(spec.key, GivenAs{name, line}); !added) {
+    const std::string& before = first->second.name;
     throw UserError("config: " + spec.key + " is given twice in " + source +
-                    (first->second == name ? "" : " (as " + first->second + " and as " + name + ")") +
+                    (before == name ? "" : " (as " + before + " and as " + name + ")") +
                     "; keep one (--set may override a file)");
   }
   YAML::Node translated = value;
@@ -111,11 +117,13 @@ void applyMapping(ExperimentConfig& config, const YAML::Node& mapping, const std
   for (const auto& entry : mapping) {
     const std::string name = prefix + clipForMessage(render(entry.first));
     const YAML::Node& value = entry.second;
+    const YAML::Mark mark = entry.first.Mark();
+    const int line = mark.is_null() ? 0 : mark.line + 1;
     // `task` is both a section and the reference's alias of task.name: a mapping means the section.
     if (value.IsMap() && isSection(name, keys)) {
       applyMapping(config, value, name + ".", source, given, keys);
     } else if (keys.find(name) || keys.findAlias(name)) {
-      applyValue(config, name, value, source, given, keys);
+      applyValue(config, name, value, line, source, given, keys);
     } else if (value.IsMap() && value.size() > 0) {
       applyMapping(config, value, name + ".", source, given, keys);  // reports the misspelt leaves in full
     } else {
@@ -177,12 +185,33 @@ void insert(YAML::Node node, const std::string& key, const YAML::Node& value) {
   insert(node[key.substr(0, dot)], key.substr(dot + 1), value);
 }
 
+// `text` on one line, so that a source (an assignment, a path) cannot end its YAML comment early.
+std::string oneLine(const std::string& text) {
+  std::string line;
+  for (char c : text) line += c == '\n' ? std::string("\\n") : c == '\r' ? std::string("\\r") : std::string(1, c);
+  return line;
+}
+
+// A flow-style rendering of one value, as a `key: value` line writes it.
+std::string flow(const YAML::Node& value) {
+  YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);
+  out << YAML::Flow << value;
+  return out.c_str();
+}
+
 }  // namespace
+
+ValueSources defaultSources(const ConfigKeys& keys) {
+  ValueSources sources;
+  for (const auto& spec : keys.keys()) sources[spec.key] = "default";
+  return sources;
+}
 
 bool exceedsValueLimit(const YAML::Node& node) { return countValues(node, kMaxYamlValues) > kMaxYamlValues; }
 
 void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std::string& source,
-               const ConfigKeys& keys) {
+               const ConfigKeys& keys, const SourceRecord& record) {
   const YAML::Node root = load(yaml_text, source);
   if (root.IsNull()) return;
   if (!root.IsMap()) {
@@ -195,9 +224,15 @@ void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std
   Given given;
   applyMapping(updated, root, "", source, given, keys);
   config = std::move(updated);
+  if (!record.sources) return;
+  for (const auto& [key, as] : given) {
+    const bool line = record.with_line && as.line > 0;
+    (*record.sources)[key] = record.origin + (line ? ":" + std::to_string(as.line) : "");
+  }
 }
 
-void applyAssignment(ExperimentConfig& config, const std::string& assignment, const ConfigKeys& keys) {
+void applyAssignment(ExperimentConfig& config, const std::string& assignment, const ConfigKeys& keys,
+                     ValueSources* sources) {
   const auto equals = assignment.find('=');
   const std::string key = trim(assignment.substr(0, equals));
   if (equals == std::string::npos || key.empty()) {
@@ -211,6 +246,10 @@ void applyAssignment(ExperimentConfig& config, const std::string& assignment, co
   Given given;
   applyMapping(updated, document, "", kAssignmentSource, given, keys);
   config = std::move(updated);
+  // One key, or several when the value maps a section (training={epochs: 3, batch_size: 8}).
+  for (const auto& entry : given) {
+    if (sources) (*sources)[entry.first] = std::string(kAssignmentSource) + " " + assignment;
+  }
 }
 
 void validate(const ExperimentConfig& config, const ConfigKeys& keys) {
@@ -238,6 +277,26 @@ std::string toYaml(const ExperimentConfig& config, const ConfigKeys& keys) {
   out << root;
   const std::string header = config.experiment.empty() ? "" : "# experiment: " + config.experiment + "\n";
   return header + out.c_str() + "\n";
+}
+
+std::string toYamlWithSources(const ExperimentConfig& config, const ConfigKeys& keys, const ValueSources& sources) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  size_t width = 0;
+  for (const auto& spec : keys.keys()) {
+    if (spec.written && !spec.written(config)) continue;
+    lines.emplace_back(spec.key + ": " + flow(spec.get(config)), spec.key);
+    width = std::max(width, lines.back().first.size());
+  }
+  // The comments in one column, unless a long line (a description) would push them all far right.
+  const size_t column = std::min<size_t>(width, 40) + 2;
+  std::string text = config.experiment.empty() ? "" : "# experiment: " + config.experiment + "\n";
+  for (const auto& [line, key] : lines) {
+    const auto found = sources.find(key);
+    const std::string& source = found == sources.end() ? "default" : found->second;
+    text +=
+        line + std::string(line.size() + 2 < column ? column - line.size() : 2, ' ') + "# " + oneLine(source) + "\n";
+  }
+  return text;
 }
 
 std::vector<KeyInfo> knownKeys(const ConfigKeys& keys) {

@@ -36,6 +36,7 @@ KeySpec field(std::string key, Rule<T> rule, Access access, std::string help) {
     return true;
   };
   spec.get = [access](const ExperimentConfig& config) { return toNode(access(config)); };
+  spec.choices = rule.choices;
   return spec;
 }
 
@@ -54,7 +55,7 @@ Rule<T> orNull(Rule<T> rule, T value, const std::string& meaning) {
 
 template <class E>
 Rule<E> oneOfEnum() {
-  return {oneOf(enumNames<E>()).accepted, nullptr, {}};
+  return {oneOf(enumNames<E>()).accepted, nullptr, {}, enumNames<E>()};
 }
 
 Rule<std::vector<double>> epochList() {

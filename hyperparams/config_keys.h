@@ -26,6 +26,8 @@ struct KeySpec {
   // one of its owners or gives it a value (a wrapping reducer reads its inner reducer's). Null:
   // always (the built-in keys).
   std::function<bool(const ExperimentConfig&)> written;
+  // Rule::choices; for reducer.name, task.name and output.sinks the registered names.
+  std::vector<std::string> choices = {};
 };
 
 // A flat name from the reference's train.py config. `values` maps the reference's names for a
@@ -56,7 +58,8 @@ class ConfigKeys {
   std::vector<AliasSpec> aliases_;
 };
 
-// Appends the keys and aliases of `extensions` to the built-in ones (settings.cpp).
+// Appends the keys and aliases of `extensions` to the built-in ones and makes the names of their
+// owners the choices of reducer.name, task.name and output.sinks (settings.cpp).
 void addExtensionKeys(const Extensions& extensions, std::vector<KeySpec>& keys, std::vector<AliasSpec>& aliases);
 
 }  // namespace gcrun::hyperparams

@@ -33,14 +33,15 @@ Rule<double> positiveFraction() {
   return {"a number in (0, 1]", [](double v) { return v > 0.0 && v <= 1.0; }, {}};
 }
 
-Rule<bool> boolean() { return {"true or false", nullptr, {}}; }
+Rule<bool> boolean() { return {"true or false", nullptr, {}, {"true", "false"}}; }
 
 Rule<std::string> oneOf(std::vector<std::string> choices) {
   std::string text = "one of: ";
   for (size_t i = 0; i < choices.size(); ++i) text += (i ? ", " : "") + choices[i];
   return {text,
           [choices](const std::string& v) { return std::find(choices.begin(), choices.end(), v) != choices.end(); },
-          {}};
+          {},
+          choices};
 }
 
 // Names of registry entries; the registries themselves check them when the run starts.

@@ -16,6 +16,9 @@ struct Rule {
   std::string accepted;
   std::function<bool(const T&)> ok;
   std::optional<T> if_null;
+  // The values it accepts when they are few (an enumeration, a boolean): what shell completion
+  // offers. Empty: too many to list.
+  std::vector<std::string> choices = {};
 };
 
 Rule<int64_t> integerAtLeast(int64_t min, const std::string& note = "");

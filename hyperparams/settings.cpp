@@ -56,7 +56,7 @@ const char* typeName(const SettingValue& value) {
 KeySpec declaredKey(const std::string& key, const SettingSection& section, const SettingSpec& first,
                     std::shared_ptr<const Declarations> declared) {
   const std::string name = first.name;
-  KeySpec spec{key, first.accepted, first.help, nullptr, nullptr, nullptr};
+  KeySpec spec{key, first.accepted, first.help, nullptr, nullptr, nullptr, first.choices};
   spec.set = [section, name, first](ExperimentConfig& config, const YAML::Node& node) {
     SettingValue value = first.default_value;
     if (!parse(node, value) || (first.ok && !first.ok(value))) return false;
@@ -125,6 +125,15 @@ void addExtensionKeys(const Extensions& extensions, std::vector<KeySpec>& keys, 
   addSection(reducerSection(), extensions.reducers, keys, aliases);
   addSection(taskSection(), extensions.tasks, keys, aliases);
   addSection(outputSection(), extensions.sinks, keys, aliases);
+  const auto names = [&](const char* key, const std::vector<SettingOwner>& owners) {
+    for (auto& spec : keys) {
+      if (spec.key != key) continue;
+      for (const auto& owner : owners) spec.choices.push_back(owner.name);
+    }
+  };
+  names("reducer.name", extensions.reducers);
+  names("task.name", extensions.tasks);
+  names("output.sinks", extensions.sinks);
   for (const auto& [reference_value, value] : extensions.reducer_reference_names) {
     for (auto& alias : aliases) {
       if (alias.key == "reducer.name") alias.values[reference_value] = value;

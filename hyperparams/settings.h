@@ -29,6 +29,7 @@ struct SettingSpec {
   std::string help;
   std::function<bool(const SettingValue&)> ok;  // null: any value of the type
   std::vector<std::string> aliases;             // the reference's flat names, e.g. optimizer_reducer_rank
+  std::vector<std::string> choices = {};        // Rule::choices
 };
 
 // One extension (a reducer, a task, a sink) and the settings it reads.
@@ -77,7 +78,7 @@ class SettingsSchema {
                                         const T* value = std::get_if<T>(&v);
                                         return value != nullptr && (!check || check(*value));
                                       },
-                                      std::move(aliases)});
+                                      std::move(aliases), rule.choices});
     next.readers_.push_back(
         [member, name](Options& options, const SettingValue& value) { options.*member = as<T>(value, name); });
     return next;

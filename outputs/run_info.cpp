@@ -37,6 +37,7 @@ std::string runInfoJson(const RunInfo& info) {
     paper["source"] = info.paper.source;
     for (const auto& [name, value] : info.paper.numbers) paper[name] = value;
   }
+  if (!info.sources.empty()) json["sources"] = info.sources;
   return jsonText(json, 2) + "\n";
 }
 
@@ -79,6 +80,11 @@ std::optional<RunInfo> parseRunInfo(std::string_view text) {
     info.paper.source = stringOr(*paper, "source", "");
     for (auto it = paper->begin(); it != paper->end(); ++it) {
       if (const auto value = numberAt(*paper, it.key().c_str())) info.paper.numbers[it.key()] = *value;
+    }
+  }
+  if (const Json* sources = memberOf(*json, "sources"); sources && sources->is_object()) {
+    for (auto it = sources->begin(); it != sources->end(); ++it) {
+      if (it->is_string()) info.sources[it.key()] = it->get<std::string>();
     }
   }
   return info;

@@ -51,6 +51,9 @@ struct RunInfo {
   // "test.accuracy" -> value, ...; NaN for a value that is no finite number (written as null).
   std::map<std::string, double> final_metrics;
   PaperComparison paper;
+  // Where each configuration key's value came from (ExperimentConfig::sources); run.json's
+  // "sources" object, left out when empty.
+  std::map<std::string, std::string> sources;
 };
 
 // run.json's text for `info`.

@@ -46,6 +46,9 @@ TEST(Install, AnOutOfTreePluginBuildsAgainstTheInstallAndDeclaresItsKeys) {
   ASSERT_TRUE(fs::exists(prefix / "lib/cmake/gcrun/gcrunConfig.cmake")) << install.output;
   ASSERT_TRUE(fs::exists(prefix / "include/gcrun/reducers/reducer.h")) << install.output;
   EXPECT_EQ(missingIncludes(prefix / "include/gcrun"), "");
+  // Where bash-completion looks for gcrun's completion, the script that `gcrun completion bash` prints.
+  const auto printed = runCommand((prefix / "bin/gcrun").string() + " completion bash");
+  EXPECT_EQ(readFile((prefix / "share/bash-completion/completions/gcrun").string()), printed.output);
 
   const std::string launcher = std::string(GCRUN_CCACHE).empty() ? "" : " -DCMAKE_CXX_COMPILER_LAUNCHER=" GCRUN_CCACHE;
   const auto configure = runCommand(cmake + " -S " + GCRUN_SOURCE_DIR + "/examples -B " + build.string() +
