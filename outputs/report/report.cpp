@@ -45,6 +45,7 @@ std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigG
                      const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options) {
   std::string out = "# gcrun report\n\n";
   if (!options.title.empty()) out += markdownText(options.title) + "\n\n";
+  if (const auto finding = findingLine(groups); !finding.empty()) out += "**" + markdownText(finding) + "**\n\n";
   out += summaryLine(runs, groups.size()) + "\n\n" + markdownTable(resultTable(groups, projectionLabel(options))) +
          "\n" + kNotes + "\n";
   for (const auto& section : options.sections) {
@@ -95,6 +96,7 @@ std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigG
       "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f3f3f3}"
       "figure{margin:1.5em 0}svg{max-width:100%;height:auto}</style></head><body>\n<h1>gcrun report</h1>\n";
   if (!options.title.empty()) out += "<p>" + htmlText(options.title) + "</p>\n";
+  if (const auto finding = findingLine(groups); !finding.empty()) out += "<p><strong>" + htmlText(finding) + "</strong></p>\n";
   out += "<p>" + htmlText(summaryLine(runs, groups.size())) + "</p>\n" +
          htmlTable(resultTable(groups, projectionLabel(options))) + "<p>" + htmlText(kNotes) + "</p>\n";
   for (const auto& section : options.sections) {

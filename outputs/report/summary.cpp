@@ -191,6 +191,35 @@ void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, cons
   }
 }
 
+std::string findingLine(const std::vector<ConfigGroup>& groups) {
+  const auto exact = std::find_if(groups.begin(), groups.end(), [](const ConfigGroup& g) {
+    return g.reducer == "exact" && g.final_metric.count > 0 && g.mib_per_epoch > 0;
+  });
+  if (exact == groups.end()) return "";
+  const bool fraction = isFraction(exact->metric);
+  const bool lower_is_better = !fraction;  // a loss or a perplexity
+  const double tolerance = fraction ? 0.01 : 0.01 * std::abs(exact->final_metric.mean);
+  // How much worse than exact (positive: worse), in the metric's own units.
+  const auto shortfall = [&](const ConfigGroup& g) {
+    const double d = g.final_metric.mean - exact->final_metric.mean;
+    return lower_is_better ? d : -d;
+  };
+  const ConfigGroup* within = nullptr;
+  const ConfigGroup* best = nullptr;
+  for (const auto& g : groups) {
+    if (&g == &*exact || g.final_metric.count == 0 || g.metric != exact->metric || g.mib_per_epoch <= 0) continue;
+    if (shortfall(g) <= tolerance && (!within || g.mib_per_epoch < within->mib_per_epoch)) within = &g;
+    if (!best || shortfall(g) < shortfall(*best)) best = &g;
+  }
+  const ConfigGroup* chosen = within ? within : best;
+  if (!chosen) return "";
+  const double gap = shortfall(*chosen);
+  const std::string distance = fraction ? fmt::format("{:.1f} points", 100 * std::abs(gap)) : number(std::abs(gap));
+  const std::string where = gap <= 0 ? "at least as good as" : within ? "within " + distance + " of" : distance + " behind";
+  return fmt::format("{} is {} {} ({}) at 1/{:.3g} of the data.", chosen->name, where, exact->name, exact->metric,
+                     exact->mib_per_epoch / chosen->mib_per_epoch);
+}
+
 TextTable resultTable(const std::vector<ConfigGroup>& groups, const std::string& projection_label) {
   TextTable table;
   table.header = {"configuration",

@@ -197,3 +197,29 @@ TEST(Report, TextFromRunsStaysTextInEachFormat) {
 
 }  // namespace
 }  // namespace gcrun::outputs
+
+namespace gcrun::outputs {
+namespace {
+
+ConfigGroup groupOf(const std::string& name, const std::string& reducer, double accuracy, double mib) {
+  ConfigGroup g;
+  g.name = name;
+  g.reducer = reducer;
+  g.metric = "test.accuracy";
+  g.final_metric = spreadOf({accuracy});
+  g.mib_per_epoch = mib;
+  return g;
+}
+
+TEST(Report, OpensWithTheCheapestConfigurationWithinAPointOfExact) {
+  std::vector<ConfigGroup> groups = {groupOf("sgd", "exact", 0.90, 100), groupOf("rank1", "powersgd", 0.88, 1),
+                                     groupOf("rank2", "powersgd", 0.895, 2), groupOf("rank4", "powersgd", 0.899, 4)};
+  EXPECT_EQ(findingLine(groups), "rank2 is within 0.5 points of sgd (test.accuracy) at 1/50 of the data.");
+  groups.erase(groups.begin() + 2, groups.end());
+  EXPECT_EQ(findingLine(groups), "rank1 is 2.0 points behind sgd (test.accuracy) at 1/100 of the data.");
+  groups.erase(groups.begin());
+  EXPECT_EQ(findingLine(groups), "");  // nothing to compare with
+}
+
+}  // namespace
+}  // namespace gcrun::outputs
