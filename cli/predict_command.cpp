@@ -30,12 +30,14 @@ void addPredictCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   command->add_option("--network", flags->networks,
                       "A network profile (network.yaml from `gcrun bench network`, or written by hand); repeatable");
-  command->add_option("--bandwidth", flags->bandwidths,
-                      "Links to predict on, comma-separated: 1gbit,10gbit,100gbit (default, without --network)")
+  command
+      ->add_option("--bandwidth", flags->bandwidths,
+                   "Links to predict on, comma-separated: 1gbit,10gbit,100gbit (default, without --network)")
       ->delimiter(',');
   command->add_option("--latency", flags->latency, "The --bandwidth links' latency (default 20us)");
-  command->add_option("--compute-ms-per-batch", flags->compute_ms_per_batch,
-                      "Scale each run's compute (and encode/decode) to this forward+backward+optimizer time")
+  command
+      ->add_option("--compute-ms-per-batch", flags->compute_ms_per_batch,
+                   "Scale each run's compute (and encode/decode) to this forward+backward+optimizer time")
       ->check(CLI::PositiveNumber);
   command->add_option("--target", flags->target, "METRIC=VALUE, e.g. test.accuracy=0.9: predicted time to reach it");
   command->add_option("--output", flags->output_dir, "Where predict.md, predict.csv and plots/ go (default: .)");

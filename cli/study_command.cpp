@@ -27,7 +27,9 @@ void addStudyCommand(CLI::App& app, int& exit_code) {
                       "Print where the study in this directory stands (its runs, progress, ETA); starts nothing");
   command->add_option("--output-dir", options.output_dir, "Study directory (default: runs/<study>; rerun to resume)");
   command->add_option("--set", options.assignments, "Override a setting of every run: key=value (repeatable)");
-  command->add_option("--nproc-per-node", options.nproc_per_node, "Workers per run (default: the study's `processes`, else 1)")
+  command
+      ->add_option("--nproc-per-node", options.nproc_per_node,
+                   "Workers per run (default: the study's `processes`, else 1)")
       ->check(CLI::Range(1, 1024));
   command->add_option("--jobs", options.jobs, "Runs at once on this machine (they split its cores)")
       ->check(CLI::Range(1, 256));

@@ -24,8 +24,8 @@
 namespace gcrun::experiments {
 namespace {
 
-const std::vector<std::string> kStudyKeys = {"description", "base", "set", "runs", "grid", "seeds", "processes", "predict"};
-
+const std::vector<std::string> kStudyKeys = {"description", "base",  "set",       "runs",
+                                             "grid",        "seeds", "processes", "predict"};
 
 // Far more than any table of a paper; a grid of a few keys multiplies quickly, and every run is
 // resolved (and would be started) before anything is checked.
@@ -108,7 +108,8 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
       prediction.headline = text(value, where + ".headline");
       performance::parseProjection(prediction.headline, where + ".headline");
     } else {
-      throw UserError(where + ": unknown key '" + clipForMessage(key) + "'; it has workers, bandwidth, latency, headline");
+      throw UserError(where + ": unknown key '" + clipForMessage(key) +
+                      "'; it has workers, bandwidth, latency, headline");
     }
   }
   if (prediction.workers.empty() || prediction.bandwidths.empty()) {
@@ -129,7 +130,8 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
                     " values once its YAML aliases are expanded; a study needs far fewer");
   }
   if (!root.IsMap())
-    throw UserError(spec.source + ": a study is a YAML mapping (description, base, set, runs, grid, seeds, processes, predict)");
+    throw UserError(spec.source +
+                    ": a study is a YAML mapping (description, base, set, runs, grid, seeds, processes, predict)");
   for (const auto& key : keysOf(root, spec.source)) {
     if (std::find(kStudyKeys.begin(), kStudyKeys.end(), key) == kStudyKeys.end()) {
       throw UserError(spec.source + ": unknown key '" + clipForMessage(key) +

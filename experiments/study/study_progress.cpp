@@ -26,9 +26,7 @@ std::optional<double> secondsOf(const std::string& iso) {
   return static_cast<double>(timegm(&tm));
 }
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string duration(double seconds) {
   if (seconds < 90) return fmt::format("{:.0f} s", seconds);

@@ -191,7 +191,8 @@ void addPrediction(const StudySpec::Prediction& prediction, const std::string& d
   }
   report.sections.push_back(performance::predictionSection(runs, options));
   if (!prediction.headline.empty()) {
-    report.projection = performance::projectRuns(runs, performance::parseProjection(prediction.headline, "predict.headline"));
+    report.projection =
+        performance::projectRuns(runs, performance::parseProjection(prediction.headline, "predict.headline"));
   }
   try {
     const auto predicted = performance::predictDirectories({dir + "/runs"}, options, dir + "/predict");

@@ -1,8 +1,8 @@
 #include "outputs/performance/prediction.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <regex>
@@ -199,12 +199,12 @@ std::vector<PredictionRow> predictRuns(const std::vector<outputs::RunData>& runs
           const auto found = baselines.find(comparison);
           if (found == baselines.end()) return;
           const auto& baseline = timelines[found->second];
-          speedup = predictRun(baseline, workers, network, options.compute_ms_per_batch).total_ms /
-                    row.predicted.total_ms;
+          speedup =
+              predictRun(baseline, workers, network, options.compute_ms_per_batch).total_ms / row.predicted.total_ms;
           if (found->second != i) {
-            break_even = breakEven(medianStepOf(timelines[i], workers, network),
-                                   medianStepOf(baseline, workers, network), workers, latency,
-                                   options.compute_ms_per_batch);
+            break_even =
+                breakEven(medianStepOf(timelines[i], workers, network), medianStepOf(baseline, workers, network),
+                          workers, latency, options.compute_ms_per_batch);
           }
         };
         against(exact, row.speedup_vs_exact, row.break_even_vs_exact);

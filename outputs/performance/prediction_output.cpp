@@ -43,9 +43,20 @@ std::string runNameOf(const outputs::RunData& run) { return run.name.empty() ? r
 
 outputs::TextTable predictionTable(const std::vector<PredictionRow>& rows, bool with_target) {
   outputs::TextTable table;
-  table.header = {"run",          "reducer",    "workers",    "network", "measured ms", "predicted ms",
-                  "compute ms",   "exposed comm ms", "codec ms", "MiB/step", "vs exact",   "vs fp16",
-                  "break-even vs exact", "break-even vs fp16"};
+  table.header = {"run",
+                  "reducer",
+                  "workers",
+                  "network",
+                  "measured ms",
+                  "predicted ms",
+                  "compute ms",
+                  "exposed comm ms",
+                  "codec ms",
+                  "MiB/step",
+                  "vs exact",
+                  "vs fp16",
+                  "break-even vs exact",
+                  "break-even vs fp16"};
   if (with_target) table.header.insert(table.header.end(), {"steps to target", "predicted s", "measured s"});
   for (const auto& row : rows) {
     std::vector<std::string> cells = {row.run,
@@ -106,7 +117,11 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
     const double latency = latencyOf(first_network, workers);
     outputs::Plot plot{fmt::format("predicted-time-vs-bandwidth-w{}", workers),
                        fmt::format("predicted time per batch, {} workers, latency {:.3g} us", workers, 1e6 * latency),
-                       "bandwidth (Gbit/s)", "ms per batch", {}, true, true};
+                       "bandwidth (Gbit/s)",
+                       "ms per batch",
+                       {},
+                       true,
+                       true};
     std::map<std::string, std::vector<size_t>> by_name;  // seeds of one configuration together
     std::vector<std::string> order;
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -121,9 +136,9 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
             kPlotFromBandwidth * std::pow(kPlotToBandwidth / kPlotFromBandwidth, double(k) / (kPlotPoints - 1));
         std::vector<double> times;
         for (const size_t i : by_name[name]) {
-          times.push_back(predictRun(timelines[i], workers, network::linkProfile(bandwidth, latency),
-                                     options.compute_ms_per_batch)
-                              .total_ms);
+          times.push_back(
+              predictRun(timelines[i], workers, network::linkProfile(bandwidth, latency), options.compute_ms_per_batch)
+                  .total_ms);
         }
         const auto spread = outputs::spreadOf(times);
         curve.points.push_back({8 * bandwidth / 1e9, spread.mean, spread.min, spread.max});
@@ -135,10 +150,9 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
         }
         const auto& point = row.break_even_vs_exact;
         if (!point || *point <= 0 || std::isinf(*point)) continue;
-        const double at =
-            predictRun(timelines[by_name[name][0]], workers, network::linkProfile(*point, latency),
-                       options.compute_ms_per_batch)
-                .total_ms;
+        const double at = predictRun(timelines[by_name[name][0]], workers, network::linkProfile(*point, latency),
+                                     options.compute_ms_per_batch)
+                              .total_ms;
         marks.points.push_back({8 * *point / 1e9, at, at, at});
       }
     }
@@ -148,7 +162,9 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
   outputs::Plot to_target{"metric-vs-predicted-time",
                           fmt::format("{} by predicted wall-clock time, {} workers, {}", runs.front().metric,
                                       worker_counts.front(), first_network.name),
-                          "predicted training time (s)", runs.front().metric, {}};
+                          "predicted training time (s)",
+                          runs.front().metric,
+                          {}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto found = std::find_if(rows.begin(), rows.end(), [&](const PredictionRow& row) {
       return row.dir == runs[i].dir && row.workers == worker_counts.front() && row.network == first_network.name;

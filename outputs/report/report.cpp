@@ -96,12 +96,13 @@ std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigG
       "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f3f3f3}"
       "figure{margin:1.5em 0}svg{max-width:100%;height:auto}</style></head><body>\n<h1>gcrun report</h1>\n";
   if (!options.title.empty()) out += "<p>" + htmlText(options.title) + "</p>\n";
-  if (const auto finding = findingLine(groups); !finding.empty()) out += "<p><strong>" + htmlText(finding) + "</strong></p>\n";
+  if (const auto finding = findingLine(groups); !finding.empty())
+    out += "<p><strong>" + htmlText(finding) + "</strong></p>\n";
   out += "<p>" + htmlText(summaryLine(runs, groups.size())) + "</p>\n" +
          htmlTable(resultTable(groups, projectionLabel(options))) + "<p>" + htmlText(kNotes) + "</p>\n";
   for (const auto& section : options.sections) {
-    out += "<h2>" + htmlText(section.title) + "</h2>\n<p>" + htmlText(section.text) + "</p>\n" +
-           htmlTable(section.table);
+    out +=
+        "<h2>" + htmlText(section.title) + "</h2>\n<p>" + htmlText(section.text) + "</p>\n" + htmlTable(section.table);
   }
   out += htmlList("Runs not completed", unfinished(runs)) + htmlList("Left out", options.skipped);
   out += "<h2>Plots</h2>\n";

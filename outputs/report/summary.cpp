@@ -71,7 +71,8 @@ void addOptionalColumns(const std::vector<ConfigGroup>& groups, const std::strin
     });
   }
   if (any([](const ConfigGroup& g) { return g.paper_time_per_batch_ms.has_value(); })) {
-    columns.emplace_back("paper time/batch (16 workers)", [&](const ConfigGroup& g) { return ms(g.paper_time_per_batch_ms); });
+    columns.emplace_back("paper time/batch (16 workers)",
+                         [&](const ConfigGroup& g) { return ms(g.paper_time_per_batch_ms); });
   }
   const size_t at = table.header.size() - 2;  // before "paper" and "difference"
   for (size_t c = 0; c < columns.size(); ++c) {
@@ -159,7 +160,8 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
 }
 
 void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, const ReportProjection* projection) {
-  const auto fp16 = std::find_if(groups.begin(), groups.end(), [](const ConfigGroup& g) { return g.reducer == "fp16"; });
+  const auto fp16 =
+      std::find_if(groups.begin(), groups.end(), [](const ConfigGroup& g) { return g.reducer == "fp16"; });
   const double fp16_mib = fp16 == groups.end() ? 0 : fp16->mib_per_epoch;
   for (auto& group : groups) {
     if (fp16_mib > 0 && group.mib_per_epoch > 0) group.compression_vs_fp16 = fp16_mib / group.mib_per_epoch;
@@ -171,7 +173,8 @@ void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, cons
         seconds.push_back(hit->elapsed_s);
         steps.push_back(static_cast<double>(hit->step));
       }
-      const auto found = projection ? projection->by_dir.find(run->dir) : std::map<std::string, RunProjection>::const_iterator();
+      const auto found =
+          projection ? projection->by_dir.find(run->dir) : std::map<std::string, RunProjection>::const_iterator();
       if (!projection || found == projection->by_dir.end()) continue;
       projected.push_back(found->second.ms_per_batch);
       if (found->second.speedup_vs_exact) vs_exact.push_back(*found->second.speedup_vs_exact);
@@ -215,7 +218,9 @@ std::string findingLine(const std::vector<ConfigGroup>& groups) {
   if (!chosen) return "";
   const double gap = shortfall(*chosen);
   const std::string distance = fraction ? fmt::format("{:.1f} points", 100 * std::abs(gap)) : number(std::abs(gap));
-  const std::string where = gap <= 0 ? "at least as good as" : within ? "within " + distance + " of" : distance + " behind";
+  const std::string where = gap <= 0 ? "at least as good as"
+                            : within ? "within " + distance + " of"
+                                     : distance + " behind";
   return fmt::format("{} is {} {} ({}) at 1/{:.3g} of the data.", chosen->name, where, exact->name, exact->metric,
                      exact->mib_per_epoch / chosen->mib_per_epoch);
 }

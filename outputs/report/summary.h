@@ -50,8 +50,8 @@ struct RunProjection {
   std::optional<double> speedup_vs_exact, speedup_vs_fp16;
 };
 struct ReportProjection {
-  std::string label;                               // "16 workers, 10gbit/20us"
-  std::map<std::string, RunProjection> by_dir;     // runs without a timeline are missing
+  std::string label;                            // "16 workers, 10gbit/20us"
+  std::map<std::string, RunProjection> by_dir;  // runs without a timeline are missing
 };
 
 // Groups the runs, in order of first appearance, and works out each group's numbers; `settings`

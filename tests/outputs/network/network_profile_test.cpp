@@ -153,7 +153,8 @@ TEST(NetworkProfile, EveryParseErrorNamesFileAndKey) {
        "  - {collective: broadcast, world_size: 2, latency_s: 1, seconds_per_byte: 0}\n",
        {"n.yaml", "fits", "broadcast at world_size 2", "twice"}},
       {"collectives:\n  all-reduce: {latency: 1us}\n", {"collectives.all-reduce.bandwidth", "missing"}},
-      {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 1], [4, 2]]}\n",
+      {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 1], [4, "
+       "2]]}\n",
        {"n.yaml", "fits[0].samples[1]", "grow"}},
       {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 0]]}\n",
        {"n.yaml", "fits[0].samples[0]", "above 0"}},

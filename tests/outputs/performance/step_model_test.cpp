@@ -159,7 +159,8 @@ TEST(StepProgram, ATimelineBecomesComputeIssuesCallsAndWaits) {
   const std::vector<std::tuple<Kind, Part, double>> expected = {
       {Kind::compute, Part::compute, 60e3},  // forward and backward up to the issue
       {Kind::issue, Part::compute, 0},
-      {Kind::compute, Part::compute, 52e3},  // the rest of backward and the gap to the reduce
+      {Kind::compute, Part::compute, 52e3},  // the rest of backward and the gap
+                                             // to the reduce
       {Kind::wait, Part::compute, 0},
       {Kind::compute, Part::codec, 5e3},
       {Kind::call, Part::compute, 0},
