@@ -117,6 +117,7 @@ TEST_F(PredictCommand, BadInputIsOneLineNamingIt) {
 
 TEST_F(PredictCommand, AHundredRunsArePredictedInSeconds) {
   const auto many = dir_->file("many");
+  std::filesystem::create_directories(many);
   for (int i = 0; i < 100; ++i) {
     std::filesystem::copy(dir_->file("runs/fashion-powersgd-rank2"), many + "/run" + std::to_string(i),
                           std::filesystem::copy_options::recursive);
