@@ -289,9 +289,9 @@ int runStudy(const StudySpec& spec, const StudyOptions& given) {
   const auto run_dirs = study.sub("runs", true);
   const auto logs = study.sub("logs", true);
   if (options.slurm) {
+    study.writeAtomically("slurm.sbatch", script);
     // The plan, all pending: `gcrun study --status DIR` follows the array's runs from it.
     writeStudyJson(spec, study, runs, std::vector<Outcome>(runs.size()));
-    study.writeAtomically("slurm.sbatch", script);
     std::printf("study %s: wrote %s/slurm.sbatch (%zu array tasks)\n", spec.name.c_str(), dir.c_str(), runs.size());
     return 0;
   }
