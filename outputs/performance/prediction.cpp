@@ -125,11 +125,13 @@ RunTimeline loadRunTimeline(const std::string& dir) {
   RunTimeline timeline;
   std::map<int, trace::WorkerTimeline> workers;
   size_t files = 0;
+  bool summable = false;
   for (const auto& name : files::Directory::open(dir, false).entries()) {
     if (!std::regex_match(name, trace_name)) continue;
     ++files;
     auto process = trace::readTraceFile(dir + "/" + name);
     timeline.truncated |= process.truncated;
+    summable |= process.summable;
     for (auto& worker : process.workers) workers[worker.worker] = std::move(worker);
   }
   if (files == 0 || workers.empty()) {
@@ -140,7 +142,7 @@ RunTimeline loadRunTimeline(const std::string& dir) {
   // Simulated workers share one update, which the first applies while the others wait for it.
   const auto optimizer_times = optimizerTimes(workers.begin()->second);
   for (const auto& [rank, worker] : workers) {
-    auto programs = stepPrograms(worker, !simulated, simulated ? &optimizer_times : nullptr);
+    auto programs = stepPrograms(worker, !simulated, summable, simulated ? &optimizer_times : nullptr);
     if (!programs.empty()) timeline.workers.push_back(std::move(programs));
   }
   if (timeline.workers.empty() || commonSteps(timeline).empty()) {

@@ -76,7 +76,7 @@ StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int 
       if (advance(r, c)) blocked.push_back(&r);
       start_us = std::max(start_us, r.now_us);
     }
-    const double seconds = collectiveSeconds(profile, collectives[c].kind, collectives[c].bytes, workers);
+    const double seconds = collectiveSeconds(profile, collectives[c].kindAt(workers), collectives[c].bytes, workers);
     done_us[c] = start_us + 1e6 * seconds;
     finished[c] = 1;
     network_free_us = done_us[c];

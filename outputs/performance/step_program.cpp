@@ -91,7 +91,7 @@ std::vector<std::pair<int64_t, double>> optimizerTimes(const trace::WorkerTimeli
   return times;
 }
 
-std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool between_spans,
+std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool between_spans, bool summable,
                                       const std::vector<std::pair<int64_t, double>>* shared_optimizer_us) {
   std::vector<StepProgram> programs;
   for (auto [step, spans] : spansByStep(worker)) {
@@ -105,7 +105,9 @@ std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool 
     for (const auto& c : worker.collectives) {
       if (c.issued_us < begin || c.done_us > end || c.kind == "barrier") continue;
       const size_t index = program.collectives.size();
-      program.collectives.push_back({network::parseCollective(c.kind, "trace collective"), double(c.bytes)});
+      const auto kind = network::parseCollective(c.kind, "trace collective");
+      const bool swap = summable && kind == network::Collective::all_gather && c.group_size == 2;
+      program.collectives.push_back({kind, double(c.bytes), swap});
       if (c.async) {
         marks.push_back({c.issued_us, c.issued_us, StepItem::Kind::issue, index});
         marks.push_back({c.wait_us, c.done_us, StepItem::Kind::wait, index});

@@ -28,6 +28,12 @@ struct StepItem {
 struct CollectiveOp {
   network::Collective kind = network::Collective::all_reduce;
   double bytes = 0;  // per worker
+  // An all-gather of summable messages between 2 workers (ProcessTimeline::summable): costed as
+  // traced at 2 workers, as an all-reduce of the same bytes at any other count.
+  bool stands_for_sum = false;
+  network::Collective kindAt(int workers) const {
+    return stands_for_sum && workers != 2 ? network::Collective::all_reduce : kind;
+  }
 };
 
 struct StepProgram {
@@ -45,7 +51,7 @@ struct StepProgram {
 // which spends it waiting for its turn). With `shared_optimizer_us` (simulated workers, whose
 // update worker 0 applies while the others wait for it in their "optimizer" span), each step's
 // optimizer time is the one given for it instead of the worker's own span.
-std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool between_spans,
+std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool between_spans, bool summable,
                                       const std::vector<std::pair<int64_t, double>>* shared_optimizer_us = nullptr);
 
 // Each step's optimizer time in `worker`'s timeline, for stepPrograms's optimizer_us.

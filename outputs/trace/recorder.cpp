@@ -82,7 +82,8 @@ bool Recorder::reserve(int64_t events) {
 }
 
 ProcessTimeline Recorder::timeline() const {
-  ProcessTimeline timeline{options_.rank, options_.world_size, options_.reducer, options_.backend, truncated(), {}};
+  ProcessTimeline timeline{
+      options_.rank, options_.world_size, options_.reducer, options_.summable, options_.backend, truncated(), {}};
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& trace : workers_) timeline.workers.push_back(trace->timeline());
   std::sort(timeline.workers.begin(), timeline.workers.end(),

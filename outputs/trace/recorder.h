@@ -94,6 +94,7 @@ class Recorder {
     int rank = 0;                      // the process's
     int world_size = 1;                // logical workers in the run
     std::string reducer;
+    bool summable = false;  // ProcessTimeline::summable
     std::string backend;
     int64_t max_events = kDefaultMaxEvents;
   };

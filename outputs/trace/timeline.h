@@ -47,6 +47,10 @@ struct ProcessTimeline {
   int rank = 0;        // the process's rank
   int world_size = 1;  // logical workers in the whole run
   std::string reducer;
+  // The reducer's messages sum (its ReducerSpec::collective is "all-reduce"): an all-gather of
+  // them between 2 workers is a swap that stands in for the sum (fp16 does so), an all-reduce at
+  // other worker counts.
+  bool summable = false;
   std::string backend;
   bool truncated = false;  // the size bound cut recording short
   std::vector<WorkerTimeline> workers;

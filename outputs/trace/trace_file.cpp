@@ -110,6 +110,7 @@ std::string traceJson(const ProcessTimeline& timeline) {
                   {"rank", timeline.rank},
                   {"world_size", timeline.world_size},
                   {"reducer", timeline.reducer},
+                  {"summable", timeline.summable},
                   {"backend", timeline.backend},
                   {"truncated", timeline.truncated}}}};
   return outputs::jsonText(document, 2) + "\n";
@@ -143,6 +144,7 @@ ProcessTimeline parseTrace(std::string_view text, const std::string& name) {
   timeline.rank = static_cast<int>(rank);
   timeline.world_size = static_cast<int>(world_size);
   timeline.reducer = outputs::stringOr(*other, "reducer", "");
+  timeline.summable = outputs::boolOr(*other, "summable", false);
   timeline.backend = outputs::stringOr(*other, "backend", "");
   timeline.truncated = outputs::boolOr(*other, "truncated", false);
 

@@ -149,7 +149,7 @@ trace::WorkerTimeline timeline() {
 }
 
 TEST(StepProgram, ATimelineBecomesComputeIssuesCallsAndWaits) {
-  const auto programs = stepPrograms(timeline(), true);
+  const auto programs = stepPrograms(timeline(), true, false);
   ASSERT_EQ(programs.size(), 1u);
   const auto& p = programs.front();
   EXPECT_EQ(p.step, 3);
@@ -179,10 +179,24 @@ TEST(StepProgram, ATimelineBecomesComputeIssuesCallsAndWaits) {
   EXPECT_NEAR(predicted.total_ms, 60 + 52 + 5 + 1000 * (kLatency + 100 / kBandwidth) + 5 + 10, 1e-9);
 }
 
+TEST(StepProgram, ATwoWorkerSwapOfSummableMessagesIsAnAllReduceElsewhere) {
+  const auto swapped = stepPrograms(timeline(), true, true).front();
+  ASSERT_TRUE(swapped.collectives[1].stands_for_sum);
+  EXPECT_FALSE(stepPrograms(timeline(), true, false).front().collectives[1].stands_for_sum);
+  EXPECT_EQ(swapped.collectives[1].kindAt(2), Collective::all_gather);
+  EXPECT_EQ(swapped.collectives[1].kindAt(16), Collective::all_reduce);
+  const auto gathered = stepPrograms(timeline(), true, false).front();
+  // At 16 workers the swap costs an all-reduce of its 100 bytes, not an all-gather.
+  const double difference =
+      predictStep({&gathered}, 16, link()).total_ms - predictStep({&swapped}, 16, link()).total_ms;
+  EXPECT_NEAR(difference,
+              1000 * (15 * (kLatency + 100 / kBandwidth) - (30 * kLatency + 2.0 * 15 / 16 * 100 / kBandwidth)), 1e-9);
+}
+
 TEST(StepProgram, ASimulatedWorkerLeavesOutItsWaitsAndSharesTheOptimizer) {
   const std::vector<std::pair<int64_t, double>> worker0_optimizer = {{3, 7000}};
   // Its own "optimizer" span (10 ms) is mostly waiting for worker 0's update: worker 0's 7 ms count.
-  const auto programs = stepPrograms(timeline(), false, &worker0_optimizer);
+  const auto programs = stepPrograms(timeline(), false, false, &worker0_optimizer);
   ASSERT_EQ(programs.size(), 1u);
   // 110 ms of forward and backward (the 2 ms before the reduce left out), 10 ms of codec, 7 ms shared.
   EXPECT_NEAR(programs.front().compute_us(), 110e3 + 10e3 + 7e3, 1e-6);

@@ -21,7 +21,7 @@ using testing::TempDir;
 using testing::userErrorOf;
 
 ProcessTimeline sampleTimeline() {
-  ProcessTimeline timeline{1, 4, "powersgd", "gloo", false, {}};
+  ProcessTimeline timeline{1, 4, "powersgd", true, "gloo", false, {}};
   WorkerTimeline worker{2, {}, {}};
   worker.spans = {{"forward", 3, 10.5, 100.25}, {"backward", 3, 110.75, 200}, {"evaluation", 3, 400, 0}};
   worker.collectives = {{"all-reduce", 4096, 2, 3, true, 150, 320.5, 330},
@@ -37,6 +37,7 @@ void expectSame(const ProcessTimeline& a, const ProcessTimeline& b) {
   EXPECT_EQ(a.rank, b.rank);
   EXPECT_EQ(a.world_size, b.world_size);
   EXPECT_EQ(a.reducer, b.reducer);
+  EXPECT_EQ(a.summable, b.summable);
   EXPECT_EQ(a.backend, b.backend);
   EXPECT_EQ(a.truncated, b.truncated);
   ASSERT_EQ(a.workers.size(), b.workers.size());
@@ -134,7 +135,7 @@ TEST(StepWindow, AcceptsRangesAndSingleStepsOnly) {
 }
 
 Recorder::Options options(int64_t max_events = Recorder::kDefaultMaxEvents) {
-  return {StepWindow{2, 3}, 0, 2, "exact", "gloo", max_events};
+  return {StepWindow{2, 3}, 0, 2, "exact", true, "gloo", max_events};
 }
 
 TEST(Recorder, RecordsOnlyTheWindowsSteps) {
@@ -152,7 +153,7 @@ TEST(Recorder, RecordsOnlyTheWindowsSteps) {
 }
 
 TEST(Recorder, OffRecordsNothing) {
-  Recorder recorder({std::nullopt, 0, 1, "exact", "gloo"});
+  Recorder recorder({std::nullopt, 0, 1, "exact", true, "gloo"});
   EXPECT_FALSE(recorder.enabled());
   auto& trace = recorder.worker(0);
   trace.setStep(1);
