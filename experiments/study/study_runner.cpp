@@ -19,6 +19,7 @@
 
 #include "experiments/command_line.h"
 #include "experiments/study/slurm_script.h"
+#include "experiments/study/study_prediction.h"
 #include "experiments/study/study_progress.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/process.h"
@@ -27,9 +28,6 @@
 #include "outputs/files/file_lock.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json_document.h"
-#include "outputs/network/network_profile.h"
-#include "outputs/performance/prediction_output.h"
-#include "outputs/performance/report_projection.h"
 #include "outputs/report/report.h"
 #include "outputs/run_directory.h"
 
@@ -177,30 +175,6 @@ void writeStudyJson(const StudySpec& spec, const Directory& dir, const std::vect
                             {"seconds", o.seconds}});
   }
   dir.writeAtomically("study.json", outputs::jsonText(json, 2) + "\n");
-}
-
-// The study's `predict:`: its table as a report section, the headline's projected columns, and
-// gcrun predict's own files (plots included) in DIR/predict.
-void addPrediction(const StudySpec::Prediction& prediction, const std::string& dir,
-                   const std::vector<outputs::RunData>& runs, outputs::ReportOptions& report) {
-  performance::PredictOptions options;
-  options.workers = prediction.workers;
-  const double latency = network::parseDuration(prediction.latency, "predict.latency");
-  for (const auto& bandwidth : prediction.bandwidths) {
-    options.networks.push_back(network::linkProfile(network::parseBandwidth(bandwidth, "predict.bandwidth"), latency));
-  }
-  report.sections.push_back(performance::predictionSection(runs, options));
-  if (!prediction.headline.empty()) {
-    report.projection =
-        performance::projectRuns(runs, performance::parseProjection(prediction.headline, "predict.headline"));
-  }
-  try {
-    const auto predicted = performance::predictDirectories({dir + "/runs"}, options, dir + "/predict");
-    std::printf("study: prediction in %s/predict/predict.md\n", dir.c_str());
-    if (!predicted.files.note.empty()) std::printf("study: %s\n", predicted.files.note.c_str());
-  } catch (const UserError& e) {
-    std::printf("study: no prediction files: %s\n", e.what());
-  }
 }
 
 // The report of the runs that have started, or failed before they could, in the study's order.
