@@ -38,16 +38,15 @@ bool isFailure(const std::string& status) {
   return status == run_status::kFailed || status == run_status::kInterrupted || status == run_status::kRefused;
 }
 
-// A run's own record, if it has a readable one.
-std::optional<outputs::RunInfo> infoOf(const std::string& dir) {
+}  // namespace
+
+std::optional<outputs::RunInfo> runInfoOf(const std::string& dir) {
   try {
     return outputs::RunDirectory(dir).readInfo();
   } catch (const UserError&) {
     return std::nullopt;
   }
 }
-
-}  // namespace
 
 std::vector<StudyRunState> readStudyState(const std::string& dir) {
   const std::string file = dir + "/study.json";
@@ -68,7 +67,7 @@ std::vector<StudyRunState> readStudyState(const std::string& dir) {
     // Only runs/<name>: a study.json from someone else points nowhere outside the study.
     if (state.dir.rfind("runs/", 0) != 0 || state.dir.find("..") != std::string::npos) continue;
     // The run's own record is the newer one: a Slurm task or a run still going writes it.
-    if (const auto info = infoOf(dir + "/" + state.dir)) {
+    if (const auto info = runInfoOf(dir + "/" + state.dir)) {
       if (!info->status.empty()) state.status = info->status;
       if (!info->error.empty()) state.error = info->error;
       const auto start = secondsOf(info->start_time);

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "outputs/run_info.h"
+
 namespace gcrun::experiments {
 
 // Where a study stands, from its files alone: DIR/study.json (the plan, and the outcomes the
@@ -21,6 +23,10 @@ struct StudyProgress {
   std::optional<double> mean_seconds;                                  // of the completed runs
   std::optional<double> eta_seconds;  // the runs not done, `parallel` at a time, at the mean
 };
+
+// What the run in `dir` recorded in its run.json; nothing when it wrote none, or none that is
+// gcrun's (a FIFO, a huge file, not JSON).
+std::optional<outputs::RunInfo> runInfoOf(const std::string& dir);
 
 // The state of every run of the study in `dir`; a directory without study.json (or whose
 // study.json is not the study's) is a UserError naming it.

@@ -64,16 +64,6 @@ std::optional<std::string> readIfRegular(const std::string& path, size_t limit) 
   }
 }
 
-// What the run in `dir` recorded in its run.json; nothing when it wrote none, or none that is
-// gcrun's (a FIFO, a huge file, not JSON).
-std::optional<outputs::RunInfo> runInfoOf(const std::string& dir) {
-  try {
-    return outputs::RunDirectory(dir).readInfo();
-  } catch (const UserError&) {
-    return std::nullopt;
-  }
-}
-
 // What runStudy writes into a run directory it creates, before the run starts there. Only a
 // directory holding this marker, or a run.json with this study's config.yaml for the run, is
 // ever cleared: anything else at runs/<dir_name> may be someone's data. The child's

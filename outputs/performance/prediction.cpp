@@ -11,6 +11,7 @@
 #include "hyperparams/base/errors.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/performance/collective_cost.h"
+#include "outputs/statistics.h"
 #include "outputs/trace/trace_file.h"
 
 namespace gcrun::performance {
@@ -59,12 +60,6 @@ double computeOnlyUs(const StepProgram& program) {
     if (item.kind == StepItem::Kind::compute && item.part == StepItem::Part::compute) total += item.us;
   }
   return total;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n == 0 ? 0 : n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 double mibPerStep(const RunTimeline& timeline) {
@@ -158,7 +153,7 @@ StepPrediction predictRun(const RunTimeline& timeline, int workers, const networ
   if (compute_ms_per_batch > 0) {
     std::vector<double> measured;
     for (const auto& programs : steps) measured.push_back(computeOnlyUs(*programs.front()));
-    const double measured_us = median(measured);
+    const double measured_us = outputs::median(measured);
     if (measured_us > 0) scale = 1000 * compute_ms_per_batch / measured_us;
   }
   std::vector<StepPrediction> predictions;
