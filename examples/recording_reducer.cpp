@@ -112,6 +112,9 @@ class RecordingReducer : public Reducer {
     return bits;
   }
 
+  // What the inner reducer's messages cost, as it counts them.
+  std::vector<TensorCost> lastCosts() const override { return inner_->lastCosts(); }
+
   // Checkpoints hold the inner reducer's state; the records start afresh after a resume.
   void saveState(State& state) const override { inner_->saveState(state); }
   void loadState(const State& state) override { inner_->loadState(state); }

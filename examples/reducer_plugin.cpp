@@ -80,6 +80,15 @@ class Int8Reducer : public Reducer {
     return gcrun::reducers::bitsOf(scales_) + gcrun::reducers::bitsOf(quantized_.flat());
   }
 
+  // Per-layer statistics: a tensor sends its float scale and a byte per element.
+  std::vector<TensorCost> lastCosts() const override {
+    std::vector<TensorCost> costs;
+    for (size_t i = 0; i < quantized_.count(); ++i) {
+      costs.push_back({8 * static_cast<uint64_t>(scales_.element_size() + quantized_.slice(i).numel()), 0});
+    }
+    return costs;
+  }
+
  private:
   void allocate(const std::vector<at::Tensor>& like) {
     scales_ = at::zeros({static_cast<int64_t>(like.size())}, like.front().options());

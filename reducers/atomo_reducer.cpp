@@ -95,6 +95,16 @@ class AtomoReducer : public Reducer {
     return bitsOf(message_.flat());
   }
 
+  // A tensor sends its own slot of the message: its atoms, the rank it is sent at.
+  std::vector<TensorCost> lastCosts() const override {
+    const auto element_bits = static_cast<uint64_t>(8 * message_.flat().element_size());
+    std::vector<TensorCost> costs;
+    for (size_t i = 0; i < message_.count(); ++i) {
+      costs.push_back({element_bits * static_cast<uint64_t>(message_.slice(i).numel()), shapes_[i].atoms});
+    }
+    return costs;
+  }
+
   void saveState(State& state) const override { state["generator"] = generator_.get_state().clone(); }
 
   void loadState(const State& state) override { generator_.set_state(stateEntry(state, "atomo", "generator")); }

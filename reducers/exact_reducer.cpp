@@ -2,6 +2,7 @@
 
 #include "reducers/builtin_reducers.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/tensor_costs.h"
 
 namespace gcrun::reducers {
 namespace {
@@ -47,6 +48,9 @@ class ExactReducer : public Reducer {
     return bits;
   }
 
+  // Each tensor travels whole, in its bucket.
+  std::vector<TensorCost> lastCosts() const override { return costs_; }
+
  private:
   struct Bucket {
     std::vector<size_t> members;
@@ -69,6 +73,7 @@ class ExactReducer : public Reducer {
       bytes += send[k].numel() * static_cast<int64_t>(send[k].element_size());
     }
     for (auto& bucket : buckets_) bucket.buffer = TensorBuffer::over(pick(send, bucket.members));
+    for (const auto& t : send) costs_.push_back({bitsOf(t), 0});
   }
 
   void startReadyBuckets(const std::vector<at::Tensor>& send, bool all) {
@@ -85,6 +90,7 @@ class ExactReducer : public Reducer {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
   size_t next_ = 0;  // the first bucket not started this step
+  std::vector<TensorCost> costs_;
 };
 
 }  // namespace

@@ -33,6 +33,8 @@ class GlobalTopKReducer : public Reducer {
       flat_ = TensorBuffer(send);
       const int64_t n = flat_.numel();
       size_ = n == 0 ? 0 : std::min(n, std::max<int64_t>(1, static_cast<int64_t>(0.5 * compression_ * n)));
+      int64_t end = 0;
+      for (const auto& t : send) ends_.push_back(end += t.numel());
       allocated_ = true;
     }
     flat_.pack(send);
@@ -48,7 +50,21 @@ class GlobalTopKReducer : public Reducer {
     g.zero_();
     for (size_t w = 0; w < all_values.size(); ++w) g.index_add_(0, all_positions[w], all_values[w] / comm_.size());
     flat_.unpack(out);
+    pair_bits_ = static_cast<uint64_t>(8 * (values.element_size() + positions.element_size()));
+    positions_ = positions;
     return bitsOf(values) + bitsOf(positions);
+  }
+
+  // A tensor sends a value and a position for each of the k positions that fell into it.
+  std::vector<TensorCost> lastCosts() const override {
+    const auto tensors = static_cast<int64_t>(ends_.size());
+    const auto owners =
+        at::bucketize(positions_.cpu(), at::tensor(ends_, at::kLong), /*out_int32=*/false, /*right=*/true);
+    const auto counts = at::bincount(owners, {}, tensors);
+    std::vector<TensorCost> costs;
+    for (int64_t i = 0; i < tensors; ++i)
+      costs.push_back({pair_bits_ * static_cast<uint64_t>(counts[i].item<int64_t>()), 0});
+    return costs;
   }
 
  private:
@@ -57,6 +73,9 @@ class GlobalTopKReducer : public Reducer {
   bool allocated_ = false;
   int64_t size_ = 0;
   TensorBuffer flat_;
+  std::vector<int64_t> ends_;  // where each tensor ends in the flat gradient
+  at::Tensor positions_;       // the last call's, for lastCosts()
+  uint64_t pair_bits_ = 0;
 };
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include "reducers/tensor_costs.h"
+
 namespace gcrun::reducers {
 namespace {
 
@@ -64,12 +66,28 @@ class GroupedReducer : public Reducer {
     return bits;
   }
 
+  // A group's cost shared by its tensors in proportion to their elements (the padding's included),
+  // each at the group's rank.
+  std::vector<TensorCost> lastCosts() const override {
+    const auto group_costs = inner_->lastCosts();
+    if (group_costs.empty()) return {};
+    std::vector<TensorCost> costs(tensors_);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      std::vector<int64_t> counts;
+      for (size_t k = 0; k < groups_[g].size(); ++k) counts.push_back(offsets_[g][k + 1] - offsets_[g][k]);
+      const auto shares = splitInProportion(group_costs[g].bits, counts);
+      for (size_t k = 0; k < groups_[g].size(); ++k) costs[groups_[g][k]] = {shares[k], group_costs[g].rank};
+    }
+    return costs;
+  }
+
   // The wrapper keeps no state between calls; the inner reducer's is the checkpoint's.
   void saveState(State& state) const override { inner_->saveState(state); }
   void loadState(const State& state) override { inner_->loadState(state); }
 
  private:
   void allocate(const std::vector<at::Tensor>& like) {
+    tensors_ = like.size();
     for (auto& group : grouping_(like, options_)) {
       std::vector<int64_t> offsets{0};
       for (size_t i : group) offsets.push_back(offsets.back() + like[i].numel());
@@ -96,6 +114,7 @@ class GroupedReducer : public Reducer {
   Grouping grouping_;
   ReducerOptions options_;
   bool allocated_ = false;
+  size_t tensors_ = 0;
   TensorGroups groups_;
   std::vector<std::vector<int64_t>> offsets_;  // per group: where each tensor starts, then the end
   std::vector<at::Tensor> flat_send_, flat_out_, flat_memory_;

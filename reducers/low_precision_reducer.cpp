@@ -65,6 +65,15 @@ class LowPrecisionReducer : public Reducer {
     return bitsOf(wire_.flat());
   }
 
+  // A tensor travels whole, at 16 bits an element.
+  std::vector<TensorCost> lastCosts() const override {
+    const auto element_bits = static_cast<uint64_t>(8 * wire_.flat().element_size());
+    std::vector<TensorCost> costs;
+    for (size_t i = 0; i < wire_.count(); ++i)
+      costs.push_back({element_bits * static_cast<uint64_t>(wire_.slice(i).numel()), 0});
+    return costs;
+  }
+
  private:
   // One pass per tensor: x = g / W, its 16-bit cast onto the wire, and memory = (x - cast) * W,
   // the float32 operations of the whole-tensor version it replaced, in the same order; and, if

@@ -10,6 +10,7 @@
 
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/tensor_costs.h"
 
 namespace gcrun::reducers {
 
@@ -87,6 +88,19 @@ class MatrixSplit {
     vectors_.unpack(pick(out, vector_ids_), 1.0 / workers);
     for (size_t i : vector_ids_) memory[i].zero_();
     return bitsOf(vectors_.flat());
+  }
+
+  // lastCosts() of the list split this way: the uncompressed tensors' own bits, and for matrix k,
+  // `matrix_bits(k)` at its rank.
+  template <class MatrixBits>
+  std::vector<TensorCost> costs(MatrixBits&& matrix_bits) const {
+    std::vector<TensorCost> costs(vector_ids_.size() + matrix_ids_.size());
+    const auto element_bits = static_cast<uint64_t>(8 * vectors_.flat().element_size());
+    for (size_t j = 0; j < vector_ids_.size(); ++j) {
+      costs[vector_ids_[j]].bits = element_bits * static_cast<uint64_t>(vectors_.slice(j).numel());
+    }
+    for (size_t k = 0; k < shapes_.size(); ++k) costs[matrix_ids_[k]] = {matrix_bits(k), shapes_[k].rank};
+    return costs;
   }
 
  private:

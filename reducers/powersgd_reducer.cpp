@@ -81,7 +81,8 @@ class PowerSgdReducer : public Reducer {
 
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
-    if (calls_++ < start_iter_) return exact_->reduce(send, out, memory);
+    last_exact_ = calls_++ < start_iter_;
+    if (last_exact_) return exact_->reduce(send, out, memory);
     if (!initialized_) allocate(send);
     if (restored_queries_.defined()) {
       if (restored_queries_.numel() != q_flat_.numel()) {
@@ -121,6 +122,15 @@ class PowerSgdReducer : public Reducer {
     const uint64_t rounds = static_cast<uint64_t>(n_power_iterations_) + 1;
     const uint64_t vector_bits = split_.finishVectors(std::move(vectors_pending), out, memory, comm_.size());
     return rounds * (bitsOf(p_flat_) + bitsOf(q_flat_)) + vector_bits;
+  }
+
+  // A matrix sends its P [rows, r] and Q [cols, r] once per round.
+  std::vector<TensorCost> lastCosts() const override {
+    if (last_exact_) return exact_->lastCosts();
+    const auto rounds = static_cast<uint64_t>(n_power_iterations_) + 1;
+    const auto element_bits = static_cast<uint64_t>(8 * p_flat_.element_size());
+    return split_.costs(
+        [&](size_t k) { return rounds * element_bits * static_cast<uint64_t>(ps_[k].numel() + qs_[k].numel()); });
   }
 
   // The generator, the call count, and the warm-start queries once drawn.
@@ -216,6 +226,7 @@ class PowerSgdReducer : public Reducer {
   at::Generator generator_;
   std::unique_ptr<Reducer> exact_;  // the first start_iter calls
   int64_t calls_ = 0;
+  bool last_exact_ = false;  // the last call was one of the first start_iter
   bool initialized_ = false;
   bool queries_drawn_ = false;
   MatrixSplit split_;

@@ -53,6 +53,10 @@ class QsgdCodec : public GradientCodec {
     decodeScaledCodes(message, tensors, field_bits_, signed_level, static_cast<double>(levels_));
   }
 
+  std::vector<uint64_t> bitsByTensor(const std::vector<int64_t>& counts) const override {
+    return scaledCodesBits(counts, field_bits_);
+  }
+
   void saveState(Reducer::State& state) const override { saveGenerator(state, "generator", generator_); }
   void loadState(const Reducer::State& state) override { loadGenerator(state, "qsgd", "generator", generator_); }
 

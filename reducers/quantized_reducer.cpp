@@ -4,6 +4,7 @@
 
 #include "reducers/bit_stream.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/tensor_costs.h"
 
 namespace gcrun::reducers {
 namespace {
@@ -60,6 +61,12 @@ class AllGatherReducer : public Reducer {
     return 8ull * static_cast<uint64_t>(message.numel());
   }
 
+  std::vector<TensorCost> lastCosts() const override {
+    std::vector<TensorCost> costs;
+    for (uint64_t bits : codec_->bitsByTensor(counts_)) costs.push_back({bits, 0});
+    return costs;
+  }
+
   void saveState(State& state) const override { codec_->saveState(state); }
   void loadState(const State& state) override { codec_->loadState(state); }
 
@@ -70,6 +77,7 @@ class AllGatherReducer : public Reducer {
     decoded_ = TensorBuffer(floats);
     sum_ = TensorBuffer(floats);
     count_ = like.size();
+    counts_ = elementCounts(like);
     allocated_ = true;
   }
 
@@ -83,6 +91,7 @@ class AllGatherReducer : public Reducer {
   std::unique_ptr<GradientCodec> codec_;
   bool allocated_ = false;
   size_t count_ = 0;
+  std::vector<int64_t> counts_;
   TensorBuffer decoded_, sum_;
 };
 
@@ -110,6 +119,14 @@ at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits) {
     code[i] = static_cast<int64_t>(fieldAt(cpu.data_ptr<uint8_t>(), cpu.numel(), i, static_cast<int>(bits)));
   }
   return codes.to(bytes.device());
+}
+
+std::vector<uint64_t> scaledCodesBits(const std::vector<int64_t>& counts, int64_t bits) {
+  int64_t total = 0;
+  for (int64_t n : counts) total += n;
+  auto parts = splitInProportion(8 * static_cast<uint64_t>(packedBytes(total, bits)), counts);
+  for (auto& part : parts) part += 32;
+  return parts;
 }
 
 at::Tensor floatsAsBytes(const at::Tensor& floats) { return floats.to(at::kFloat).contiguous().view(at::kByte); }

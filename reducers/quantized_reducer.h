@@ -24,6 +24,8 @@ class GradientCodec {
   virtual at::Tensor encode(const std::vector<at::Tensor>& tensors) = 0;
   // Writes the gradients a message stands for into `tensors` (float32 flat views, every element).
   virtual void decode(const at::Tensor& message, const std::vector<at::Tensor>& tensors) const = 0;
+  // The message's bits by tensor, for tensors of `counts` elements (Reducer::lastCosts()).
+  virtual std::vector<uint64_t> bitsByTensor(const std::vector<int64_t>& counts) const = 0;
   // What encode() carries between calls (a stochastic-rounding generator), for checkpoints; the
   // reducer forwards its saveState()/loadState() here.
   virtual void saveState(Reducer::State& /*state*/) const {}
@@ -42,6 +44,9 @@ at::Tensor packBits(const at::Tensor& codes, int64_t bits);
 // The inverse: `count` int64 codes of `bits` bits from a uint8 tensor made by packBits.
 at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits);
 inline int64_t packedBytes(int64_t count, int64_t bits) { return (count * bits + 7) / 8; }
+
+// The bits of encodeScaledCodes' message by tensor: its scale, and its elements' share of the codes.
+std::vector<uint64_t> scaledCodesBits(const std::vector<int64_t>& counts, int64_t bits);
 
 // The message of the element-wise quantizers (qsgd, terngrad): one float32 scale per tensor (4T
 // bytes, native order), then every element of every tensor in order as a `bits`-bit code.

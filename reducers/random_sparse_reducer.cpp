@@ -70,6 +70,14 @@ class RandomSparseReducer : public Reducer {
     return bitsOf(values_);
   }
 
+  // A tensor sends the values at its drawn indices (the indices follow from the shared seed).
+  std::vector<TensorCost> lastCosts() const override {
+    const auto value_bits = static_cast<uint64_t>(8 * values_.element_size());
+    std::vector<TensorCost> costs;
+    for (int64_t k : sizes_) costs.push_back({value_bits * static_cast<uint64_t>(k), 0});
+    return costs;
+  }
+
   // Only the shared generator: the index draws are all that carries over between calls.
   void saveState(State& state) const override { saveGenerator(state, "generator", generator_); }
   void loadState(const State& state) override { loadGenerator(state, "random-sparse", "generator", generator_); }

@@ -67,6 +67,18 @@ class Reducer {
   using State = TensorMap;
   virtual void saveState(State& /*state*/) const {}
   virtual void loadState(const State& /*state*/) {}
+
+  // Per-layer statistics (output.layer_stats_every_steps, layers.csv), optional. After a reduce(),
+  // what each of its tensors cost: one entry per tensor, in order, whose bits add up to exactly what
+  // that reduce() returned (a message shared by several tensors is split between them, e.g. by
+  // their elements). Called only on the steps that log layer statistics, so a reducer may work it
+  // out then from what it kept of the last call. The default, empty, means unknown: layers.csv
+  // leaves those cells blank.
+  struct TensorCost {
+    uint64_t bits = 0;
+    int64_t rank = 0;  // the rank of a low-rank approximation; 0 when the tensor was not factorised
+  };
+  virtual std::vector<TensorCost> lastCosts() const { return {}; }
 };
 
 // One of the model's parameters as a reducer sees it: named as torch::nn::Module::named_parameters()

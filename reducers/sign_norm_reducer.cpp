@@ -3,6 +3,7 @@
 #include "reducers/builtin_reducers.h"
 #include "reducers/sign_bits.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/tensor_costs.h"
 
 namespace gcrun::reducers {
 namespace {
@@ -24,6 +25,7 @@ class SignNormReducer : public Reducer {
     if (flat_.numel() == 0) {
       flat_ = TensorBuffer(send);
       sum_ = TensorBuffer(send);
+      counts_ = elementCounts(send);
     }
     flat_.pack(send);
     const auto signs = packSigns(flat_.flat());
@@ -61,13 +63,24 @@ class SignNormReducer : public Reducer {
     }
     sum_.unpack(out);
     flat_.unpack(memory);
-    return bitsOf(signs) + bitsOf(scales);
+    sign_bits_ = bitsOf(signs);
+    scale_bits_ = 8 * static_cast<uint64_t>(scales.element_size());
+    return sign_bits_ + bitsOf(scales);
+  }
+
+  // A tensor sends its scale and its share of the packed signs (a bit an element).
+  std::vector<TensorCost> lastCosts() const override {
+    auto costs = costsByElements(sign_bits_, counts_);
+    for (auto& cost : costs) cost.bits += scale_bits_;
+    return costs;
   }
 
  private:
   Communicator& comm_;
   TensorBuffer flat_;  // this worker's gradient, then its memory
   TensorBuffer sum_;
+  std::vector<int64_t> counts_;
+  uint64_t sign_bits_ = 0, scale_bits_ = 0;
 };
 
 }  // namespace

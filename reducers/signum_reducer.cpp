@@ -3,6 +3,7 @@
 #include "reducers/builtin_reducers.h"
 #include "reducers/sign_bits.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/tensor_costs.h"
 
 namespace gcrun::reducers {
 namespace {
@@ -26,6 +27,7 @@ class SignumReducer : public Reducer {
     if (flat_.numel() == 0) {
       flat_ = TensorBuffer(send);
       vote_ = TensorBuffer(send);
+      counts_ = elementCounts(send);
     }
     flat_.pack(send);
     const auto message = packSigns(flat_.flat());
@@ -43,13 +45,19 @@ class SignumReducer : public Reducer {
     }
     vote_.unpack(out);
     flat_.unpack(memory);
-    return bitsOf(message);
+    message_bits_ = bitsOf(message);
+    return message_bits_;
   }
+
+  // The packed signs, shared by element (a bit each, the last byte's padding split too).
+  std::vector<TensorCost> lastCosts() const override { return costsByElements(message_bits_, counts_); }
 
  private:
   Communicator& comm_;
   TensorBuffer flat_;  // this worker's gradient, then its memory
   TensorBuffer vote_;
+  std::vector<int64_t> counts_;
+  uint64_t message_bits_ = 0;
 };
 
 }  // namespace

@@ -65,6 +65,15 @@ class SvdReducer : public Reducer {
     return bitsOf(triplets_.flat()) + split_.finishVectors(std::move(vectors_pending), out, memory, comm_.size());
   }
 
+  // A matrix sends its triplet: u [rows, r], s [r] and v [cols, r].
+  std::vector<TensorCost> lastCosts() const override {
+    const auto element_bits = static_cast<uint64_t>(8 * triplets_.flat().element_size());
+    return split_.costs([&](size_t k) {
+      const MatrixShape& s = split_.shapes()[k];
+      return element_bits * static_cast<uint64_t>(s.rank * (s.rows + s.cols + 1));
+    });
+  }
+
  private:
   void allocate(const std::vector<at::Tensor>& like) {
     split_ = MatrixSplit(like, rank_);

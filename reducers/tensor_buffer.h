@@ -56,7 +56,9 @@ class TensorBuffer {
   }
 
   at::Tensor& flat() { return flat_; }
+  const at::Tensor& flat() const { return flat_; }
   int64_t numel() const { return total_; }
+  size_t count() const { return sizes_.size(); }  // the tensors it holds
   at::Tensor slice(size_t i) const { return flat_.narrow(0, offsets_[i], sizes_[i]); }
 
  private:

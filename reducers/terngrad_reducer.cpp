@@ -34,6 +34,10 @@ class TernGradCodec : public GradientCodec {
     decodeScaledCodes(message, tensors, kFieldBits, ternary);
   }
 
+  std::vector<uint64_t> bitsByTensor(const std::vector<int64_t>& counts) const override {
+    return scaledCodesBits(counts, kFieldBits);
+  }
+
   void saveState(Reducer::State& state) const override { saveGenerator(state, "generator", generator_); }
   void loadState(const Reducer::State& state) override { loadGenerator(state, "terngrad", "generator", generator_); }
 

@@ -76,6 +76,14 @@ class TopKReducer : public Reducer {
     return bitsOf(values_) + bitsOf(positions_);
   }
 
+  // A tensor sends its k values and positions.
+  std::vector<TensorCost> lastCosts() const override {
+    const auto pair_bits = static_cast<uint64_t>(8 * (values_.element_size() + positions_.element_size()));
+    std::vector<TensorCost> costs;
+    for (int64_t k : sizes_) costs.push_back({pair_bits * static_cast<uint64_t>(k), 0});
+    return costs;
+  }
+
  private:
   void allocate(const std::vector<at::Tensor>& like) {
     int64_t total = 0;

@@ -77,6 +77,14 @@ class UnbiasedRankReducer : public Reducer {
     return bitsOf(sent) + split_.finishVectors(std::move(vectors_pending), out, memory, comm_.size());
   }
 
+  // A matrix sends the factor of this call: P [rows, r] and Q [cols, r] alternate.
+  std::vector<TensorCost> lastCosts() const override {
+    const bool sent_p = !next_is_p_;
+    const auto element_bits = static_cast<uint64_t>(8 * p_flat_.element_size());
+    return split_.costs(
+        [&](size_t k) { return element_bits * static_cast<uint64_t>(sent_p ? ps_[k].numel() : qs_[k].numel()); });
+  }
+
   // The generator, which half comes next, and both factors once drawn.
   void saveState(State& state) const override {
     state["generator"] = generator_.get_state().clone();

@@ -126,6 +126,26 @@ TEST(Granularity, FullRankPowerSgdGivesTheMean) {
   expectExactMean("powersgd", "bucket", 6);
 }
 
+// layers.csv at model granularity: the 7x7 square's P and Q (7x6 each, float64) split between the
+// four tensors by their 12, 5, 6 and 16 elements, every one at the square's rank.
+TEST(Granularity, SplitsTheGroupsCostBetweenItsTensors) {
+  runRanks(2, [&](Communicator& comm) {
+    auto r = make(comm, optionsFor("powersgd", "model", 6));
+    auto send = filled(comm.rank());
+    auto out = like(send, 0);
+    auto memory = like(send, 0);
+    const uint64_t bits = r->reduce(send, out, memory);
+    EXPECT_EQ(bits, 64u * 2 * 7 * 6);
+    const auto costs = r->lastCosts();
+    ASSERT_EQ(costs.size(), kShapes.size());
+    const std::vector<uint64_t> expected = {1654, 689, 827, 2206};  // floor(5376 * running elements / 39)
+    for (size_t i = 0; i < costs.size(); ++i) {
+      EXPECT_EQ(costs[i].bits, expected[i]) << "tensor " << i;
+      EXPECT_EQ(costs[i].rank, 6) << "tensor " << i;
+    }
+  });
+}
+
 // Halves what it is sent, as a reducer that delivers half and loses half would; records what it
 // saw and then scribbles over its send buffers, which the contract allows.
 class HalvingReducer : public Reducer {

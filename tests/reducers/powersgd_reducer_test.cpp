@@ -84,15 +84,25 @@ TEST(PowerSgdReducer, SendsPAndQOfEachMatrixAndEveryVectorElement) {
       auto reducer = buildReducer("powersgd", comm, options);
       auto b = makeInputs(mixedShapes(), comm.rank());
       uint64_t floats = 0;
+      std::vector<Reducer::TensorCost> expected;
       for (const auto& t : b.send) {
         if (t.dim() <= 1) {
           floats += t.numel();
+          expected.push_back({32 * static_cast<uint64_t>(t.numel()), 0});
         } else {
           const int64_t n = t.size(0), m = t.numel() / n;
           floats += std::min({n, m, r}) * (n + m);
+          expected.push_back({32 * static_cast<uint64_t>(std::min({n, m, r}) * (n + m)), std::min({n, m, r})});
         }
       }
       EXPECT_EQ(reducer->reduce(b.send, b.out, b.memory), 32 * floats) << "rank " << r;
+      // layers.csv's bits and rank, tensor by tensor.
+      const auto costs = reducer->lastCosts();
+      ASSERT_EQ(costs.size(), expected.size());
+      for (size_t i = 0; i < costs.size(); ++i) {
+        EXPECT_EQ(costs[i].bits, expected[i].bits) << "rank " << r << " tensor " << i;
+        EXPECT_EQ(costs[i].rank, expected[i].rank) << "rank " << r << " tensor " << i;
+      }
     });
   }
 }

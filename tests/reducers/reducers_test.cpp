@@ -7,6 +7,7 @@
 #include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
+#include "reducers/tensor_costs.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/reducer_fixtures.h"
 #include "tests/support/reducer_inputs.h"
@@ -49,6 +50,12 @@ TEST_P(EveryReducer, KeepsTheSharedInvariants) {
       // Every worker sends a message of the same size (unbiased-rank's alternates between steps).
       auto all_bits = comm.allgather(torch::tensor({static_cast<int64_t>(bits)}));
       for (const auto& other : all_bits) EXPECT_EQ(other.item<int64_t>(), static_cast<int64_t>(bits));
+      // Per-layer statistics: every built-in splits what it sent between the tensors, exactly.
+      const auto costs = reducer->lastCosts();
+      ASSERT_EQ(costs.size(), b.send.size()) << name;
+      uint64_t split = 0;
+      for (const auto& cost : costs) split += cost.bits;
+      EXPECT_EQ(split, bits) << name << " step " << step;
       for (size_t i = 0; i < b.out.size(); ++i) {
         EXPECT_TRUE(torch::isfinite(b.out[i]).all().item<bool>()) << "tensor " << i;
         EXPECT_TRUE(torch::isfinite(b.memory[i]).all().item<bool>()) << "tensor " << i;
@@ -256,9 +263,13 @@ TEST(ExactReducer, AveragesOverRanksAndSendsEveryFloat) {
         b.memory.push_back(torch::ones(shape));
       }
       uint64_t bits = reducer->reduce(b.send, b.out, b.memory);
+      const auto costs = reducer->lastCosts();
+      ASSERT_EQ(costs.size(), b.send.size());
       int64_t numel = 0;
       for (size_t i = 0; i < b.out.size(); ++i) {
         numel += b.out[i].numel();
+        EXPECT_EQ(costs[i].bits, 32u * static_cast<uint64_t>(b.out[i].numel())) << "tensor " << i;
+        EXPECT_EQ(costs[i].rank, 0);
         // mean of 1..W
         EXPECT_TRUE(torch::allclose(b.out[i], torch::full_like(b.out[i], (world_size + 1) / 2.0)));
         EXPECT_EQ(b.memory[i].abs().sum().item<float>(), 0.0f);
@@ -266,6 +277,18 @@ TEST(ExactReducer, AveragesOverRanksAndSendsEveryFloat) {
       EXPECT_EQ(bits, 32u * static_cast<uint64_t>(numel));
     });
   }
+}
+
+// A message shared by tensors is split by their weights, rounded so that the parts add up.
+TEST(TensorCosts, SplitInProportionAddsUpExactly) {
+  EXPECT_EQ(splitInProportion(10, {1, 1, 1}), (std::vector<uint64_t>{3, 3, 4}));
+  EXPECT_EQ(splitInProportion(16, {1, 0, 3}), (std::vector<uint64_t>{4, 0, 12}));
+  EXPECT_EQ(splitInProportion(7, {0, 0}), (std::vector<uint64_t>{3, 4}));
+  EXPECT_TRUE(splitInProportion(5, {}).empty());
+  // Near the top of both ranges, without overflow.
+  const uint64_t total = uint64_t{1} << 62;
+  const auto parts = splitInProportion(total, {int64_t{1} << 61, int64_t{1} << 61});
+  EXPECT_EQ(parts, (std::vector<uint64_t>{total / 2, total / 2}));
 }
 
 // Between 2 Gloo ranks an all-gather is a swap over the pair (comm/process_group.cpp): it lists
