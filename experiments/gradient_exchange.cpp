@@ -46,6 +46,12 @@ int64_t firstNonFinite(const std::vector<at::Tensor>& sums) {
 
 double globalNorm(const std::vector<at::Tensor>& norms) { return at::stack(norms).norm().item<double>(); }
 
+// The norms as doubles, with one copy to the CPU.
+std::vector<double> valuesOf(const std::vector<at::Tensor>& norms) {
+  const auto all = at::stack(norms).to(at::kCPU, at::kDouble).contiguous();
+  return {all.data_ptr<double>(), all.data_ptr<double>() + all.numel()};
+}
+
 }  // namespace
 
 GradientBuffers::GradientBuffers(const std::vector<at::Tensor>& params)
@@ -126,6 +132,11 @@ void GradientExchange::clip() {
   } else {
     for (auto& g : grads_) g.mul_(coefficient);
   }
+}
+
+GradientExchange::LayerNorms GradientExchange::sampledLayerNorms() const {
+  if (!sampled_ || params_.empty()) return {};
+  return {valuesOf(grad_norms_), valuesOf(send_norms_)};
 }
 
 uint64_t GradientExchange::reduce() {

@@ -73,6 +73,11 @@ class GradientExchange {
     double send = 0;
   };
   const std::optional<Norms>& sampledNorms() const { return sampled_; }
+  // The same norms per parameter, in parameter order (layers.csv); empty unless it was sampled.
+  struct LayerNorms {
+    std::vector<double> gradient, send;
+  };
+  LayerNorms sampledLayerNorms() const;
 
  private:
   void prepareSend(size_t i);

@@ -96,18 +96,58 @@ struct Trainer::State : TrainerDeps {
   bool sampling() const {
     return !sinks.empty() && config.output.log_every_steps > 0 && (at.step + 1) % config.output.log_every_steps == 0;
   }
+  // The same, parameter by parameter, every output.layer_stats_every_steps steps.
+  bool layerStatsDue() const {
+    const int64_t every = config.output.layer_stats_every_steps;
+    return layer_stats && every > 0 && (at.step + 1) % every == 0;
+  }
+  // What the step about to run samples.
+  bool sample_metrics = false, sample_layers = false;
 
   // After the step, outside the `batch` timer: the memory norm and the events, split "train", at
   // the step's start. A lossless reducer's memory is always zero, and without error feedback no
   // memory is kept: those are not logged.
   void emitCompressionSample(double step_position) {
     const auto& sample = exchange.sampledNorms();
-    if (!sample) return;
+    if (!sample || !sample_metrics) return;
     emit("grad_norm", sample->gradient, step_position);
     if (lossless) return;
     const double memory_norm = globalNorm(buffers.memories);
     if (config.optimizer.memory) emit("memory_norm", memory_norm, step_position);
     if (sample->send > 0) emit("rel_compression_error", memory_norm / sample->send, step_position);
+  }
+
+  // After a sampled step, outside the `batch` timer (timed as layer_stats): a row per parameter,
+  // its memory measured after the reduce. A lossless reducer loses nothing: its error is 0.
+  void writeLayerStats() {
+    if (!sample_layers) return;
+    auto scope = timer.scope("layer_stats");
+    const auto norms = exchange.sampledLayerNorms();
+    std::vector<double> lost(params.size(), 0.0);
+    if (!lossless && !params.empty()) {
+      std::vector<at::Tensor> memory_norms;
+      for (const auto& m : buffers.memories) memory_norms.push_back(m.norm());
+      const auto all = at::stack(memory_norms).to(torch::kCPU, torch::kFloat64).contiguous();
+      lost.assign(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
+    }
+    const auto costs = reducer.lastCosts();
+    const bool known = costs.size() == params.size();
+    std::vector<outputs::LayerStatsRow> rows;
+    for (size_t i = 0; i < params.size(); ++i) {
+      outputs::LayerStatsRow row;
+      row.step = at.step;
+      row.parameter = names[i];
+      row.shape = params[i].sizes().vec();
+      row.elements = params[i].numel();
+      row.grad_norm = norms.gradient[i];
+      if (norms.send[i] > 0) row.rel_compression_error = lost[i] / norms.send[i];
+      if (known) {
+        row.bits = costs[i].bits;
+        if (costs[i].rank > 0) row.rank = costs[i].rank;
+      }
+      rows.push_back(std::move(row));
+    }
+    layer_stats->write(rows);
   }
 
   // Every output.log_every_steps steps, on every rank (one all-reduce): the training loss averaged
@@ -137,7 +177,9 @@ struct Trainer::State : TrainerDeps {
         loss = task.trainLoss(batch, at.train_sums);
       }
       auto scope = phase("batch.backward", "backward");
-      exchange.startStep(sampling());
+      sample_metrics = sampling();
+      sample_layers = layerStatsDue();
+      exchange.startStep(sample_metrics || sample_layers);
       loss.backward();
     }
     const double loss_value = loss.item<double>();
@@ -262,6 +304,7 @@ TrainingResult Trainer::run() {
       ++at.step;
       ++at.batch_index;
       s.emitCompressionSample(step_position);
+      s.writeLayerStats();
       s.logWindow(step_position);
       const double elapsed = secondsSince(s.start);
       for (auto& sink : s.sinks) {

@@ -144,6 +144,9 @@ struct OutputOptions {
   SettingValues settings;
   // The steps whose timeline goes to trace-rank<r>.json: "" (off), "A-B" or "N" (see StepWindow).
   std::string trace;
+  // Every this many steps, rank 0 writes a row per parameter to layers.csv (bits sent, gradient
+  // norm, compression error, rank); 0: off.
+  int64_t layer_stats_every_steps = 0;
 };
 
 // A window of 1-based steps, first..last inclusive.

@@ -20,6 +20,7 @@ inline constexpr char kLock[] = ".gcrun.lock";                 // held by the gc
 inline constexpr char kCheckpoints[] = "checkpoints";          // CheckpointStore's folder
 inline constexpr char kManifest[] = "manifest.json";           // in checkpoints/, written last
 inline constexpr char kTensorboard[] = "tb";                   // the tensorboard sink's event files
+inline constexpr char kLayers[] = "layers.csv";                // output.layer_stats_every_steps's rows
 // The file `gcrun study` writes into a run directory it creates before starting the run there,
 // so that it clears only directories of its own (experiments/study/study_runner.cpp). A requested
 // directory that holds nothing else counts as empty.

@@ -279,4 +279,31 @@ std::string readBoundedFile(const std::string& path, size_t limit) {
   return bytes;
 }
 
+void forEachLine(const std::string& path, size_t limit, size_t max_line,
+                 const std::function<void(const std::string&)>& visit) {
+  const UniqueFd file = openBoundedFile(path, limit);
+  std::string line;
+  bool too_long = false;
+  char buffer[1 << 16];
+  for (size_t total = 0; total < limit;) {
+    const ssize_t got = ::read(file.get(), buffer, std::min(sizeof(buffer), limit - total));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw UserError("cannot read " + path + ": " + errorText(errno));
+    if (got == 0) break;
+    total += static_cast<size_t>(got);
+    for (ssize_t i = 0; i < got; ++i) {
+      if (buffer[i] == '\n') {
+        if (!too_long) visit(line);
+        line.clear();
+        too_long = false;
+      } else if (line.size() < max_line) {
+        line += buffer[i];
+      } else {
+        too_long = true;
+      }
+    }
+  }
+  if (!too_long && !line.empty()) visit(line);
+}
+
 }  // namespace gcrun::files

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -117,6 +118,12 @@ UniqueFd openBoundedFile(const std::string& path, size_t limit);
 
 // The whole of a file openBoundedFile accepts, at most `limit` bytes (a UserError past that).
 std::string readBoundedFile(const std::string& path, size_t limit);
+
+// Calls `visit` with each line of a file openBoundedFile accepts, holding one line at a time, read
+// up to `limit` bytes even if it grows meanwhile; a line longer than `max_line` bytes (not
+// gcrun's) is skipped, and so is an empty last line.
+void forEachLine(const std::string& path, size_t limit, size_t max_line,
+                 const std::function<void(const std::string&)>& visit);
 
 // Limits on files gcrun reads back; each is far above what gcrun itself writes.
 constexpr size_t kMaxConfigBytes = 1 << 20;        // config.yaml, --config, study files

@@ -1,14 +1,10 @@
 #include "outputs/report/run_data.h"
 
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <functional>
 #include <regex>
 
 #include "hyperparams/base/errors.h"
@@ -101,46 +97,15 @@ std::string chooseMetric(const std::string& paper_metric, const std::map<std::st
   return finals.empty() ? "test.accuracy" : finals.begin()->first;
 }
 
-// A metrics event is one short line; a longer one is not gcrun's and is skipped.
-constexpr size_t kMaxEventBytes = 64 << 10;
-
-// Calls `visit` with each line of `path`, never holding more than one line: a regular file of at
-// most `limit` bytes (else a UserError: a FIFO would hang the read, /dev/zero never end), read up
-// to `limit` even if it grows meanwhile. A missing file has no lines.
-void forEachLine(const fs::path& path, size_t limit, const std::function<void(const std::string&)>& visit) {
-  if (!isPresent(path)) return;
-  const auto file = files::openBoundedFile(path.string(), limit);
-  std::string line;
-  bool too_long = false;
-  char buffer[1 << 16];
-  for (size_t total = 0; total < limit;) {
-    const ssize_t got = ::read(file.get(), buffer, std::min(sizeof(buffer), limit - total));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
-    if (got == 0) break;
-    total += static_cast<size_t>(got);
-    for (ssize_t i = 0; i < got; ++i) {
-      if (buffer[i] == '\n') {
-        if (!too_long) visit(line);
-        line.clear();
-        too_long = false;
-      } else if (line.size() < kMaxEventBytes) {
-        line += buffer[i];
-      } else {
-        too_long = true;
-      }
-    }
-  }
-  if (!too_long && !line.empty()) visit(line);
-}
-
 void readMetrics(const fs::path& path, RunData& run) {
   const auto dot = run.metric.find('.');
   const std::string split = run.metric.substr(0, dot);
   const std::string name = dot == std::string::npos ? run.metric : run.metric.substr(dot + 1);
   std::map<int64_t, EpochPoint> by_step;  // the epoch-end events of one step
   std::map<int64_t, bool> has_metric;
-  forEachLine(path, files::kMaxMetricsBytes, [&](const std::string& line) {
+  if (!isPresent(path)) return;
+  // A metrics event is one short line; a longer one is not gcrun's and is skipped.
+  files::forEachLine(path.string(), files::kMaxMetricsBytes, 64 << 10, [&](const std::string& line) {
     const auto event = parseJson(line);
     if (!event || !event->is_object()) return;  // a line cut short by a crash
     const auto event_name = stringOr(*event, "name", "");
@@ -282,6 +247,7 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
     }
   }
   readMetrics(root / run_files::kMetrics, run);
+  if (isPresent(root / run_files::kLayers)) run.layers = readLayerSummaries((root / run_files::kLayers).string());
   return run;
 }
 

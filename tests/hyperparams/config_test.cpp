@@ -91,6 +91,7 @@ void expectSameConfig(const ExperimentConfig& a, const ExperimentConfig& b) {
   EXPECT_EQ(a.output.sinks, b.output.sinks);
   EXPECT_EQ(a.output.log_every_steps, b.output.log_every_steps);
   EXPECT_EQ(a.output.trace, b.output.trace);
+  EXPECT_EQ(a.output.layer_stats_every_steps, b.output.layer_stats_every_steps);
 }
 
 TEST(ConfigApply, EmptyDocumentChangesNothing) {
