@@ -69,11 +69,16 @@ std::string script(const Plot& plot) {
     plots += fmt::format("     '{}.dat' index {} using 1:2 with linespoints {} pt 7 ps 0.6 lw 2 title {}{}\n",
                          plot.name, i, color, gnuplotString(curve.label), separator);
   }
+  std::string tics;
+  for (size_t i = 0; i < plot.x_tics.size(); ++i) {
+    tics += fmt::format("{}{} {}", i ? ", " : "", gnuplotString(plot.x_tics[i]), i + 1);
+  }
+  if (!tics.empty()) tics = "set xtics rotate by -50 font ',8' (" + tics + ")\nset bmargin 12\n";
   const auto setup = fmt::format(
       "set title {}\nset xlabel {}\nset ylabel {}\nset key outside right top\nset grid\n"
-      "set style fill transparent solid 0.2 noborder\n{}{}",
+      "set style fill transparent solid 0.2 noborder\n{}{}{}",
       gnuplotString(plot.title), gnuplotString(plot.x_label), gnuplotString(plot.y_label),
-      plot.log_x ? "set logscale x\n" : "", plot.log_y ? "set logscale y\n" : "");
+      plot.log_x ? "set logscale x\n" : "", plot.log_y ? "set logscale y\n" : "", tics);
   return fmt::format(
       "# Written by gcrun report: the mean of each configuration over its seeds, with the min-max band.\n"
       "set terminal pngcairo size 1000,600 noenhanced font 'sans,10'\nset output '{0}.png'\n{1}plot {2}"

@@ -22,6 +22,7 @@ struct Plot {
   std::string title, x_label, y_label;
   std::vector<Curve> curves;  // one per configuration that has data for it
   bool log_x = false, log_y = false;
+  std::vector<std::string> x_tics = {};  // labels of x = 1, 2, ... in order (layer names), if any
 };
 
 // The report's figures: the final metric against epochs, MiB sent per worker and wall-clock time

@@ -6,6 +6,7 @@
 
 #include "hyperparams/base/errors.h"
 #include "outputs/files/safe_files.h"
+#include "outputs/report/layer_report.h"
 #include "outputs/report/plots.h"
 #include "outputs/report/safe_text.h"
 #include "outputs/report/summary.h"
@@ -42,13 +43,14 @@ std::string summaryLine(const std::vector<RunData>& runs, size_t configurations)
 }
 
 std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigGroup>& groups,
-                     const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options) {
+                     const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options,
+                     const std::vector<ReportSection>& sections) {
   std::string out = "# gcrun report\n\n";
   if (!options.title.empty()) out += markdownText(options.title) + "\n\n";
   if (const auto finding = findingLine(groups); !finding.empty()) out += "**" + markdownText(finding) + "**\n\n";
   out += summaryLine(runs, groups.size()) + "\n\n" + markdownTable(resultTable(groups, projectionLabel(options))) +
          "\n" + kNotes + "\n";
-  for (const auto& section : options.sections) {
+  for (const auto& section : sections) {
     out += "\n## " + markdownText(section.title) + "\n\n" + markdownText(section.text) + "\n\n" +
            markdownTable(section.table);
   }
@@ -89,7 +91,8 @@ std::string htmlList(const std::string& heading, const std::vector<std::string>&
 }
 
 std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigGroup>& groups,
-                     const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options) {
+                     const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options,
+                     const std::vector<ReportSection>& sections) {
   std::string out =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gcrun report</title><style>"
       "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:90%}"
@@ -100,7 +103,7 @@ std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigG
     out += "<p><strong>" + htmlText(finding) + "</strong></p>\n";
   out += "<p>" + htmlText(summaryLine(runs, groups.size())) + "</p>\n" +
          htmlTable(resultTable(groups, projectionLabel(options))) + "<p>" + htmlText(kNotes) + "</p>\n";
-  for (const auto& section : options.sections) {
+  for (const auto& section : sections) {
     out +=
         "<h2>" + htmlText(section.title) + "</h2>\n<p>" + htmlText(section.text) + "</p>\n" + htmlTable(section.table);
   }
@@ -141,7 +144,10 @@ ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& 
                  options.projection ? &*options.projection : nullptr);
   result.configurations = groups.size();
   const auto out = files::Directory::open(options.output_dir, true);
-  const auto plots = reportPlots(groups);
+  auto plots = reportPlots(groups);
+  auto sections = options.sections;
+  if (auto plot = layerErrorPlot(groups)) plots.push_back(std::move(*plot));
+  if (auto section = layerBytesSection(groups)) sections.push_back(std::move(*section));
   RenderedPlots rendered;
   if (wants("md") || wants("html")) rendered = renderPlots(plots, out.sub("plots", true));
   result.note = rendered.note;
@@ -149,9 +155,9 @@ ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& 
     out.writeAtomically(name, text);
     result.files.push_back(out.pathOf(name));
   };
-  if (wants("md")) write("report.md", markdown(runs, groups, plots, rendered, options));
+  if (wants("md")) write("report.md", markdown(runs, groups, plots, rendered, options, sections));
   if (wants("csv")) write("report.csv", csvTable(groups));
-  if (wants("html")) write("report.html", htmlPage(runs, groups, plots, rendered, options));
+  if (wants("html")) write("report.html", htmlPage(runs, groups, plots, rendered, options, sections));
   result.files.insert(result.files.end(), rendered.images.begin(), rendered.images.end());
   return result;
 }

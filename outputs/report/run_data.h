@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "outputs/layers/layer_stats.h"
+
 namespace gcrun::outputs {
 
 // One point of a run's curve: at the end of an epoch (or the last step of a shortened one).
@@ -49,6 +51,7 @@ struct RunData {
   std::optional<double> paper_time_per_batch_ms;  // at the paper's 16 workers
   std::vector<EpochPoint> epochs;
   std::vector<LossPoint> losses;
+  std::vector<LayerSummary> layers;  // from layers.csv, when output.layer_stats_every_steps was on
 };
 
 // Every run directory at or below each of `paths` (a directory holding run.json), sorted by path.

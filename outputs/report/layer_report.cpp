@@ -1,0 +1,123 @@
+#include "outputs/report/layer_report.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <spdlog/fmt/fmt.h>
+
+namespace gcrun::outputs {
+namespace {
+
+constexpr double kCoveredShare = 0.9;
+constexpr size_t kMostLayers = 5;
+
+// Every parameter of the groups' runs, in the order of first appearance (model order).
+std::vector<std::string> layerOrder(const std::vector<ConfigGroup>& groups) {
+  std::vector<std::string> order;
+  std::map<std::string, bool> seen;
+  for (const auto& group : groups) {
+    for (const auto* run : group.runs) {
+      for (const auto& layer : run->layers) {
+        if (!seen[layer.parameter]) order.push_back(layer.parameter);
+        seen[layer.parameter] = true;
+      }
+    }
+  }
+  return order;
+}
+
+// A configuration's layers with the mean over its seeds of what each sent per sampled step.
+struct GroupLayer {
+  const LayerSummary* layer = nullptr;  // the first seed's, for its shape and rank
+  double bits = 0;
+  std::vector<double> errors;
+};
+
+std::vector<GroupLayer> layersOf(const ConfigGroup& group) {
+  std::map<std::string, GroupLayer> by_name;
+  std::map<std::string, size_t> with_bits;
+  std::vector<std::string> order;
+  for (const auto* run : group.runs) {
+    for (const auto& layer : run->layers) {
+      auto& entry = by_name[layer.parameter];
+      if (!entry.layer) {
+        entry.layer = &layer;
+        order.push_back(layer.parameter);
+      }
+      if (layer.mean_bits) {
+        entry.bits += *layer.mean_bits;
+        ++with_bits[layer.parameter];
+      }
+      if (layer.mean_compression_error) entry.errors.push_back(*layer.mean_compression_error);
+    }
+  }
+  std::vector<GroupLayer> layers;
+  for (const auto& name : order) {
+    auto entry = by_name[name];
+    if (with_bits[name]) entry.bits /= static_cast<double>(with_bits[name]);
+    layers.push_back(std::move(entry));
+  }
+  return layers;
+}
+
+}  // namespace
+
+std::optional<Plot> layerErrorPlot(const std::vector<ConfigGroup>& groups) {
+  const auto order = layerOrder(groups);
+  if (order.empty()) return std::nullopt;
+  std::map<std::string, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i + 1;
+  Plot plot{"compression-error-by-layer",
+            "relative compression error by layer",
+            "layer (model order)",
+            "||memory|| / ||send|| (mean over sampled steps)",
+            {}};
+  plot.x_tics = order;
+  for (const auto& group : groups) {
+    Curve curve{group.name, {}};
+    for (const auto& layer : layersOf(group)) {
+      if (layer.errors.empty()) continue;
+      const auto spread = spreadOf(layer.errors);
+      curve.points.push_back(
+          {static_cast<double>(position[layer.layer->parameter]), spread.mean, spread.min, spread.max});
+    }
+    std::sort(curve.points.begin(), curve.points.end());
+    if (!curve.points.empty()) plot.curves.push_back(std::move(curve));
+  }
+  if (plot.curves.empty()) return std::nullopt;
+  return plot;
+}
+
+std::optional<ReportSection> layerBytesSection(const std::vector<ConfigGroup>& groups) {
+  TextTable table{
+      {"configuration", "layer", "shape", "elements", "KiB per step", "share of bytes", "compression error", "rank"},
+      {}};
+  for (const auto& group : groups) {
+    auto layers = layersOf(group);
+    double total = 0;
+    for (const auto& layer : layers) total += layer.bits;
+    if (total <= 0) continue;
+    std::stable_sort(layers.begin(), layers.end(),
+                     [](const GroupLayer& a, const GroupLayer& b) { return a.bits > b.bits; });
+    double covered = 0;
+    for (size_t i = 0; i < layers.size() && i < kMostLayers && covered < kCoveredShare * total; ++i) {
+      const auto& layer = layers[i];
+      covered += layer.bits;
+      table.rows.push_back({group.name, layer.layer->parameter, layer.layer->shape,
+                            std::to_string(layer.layer->elements), fmt::format("{:.3g}", layer.bits / 8.0 / 1024.0),
+                            fmt::format("{:.1f}%", 100.0 * layer.bits / total),
+                            layer.errors.empty() ? "—" : fmt::format("{:.3f}", spreadOf(layer.errors).mean),
+                            layer.layer->rank ? std::to_string(*layer.layer->rank) : "—"});
+    }
+  }
+  if (table.rows.empty()) return std::nullopt;
+  return ReportSection{
+      "Bytes by layer",
+      "From each run's layers.csv (output.layer_stats_every_steps, rank 0): the layers that carry most of what a "
+      "configuration sends, largest first, down to 90% of its bytes or 5 layers; KiB per step and the relative "
+      "compression error (||memory|| / ||send||) are means over the sampled steps and the seeds.",
+      std::move(table)};
+}
+
+}  // namespace gcrun::outputs
