@@ -74,4 +74,9 @@ struct StudyRun {
 // `extra_assignments` (--set on `gcrun study`) apply to every run after the study's own.
 std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::string>& extra_assignments);
 
+// Whether `written` (a run directory's config.yaml) is the configuration `run` asks for. It is
+// read through this gcrun's key table, so that a key added since the run was written counts at its
+// default, and a study made by an older gcrun resumes; a key this gcrun lacks means no.
+bool asksFor(const StudyRun& run, const std::string& written);
+
 }  // namespace gcrun::experiments

@@ -93,7 +93,8 @@ Next nextFor(const StudySpec& spec, const StudyRun& run, const Directory& runs, 
                       run_files::kStudyRunMarker + " of this study); move them away or use another --output-dir than " +
                       study_dir);
     }
-  } else if (readIfRegular(dir + "/" + run_files::kConfig, files::kMaxConfigBytes) != run.config_yaml) {
+  } else if (const auto written = readIfRegular(dir + "/" + run_files::kConfig, files::kMaxConfigBytes);
+             !written || !asksFor(run, *written)) {
     throw UserError("study: " + dir +
                     " was run with other settings than the study now asks for; "
                     "use another --output-dir than " +

@@ -65,6 +65,25 @@ TEST(StudyPlan, RunsGridAndSeeds) {
   EXPECT_EQ(config["training"]["max_steps"].as<int>(), 3);
 }
 
+// A run's config.yaml written by an older gcrun, which lacked a key added since, still counts as
+// the study's run; a value changed, or a key this gcrun does not know, does not.
+TEST(StudyPlan, AConfigWrittenBeforeAKeyWasAddedIsTheSameRun) {
+  TempDir dir;
+  const auto run = planStudy(studyFrom(dir, "base: fashion-powersgd-rank2\n"), {}).front();
+  EXPECT_TRUE(asksFor(run, run.config_yaml));
+  const std::string added = "  layer_stats_every_steps: 0\n";
+  const auto at = run.config_yaml.find(added);
+  ASSERT_NE(at, std::string::npos) << run.config_yaml;
+  auto older = run.config_yaml;
+  older.erase(at, added.size());
+  EXPECT_TRUE(asksFor(run, older));
+  auto changed = older;
+  changed.replace(changed.find("rank: 2"), 7, "rank: 3");
+  EXPECT_FALSE(asksFor(run, changed));
+  EXPECT_FALSE(asksFor(run, older + "unknown_section:\n  key: 1\n"));
+  EXPECT_FALSE(asksFor(run, "{not yaml"));
+}
+
 TEST(StudyPlan, AGridWithoutRunsAppliesToTheBase) {
   TempDir dir;
   const auto runs = planStudy(studyFrom(dir, "base: fashion-powersgd-rank2\ngrid: {reducer.rank: [1, 4]}\n"), {});
