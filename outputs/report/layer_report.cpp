@@ -61,6 +61,8 @@ std::vector<GroupLayer> layersOf(const ConfigGroup& group) {
   return layers;
 }
 
+std::string kibText(double kib) { return kib >= 1 ? fmt::format("{:.1f}", kib) : fmt::format("{:.3f}", kib); }
+
 }  // namespace
 
 std::optional<Plot> layerErrorPlot(const std::vector<ConfigGroup>& groups) {
@@ -71,7 +73,7 @@ std::optional<Plot> layerErrorPlot(const std::vector<ConfigGroup>& groups) {
   Plot plot{"compression-error-by-layer",
             "relative compression error by layer",
             "layer (model order)",
-            "||memory|| / ||send|| (mean over sampled steps)",
+            "‖memory‖ / ‖send‖ (mean over sampled steps)",
             {}};
   plot.x_tics = order;
   for (const auto& group : groups) {
@@ -105,7 +107,7 @@ std::optional<ReportSection> layerBytesSection(const std::vector<ConfigGroup>& g
       const auto& layer = layers[i];
       covered += layer.bits;
       table.rows.push_back({group.name, layer.layer->parameter, layer.layer->shape,
-                            std::to_string(layer.layer->elements), fmt::format("{:.3g}", layer.bits / 8.0 / 1024.0),
+                            std::to_string(layer.layer->elements), kibText(layer.bits / 8.0 / 1024.0),
                             fmt::format("{:.1f}%", 100.0 * layer.bits / total),
                             layer.errors.empty() ? "—" : fmt::format("{:.3f}", spreadOf(layer.errors).mean),
                             layer.layer->rank ? std::to_string(*layer.layer->rank) : "—"});
@@ -116,7 +118,7 @@ std::optional<ReportSection> layerBytesSection(const std::vector<ConfigGroup>& g
       "Bytes by layer",
       "From each run's layers.csv (output.layer_stats_every_steps, rank 0): the layers that carry most of what a "
       "configuration sends, largest first, down to 90% of its bytes or 5 layers; KiB per step and the relative "
-      "compression error (||memory|| / ||send||) are means over the sampled steps and the seeds.",
+      "compression error (‖memory‖ / ‖send‖) are means over the sampled steps and the seeds.",
       std::move(table)};
 }
 

@@ -73,7 +73,7 @@ std::string script(const Plot& plot) {
   for (size_t i = 0; i < plot.x_tics.size(); ++i) {
     tics += fmt::format("{}{} {}", i ? ", " : "", gnuplotString(plot.x_tics[i]), i + 1);
   }
-  if (!tics.empty()) tics = "set xtics rotate by -50 font ',8' (" + tics + ")\nset bmargin 12\n";
+  if (!tics.empty()) tics = "set xtics rotate by -50 font ',8' (" + tics + ")\nset bmargin 9\n";
   const auto setup = fmt::format(
       "set title {}\nset xlabel {}\nset ylabel {}\nset key outside right top\nset grid\n"
       "set style fill transparent solid 0.2 noborder\n{}{}{}",
