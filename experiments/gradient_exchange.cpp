@@ -44,7 +44,7 @@ int64_t firstNonFinite(const std::vector<at::Tensor>& sums) {
   return -1;
 }
 
-double globalNorm(const std::vector<at::Tensor>& norms) { return at::stack(norms).norm().item<double>(); }
+double globalNormFromNorms(const std::vector<at::Tensor>& norms) { return at::stack(norms).norm().item<double>(); }
 
 // The norms as doubles, with one copy to the CPU.
 std::vector<double> valuesOf(const std::vector<at::Tensor>& norms) {
@@ -125,7 +125,7 @@ void GradientExchange::clip() {
   } else {
     for (const auto& g : grads_) norms.push_back(g.norm());
   }
-  const double coefficient = options_.clip_norm / (globalNorm(norms) + 1e-6);
+  const double coefficient = options_.clip_norm / (globalNormFromNorms(norms) + 1e-6);
   if (coefficient >= 1) return;
   if (grad_flat_.defined()) {
     grad_flat_.mul_(coefficient);
@@ -149,7 +149,7 @@ uint64_t GradientExchange::reduce() {
   if (const int64_t bad = options_.lossless ? -1 : firstNonFinite(send_sums_); bad >= 0) {
     throw NonFiniteGradient("the local gradient of '" + names_[bad] + "' is not finite (nan or inf)");
   }
-  if (sampling_) sampled_ = Norms{globalNorm(grad_norms_), globalNorm(send_norms_)};
+  if (sampling_) sampled_ = Norms{globalNormFromNorms(grad_norms_), globalNormFromNorms(send_norms_)};
   const uint64_t bits = reducer_.reduce(sends(), grads_, memories_);
   if (grad_flat_.defined() && std::isfinite(grad_flat_.sum().item<double>())) return bits;
   std::vector<at::Tensor> sums;

@@ -17,7 +17,7 @@ struct AtomoOptions {
   int64_t rank = 4;
 };
 
-const hyperparams::SettingsSchema<AtomoOptions>& settings() {
+const hyperparams::SettingsSchema<AtomoOptions>& atomoSettings() {
   static const auto schema = withRank(hyperparams::SettingsSchema<AtomoOptions>(), &AtomoOptions::rank);
   return schema;
 }
@@ -191,9 +191,9 @@ class AtomoReducer : public Reducer {
 
 ReducerSpec atomoSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
-    return std::make_unique<AtomoReducer>(context, settings().read(context.options.settings));
+    return std::make_unique<AtomoReducer>(context, atomoSettings().read(context.options.settings));
   };
-  return {make, "all-gather", settings().specs(), false, {Granularity::layer, Granularity::model}, "AtomoReducer"};
+  return {make, "all-gather", atomoSettings().specs(), false, {Granularity::layer, Granularity::model}, "AtomoReducer"};
 }
 
 }  // namespace gcrun::reducers

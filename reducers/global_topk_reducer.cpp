@@ -8,12 +8,13 @@
 namespace gcrun::reducers {
 namespace {
 
-struct TopKOptions {
+struct GlobalTopKOptions {
   double compression = 0.01;
 };
 
-const hyperparams::SettingsSchema<TopKOptions>& settings() {
-  static const auto schema = withCompression(hyperparams::SettingsSchema<TopKOptions>(), &TopKOptions::compression);
+const hyperparams::SettingsSchema<GlobalTopKOptions>& globalTopKSettings() {
+  static const auto schema =
+      withCompression(hyperparams::SettingsSchema<GlobalTopKOptions>(), &GlobalTopKOptions::compression);
   return schema;
 }
 
@@ -82,11 +83,12 @@ class GlobalTopKReducer : public Reducer {
 
 ReducerSpec globalTopKSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
-    return std::make_unique<GlobalTopKReducer>(context.comm, settings().read(context.options.settings).compression);
+    return std::make_unique<GlobalTopKReducer>(context.comm,
+                                               globalTopKSettings().read(context.options.settings).compression);
   };
   return {make,
           "all-gather",
-          settings().specs(),
+          globalTopKSettings().specs(),
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},
           "GlobalTopKReducer"};

@@ -23,7 +23,7 @@ struct PowerSgdOptions {
   double min_compression_rate = 0.0;
 };
 
-const hyperparams::SettingsSchema<PowerSgdOptions>& settings() {
+const hyperparams::SettingsSchema<PowerSgdOptions>& powerSgdSettings() {
   using hyperparams::integerAtLeast;
   using O = PowerSgdOptions;
   static const auto schema =
@@ -240,11 +240,11 @@ class PowerSgdReducer : public Reducer {
 
 ReducerSpec powerSgdSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
-    return std::make_unique<PowerSgdReducer>(context, settings().read(context.options.settings));
+    return std::make_unique<PowerSgdReducer>(context, powerSgdSettings().read(context.options.settings));
   };
   return {make,
           "all-reduce",
-          settings().specs(),
+          powerSgdSettings().specs(),
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},
           "RankKReducer"};

@@ -16,7 +16,7 @@ struct QsgdOptions {
   int64_t quantization_levels = 256;
 };
 
-const hyperparams::SettingsSchema<QsgdOptions>& settings() {
+const hyperparams::SettingsSchema<QsgdOptions>& qsgdSettings() {
   static const auto schema = hyperparams::SettingsSchema<QsgdOptions>().add(
       &QsgdOptions::quantization_levels, "quantization_levels", hyperparams::integerAtLeast(1),
       "QSGD's number of quantization levels s.");
@@ -93,11 +93,12 @@ class QsgdCodec : public GradientCodec {
 ReducerSpec qsgdSpec() {
   const auto make = [](const ReducerContext& context) {
     return makeAllGatherReducer(
-        context.comm, std::make_unique<QsgdCodec>(settings().read(context.options.settings).quantization_levels,
+        context.comm, std::make_unique<QsgdCodec>(qsgdSettings().read(context.options.settings).quantization_levels,
                                                   workerGenerator(context.seed, context.comm.rank())));
   };
-  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket},
-          ""};
+  return {
+      make, "all-gather", qsgdSettings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket},
+      ""};
 }
 
 }  // namespace gcrun::reducers

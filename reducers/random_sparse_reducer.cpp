@@ -14,7 +14,7 @@ struct RandomSparseOptions {
   bool rescale = false;
 };
 
-const hyperparams::SettingsSchema<RandomSparseOptions>& settings() {
+const hyperparams::SettingsSchema<RandomSparseOptions>& randomSparseSettings() {
   using O = RandomSparseOptions;
   static const auto schema =
       withRescale(withCompression(hyperparams::SettingsSchema<O>(), &O::compression), &O::rescale);
@@ -114,11 +114,12 @@ class RandomSparseReducer : public Reducer {
 
 ReducerSpec randomSparseSpec(IndexSampler sampler, std::string reference_name) {
   const auto make = [sampler](const ReducerContext& context) -> std::unique_ptr<Reducer> {
-    return std::make_unique<RandomSparseReducer>(context, settings().read(context.options.settings), sampler);
+    return std::make_unique<RandomSparseReducer>(context, randomSparseSettings().read(context.options.settings),
+                                                 sampler);
   };
   return {make,
           "all-reduce",
-          settings().specs(),
+          randomSparseSettings().specs(),
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},
           std::move(reference_name)};

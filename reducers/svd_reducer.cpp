@@ -14,7 +14,7 @@ struct SvdOptions {
   int64_t rank = 4;
 };
 
-const hyperparams::SettingsSchema<SvdOptions>& settings() {
+const hyperparams::SettingsSchema<SvdOptions>& svdSettings() {
   static const auto schema = withRank(hyperparams::SettingsSchema<SvdOptions>(), &SvdOptions::rank);
   return schema;
 }
@@ -115,9 +115,9 @@ class SvdReducer : public Reducer {
 
 ReducerSpec svdSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
-    return std::make_unique<SvdReducer>(context, settings().read(context.options.settings));
+    return std::make_unique<SvdReducer>(context, svdSettings().read(context.options.settings));
   };
-  return {make, "all-gather", settings().specs(), true, {Granularity::layer, Granularity::model}, "SVDReducer"};
+  return {make, "all-gather", svdSettings().specs(), true, {Granularity::layer, Granularity::model}, "SVDReducer"};
 }
 
 }  // namespace gcrun::reducers

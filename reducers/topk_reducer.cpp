@@ -12,7 +12,7 @@ struct TopKOptions {
   double compression = 0.01;
 };
 
-const hyperparams::SettingsSchema<TopKOptions>& settings() {
+const hyperparams::SettingsSchema<TopKOptions>& topKSettings() {
   static const auto schema = withCompression(hyperparams::SettingsSchema<TopKOptions>(), &TopKOptions::compression);
   return schema;
 }
@@ -108,11 +108,11 @@ class TopKReducer : public Reducer {
 
 ReducerSpec topKSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
-    return std::make_unique<TopKReducer>(context.comm, settings().read(context.options.settings).compression);
+    return std::make_unique<TopKReducer>(context.comm, topKSettings().read(context.options.settings).compression);
   };
   return {make,
           "all-gather",
-          settings().specs(),
+          topKSettings().specs(),
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},
           "TopKReducer"};

@@ -17,7 +17,7 @@ struct UnbiasedRankOptions {
   double orthogonalization_epsilon = 1e-8;
 };
 
-const hyperparams::SettingsSchema<UnbiasedRankOptions>& settings() {
+const hyperparams::SettingsSchema<UnbiasedRankOptions>& unbiasedRankSettings() {
   using O = UnbiasedRankOptions;
   static const auto schema =
       withOrthogonalizationEpsilon(withRank(hyperparams::SettingsSchema<O>(), &O::rank), &O::orthogonalization_epsilon);
@@ -155,9 +155,14 @@ class UnbiasedRankReducer : public Reducer {
 
 ReducerSpec unbiasedRankSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
-    return std::make_unique<UnbiasedRankReducer>(context, settings().read(context.options.settings));
+    return std::make_unique<UnbiasedRankReducer>(context, unbiasedRankSettings().read(context.options.settings));
   };
-  return {make, "all-reduce", settings().specs(), true, {Granularity::layer, Granularity::model}, "HalfRankKReducer"};
+  return {make,
+          "all-reduce",
+          unbiasedRankSettings().specs(),
+          true,
+          {Granularity::layer, Granularity::model},
+          "HalfRankKReducer"};
 }
 
 }  // namespace gcrun::reducers

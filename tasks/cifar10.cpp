@@ -25,14 +25,14 @@
 namespace gcrun::tasks {
 namespace {
 
-constexpr int64_t kClasses = 10;
-constexpr int64_t kSide = 32;
-constexpr int64_t kPixels = 3 * kSide * kSide;
+constexpr int64_t kCifarClasses = 10;
+constexpr int64_t kCifarSide = 32;
+constexpr int64_t kPixels = 3 * kCifarSide * kCifarSide;
 constexpr int64_t kRecord = 1 + kPixels;
 constexpr int64_t kPadding = 4;
-constexpr int64_t kSyntheticTrain = 50000;
+constexpr int64_t kCifarSyntheticTrain = 50000;
 // Synthetic accuracy means nothing: a small test split keeps the evaluation of smoke runs short.
-constexpr int64_t kSyntheticTest = 1000;
+constexpr int64_t kCifarSyntheticTest = 1000;
 const char* const kTrainFiles[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
                                    "data_batch_5.bin"};
 const char* const kTestFile = "test_batch.bin";
@@ -58,7 +58,7 @@ CifarSplit readBatches(const std::vector<std::string>& paths) {
     at::Tensor raw = at::empty({records, kRecord}, at::kByte);
     std::copy(bytes.begin(), bytes.end(), static_cast<char*>(raw.data_ptr()));
     at::Tensor label = raw.select(1, 0).contiguous();
-    const at::Tensor bad = label.gt(kClasses - 1).nonzero();
+    const at::Tensor bad = label.gt(kCifarClasses - 1).nonzero();
     if (bad.numel() > 0) {
       const int64_t record = bad[0][0].item<int64_t>();
       throw UserError(path + ": label " + std::to_string(label[record].item<int>()) + " at offset " +
@@ -66,7 +66,7 @@ CifarSplit readBatches(const std::vector<std::string>& paths) {
                       ") is not a CIFAR-10 class 0-9");
     }
     labels.push_back(label);
-    images.push_back(raw.narrow(1, 1, kPixels).reshape({records, 3, kSide, kSide}));
+    images.push_back(raw.narrow(1, 1, kPixels).reshape({records, 3, kCifarSide, kCifarSide}));
   }
   return {at::cat(images), at::cat(labels)};
 }
@@ -81,14 +81,14 @@ std::string filesDir(const std::string& dir) {
   return dir;
 }
 
-CifarSplit randomSplit(int64_t samples, at::Generator& generator) {
+CifarSplit randomCifarSplit(int64_t samples, at::Generator& generator) {
   const auto bytes = at::TensorOptions().dtype(at::kByte);
-  at::Tensor images = at::randint(0, 256, {samples, 3, kSide, kSide}, generator, bytes);
-  return {images, at::randint(0, kClasses, {samples}, generator, bytes)};
+  at::Tensor images = at::randint(0, 256, {samples, 3, kCifarSide, kCifarSide}, generator, bytes);
+  return {images, at::randint(0, kCifarClasses, {samples}, generator, bytes)};
 }
 
 // Ranks run as threads of one process share one read-only copy of the data.
-std::shared_ptr<const Cifar10Data> loadData(const TaskOptions& options, uint64_t seed) {
+std::shared_ptr<const Cifar10Data> loadCifarData(const TaskOptions& options, uint64_t seed) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const Cifar10Data>> cache;
   const std::string dir = filesDir(resolveDataDir(options.data_dir, kCifar10Folder));
@@ -98,9 +98,9 @@ std::shared_ptr<const Cifar10Data> loadData(const TaskOptions& options, uint64_t
   std::shared_ptr<const Cifar10Data> data;
   if (options.synthetic) {
     at::Generator generator = at::detail::createCPUGenerator(seed);
-    const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticTest}, 5, 1);
-    CifarSplit train = randomSplit(sizes.train, generator);
-    data = std::make_shared<const Cifar10Data>(Cifar10Data{train, randomSplit(sizes.held_out, generator)});
+    const auto sizes = syntheticSizes(options, {kCifarSyntheticTrain, kCifarSyntheticTest}, 5, 1);
+    CifarSplit train = randomCifarSplit(sizes.train, generator);
+    data = std::make_shared<const Cifar10Data>(Cifar10Data{train, randomCifarSplit(sizes.held_out, generator)});
   } else {
     data = std::make_shared<const Cifar10Data>(readCifar10(dir));
   }
@@ -108,7 +108,7 @@ std::shared_ptr<const Cifar10Data> loadData(const TaskOptions& options, uint64_t
   return data;
 }
 
-void addMetrics(const at::Tensor& logits, const at::Tensor& targets, double loss_sum, MetricSums& metrics) {
+void addCifarMetrics(const at::Tensor& logits, const at::Tensor& targets, double loss_sum, MetricSums& metrics) {
   const at::Tensor top5 = std::get<1>(logits.topk(std::min<int64_t>(5, logits.size(1))));
   const at::Tensor hits = top5.eq(targets.unsqueeze(1));
   metrics.add("cross_entropy", loss_sum);
@@ -124,8 +124,8 @@ class Cifar10Task : public Task {
     if (batch_size_ < 1) {
       throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size_));
     }
-    data_ = loadData(options_, seed_);
-    model_ = models::buildModel(options_.architecture, {3, kSide, kClasses}, seed_);
+    data_ = loadCifarData(options_, seed_);
+    model_ = models::buildModel(options_.architecture, {3, kCifarSide, kCifarClasses}, seed_);
     model_->to(device_);
   }
 
@@ -158,7 +158,7 @@ class Cifar10Task : public Task {
     model_->train();
     at::Tensor logits = model_->forward(batch.inputs);
     at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.targets);
-    addMetrics(logits.detach(), batch.targets, loss.item<double>() * batch.targets.size(0), metrics);
+    addCifarMetrics(logits.detach(), batch.targets, loss.item<double>() * batch.targets.size(0), metrics);
     return loss;
   }
 
@@ -200,7 +200,7 @@ MetricSums Cifar10Task::evaluate(const Shard& shard, const std::string& split, c
     const at::Tensor targets = toDevice(test.labels.index_select(0, chosen), device_).to(at::kLong);
     const at::Tensor logits = model_->forward(images);
     const at::Tensor loss_sum = F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
-    addMetrics(logits, targets, loss_sum.item<double>(), metrics);
+    addCifarMetrics(logits, targets, loss_sum.item<double>(), metrics);
   }
   model_->train();
   return metrics;
@@ -245,13 +245,13 @@ at::Tensor augmentCifar(const at::Tensor& images, at::Generator& generator) {
   const at::Tensor top = at::randint(0, 2 * kPadding + 1, {batch, 1}, generator, longs);
   const at::Tensor left = at::randint(0, 2 * kPadding + 1, {batch, 1}, generator, longs);
   const at::Tensor flip = at::randint(0, 2, {batch, 1}, generator, longs).to(at::kBool);
-  const at::Tensor line = at::arange(kSide, longs).view({1, kSide});
+  const at::Tensor line = at::arange(kCifarSide, longs).view({1, kCifarSide});
   const at::Tensor rows = top + line;
-  const at::Tensor cols = left + at::where(flip, kSide - 1 - line, line);
-  const at::Tensor cropped =
-      padded.index({TensorIndex(at::arange(batch, longs).view({batch, 1, 1, 1})),
-                    TensorIndex(at::arange(3, longs).view({1, 3, 1, 1})), TensorIndex(rows.view({batch, 1, kSide, 1})),
-                    TensorIndex(cols.view({batch, 1, 1, kSide}))});
+  const at::Tensor cols = left + at::where(flip, kCifarSide - 1 - line, line);
+  const at::Tensor cropped = padded.index({TensorIndex(at::arange(batch, longs).view({batch, 1, 1, 1})),
+                                           TensorIndex(at::arange(3, longs).view({1, 3, 1, 1})),
+                                           TensorIndex(rows.view({batch, 1, kCifarSide, 1})),
+                                           TensorIndex(cols.view({batch, 1, 1, kCifarSide}))});
   return normalizeCifar(cropped);
 }
 

@@ -21,11 +21,11 @@
 namespace gcrun::tasks {
 namespace {
 
-constexpr int64_t kClasses = 10;
-constexpr int64_t kSide = 28;
-constexpr int64_t kSyntheticTrain = 60000;
+constexpr int64_t kFashionClasses = 10;
+constexpr int64_t kFashionSide = 28;
+constexpr int64_t kFashionSyntheticTrain = 60000;
 // Synthetic accuracy means nothing: a small test split keeps the evaluation of smoke runs short.
-constexpr int64_t kSyntheticTest = 1000;
+constexpr int64_t kFashionSyntheticTest = 1000;
 // Mean and standard deviation of the training pixels, scaled to [0, 1].
 constexpr double kPixelMean = 0.2860;
 constexpr double kPixelStd = 0.3530;
@@ -40,27 +40,27 @@ IdxDataset readSplit(const std::string& dir, const std::string& prefix) {
   const std::string labels = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
   IdxDataset split;
   try {
-    split = readIdxDataset(images, labels, kClasses);
+    split = readIdxDataset(images, labels, kFashionClasses);
   } catch (const UserError& error) {
     throw UserError(std::string(error.what()) +
                     "; Fashion-MNIST comes from the Debian package dataset-fashion-mnist (or set "
                     "task.data_dir to a directory with its four *-ubyte.gz files)");
   }
-  if (split.images.size(1) != kSide || split.images.size(2) != kSide) {
+  if (split.images.size(1) != kFashionSide || split.images.size(2) != kFashionSide) {
     throw UserError(images + ": images are " + std::to_string(split.images.size(1)) + "x" +
                     std::to_string(split.images.size(2)) + ", Fashion-MNIST's are 28x28");
   }
   return split;
 }
 
-IdxDataset randomSplit(int64_t samples, at::Generator& generator) {
+IdxDataset randomFashionSplit(int64_t samples, at::Generator& generator) {
   const auto bytes = at::TensorOptions().dtype(at::kByte);
-  at::Tensor images = at::randint(0, 256, {samples, kSide, kSide}, generator, bytes);
-  return {images, at::randint(0, kClasses, {samples}, generator, bytes)};
+  at::Tensor images = at::randint(0, 256, {samples, kFashionSide, kFashionSide}, generator, bytes);
+  return {images, at::randint(0, kFashionClasses, {samples}, generator, bytes)};
 }
 
 // Ranks run as threads of one process share one read-only copy of the data.
-std::shared_ptr<const FashionData> loadData(const TaskOptions& options, uint64_t seed) {
+std::shared_ptr<const FashionData> loadFashionData(const TaskOptions& options, uint64_t seed) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const FashionData>> cache;
   const std::string dir = options.data_dir.empty() ? kFashionMnistDefaultDir : options.data_dir;
@@ -71,9 +71,9 @@ std::shared_ptr<const FashionData> loadData(const TaskOptions& options, uint64_t
   if (options.synthetic) {
     at::Generator generator = at::detail::createCPUGenerator(seed);
     // As CIFAR-10's: task.synthetic_samples training samples and a fifth of them for the test.
-    const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticTest}, 5, 1);
-    IdxDataset train = randomSplit(sizes.train, generator);
-    data = std::make_shared<const FashionData>(FashionData{train, randomSplit(sizes.held_out, generator)});
+    const auto sizes = syntheticSizes(options, {kFashionSyntheticTrain, kFashionSyntheticTest}, 5, 1);
+    IdxDataset train = randomFashionSplit(sizes.train, generator);
+    data = std::make_shared<const FashionData>(FashionData{train, randomFashionSplit(sizes.held_out, generator)});
   } else {
     data = std::make_shared<const FashionData>(FashionData{readSplit(dir, "train"), readSplit(dir, "t10k")});
   }
@@ -88,7 +88,7 @@ Batch makeBatch(const IdxDataset& split, const at::Tensor& indices, c10::Device 
   return {images, toDevice(split.labels.index_select(0, indices), device).to(at::kLong)};
 }
 
-void addMetrics(const at::Tensor& logits, const at::Tensor& targets, double loss_sum, MetricSums& metrics) {
+void addFashionMetrics(const at::Tensor& logits, const at::Tensor& targets, double loss_sum, MetricSums& metrics) {
   metrics.add("cross_entropy", loss_sum);
   metrics.add("accuracy", logits.argmax(1).eq(targets).sum().item<double>());
   metrics.weight += static_cast<double>(targets.size(0));
@@ -128,8 +128,8 @@ class FashionMnistTask : public Task {
     if (options_.test_batch_size < 1) {
       throw UserError("task.test_batch_size must be at least 1, got " + std::to_string(options_.test_batch_size));
     }
-    data_ = loadData(options_, context.seed);
-    model_ = models::buildModel(options_.architecture, {1, kSide, kClasses}, context.seed);
+    data_ = loadFashionData(options_, context.seed);
+    model_ = models::buildModel(options_.architecture, {1, kFashionSide, kFashionClasses}, context.seed);
     model_->to(device_);
   }
 
@@ -150,7 +150,7 @@ class FashionMnistTask : public Task {
     at::Tensor logits = model_->forward(batch.inputs);
     at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.targets);
     const double loss_sum = loss.item<double>() * static_cast<double>(batch.targets.size(0));
-    addMetrics(logits.detach(), batch.targets, loss_sum, metrics);
+    addFashionMetrics(logits.detach(), batch.targets, loss_sum, metrics);
     return loss;
   }
 
@@ -179,7 +179,7 @@ MetricSums FashionMnistTask::evaluate(const Shard& shard, const std::string& spl
     Batch batch = makeBatch(data_->test, indices.narrow(0, start, size), device_);
     at::Tensor logits = model_->forward(batch.inputs);
     at::Tensor loss_sum = F::cross_entropy(logits, batch.targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
-    addMetrics(logits, batch.targets, loss_sum.item<double>(), metrics);
+    addFashionMetrics(logits, batch.targets, loss_sum.item<double>(), metrics);
   }
   model_->train();
   return metrics;

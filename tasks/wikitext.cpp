@@ -24,10 +24,10 @@ namespace {
 
 // The reference's vocabulary size (spaCy tokens of WikiText-2) and WikiText-2's token counts
 // (whitespace tokens plus one <eos> per line): the shapes of the synthetic training data.
-constexpr int64_t kSyntheticVocabulary = 28869;
-constexpr int64_t kSyntheticTrain = 2088628;
+constexpr int64_t kWikiTextSyntheticVocabulary = 28869;
+constexpr int64_t kWikiTextSyntheticTrain = 2088628;
 // Synthetic perplexity means nothing: small held-out splits keep the evaluation of smoke runs short.
-constexpr int64_t kSyntheticHeldOut = 50000;
+constexpr int64_t kWikiTextSyntheticHeldOut = 50000;
 constexpr double kClipNorm = 0.4;
 const char* const kSplitFiles[][2] = {{"validation", "wiki.valid.tokens"}, {"test", "wiki.test.tokens"}};
 
@@ -51,17 +51,17 @@ std::shared_ptr<const LanguageData> readData(const std::string& dir) {
 std::shared_ptr<const LanguageData> randomData(const TaskOptions& options, uint64_t seed) {
   at::Generator generator = at::detail::createCPUGenerator(seed);
   const auto longs = at::TensorOptions().dtype(at::kLong);
-  const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticHeldOut}, 10, 2);
+  const auto sizes = syntheticSizes(options, {kWikiTextSyntheticTrain, kWikiTextSyntheticHeldOut}, 10, 2);
   auto data = std::make_shared<LanguageData>();
-  data->vocabulary = kSyntheticVocabulary;
-  data->train = at::randint(0, kSyntheticVocabulary, {sizes.train}, generator, longs);
-  data->splits["validation"] = at::randint(0, kSyntheticVocabulary, {sizes.held_out}, generator, longs);
-  data->splits["test"] = at::randint(0, kSyntheticVocabulary, {sizes.held_out}, generator, longs);
+  data->vocabulary = kWikiTextSyntheticVocabulary;
+  data->train = at::randint(0, kWikiTextSyntheticVocabulary, {sizes.train}, generator, longs);
+  data->splits["validation"] = at::randint(0, kWikiTextSyntheticVocabulary, {sizes.held_out}, generator, longs);
+  data->splits["test"] = at::randint(0, kWikiTextSyntheticVocabulary, {sizes.held_out}, generator, longs);
   return data;
 }
 
 // Ranks run as threads of one process share one read-only copy of the data.
-std::shared_ptr<const LanguageData> loadData(const TaskOptions& options, uint64_t seed) {
+std::shared_ptr<const LanguageData> loadWikiTextData(const TaskOptions& options, uint64_t seed) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const LanguageData>> cache;
   const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
@@ -104,7 +104,7 @@ class WikiText2Task : public Task {
       throw UserError("task.architecture: '" + options_.architecture +
                       "' is not a wikitext2 model; it accepts: lstm (the reference's RNNModel)");
     }
-    data_ = loadData(options_, seed_);
+    data_ = loadWikiTextData(options_, seed_);
     model_ = std::make_shared<models::RnnModel>(data_->vocabulary, seed_);
     model_->to(device_);
   }
