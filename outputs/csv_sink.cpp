@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "outputs/builtin_sinks.h"
+#include "outputs/csv_field.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json.h"
 #include "outputs/run_directory.h"
@@ -14,14 +15,6 @@ std::string csvNumber(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   return jsonNumber(value);
-}
-
-// Metric names are identifiers in practice; quote anything that would break the row anyway.
-std::string csvField(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 class CsvSink : public MetricSink {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/csv_field.h"
 #include "outputs/json.h"
 #include "outputs/run_directory.h"
 
@@ -17,15 +18,11 @@ namespace {
 // A layer row is short; a longer line is not gcrun's.
 constexpr size_t kMaxRowBytes = 4 << 10;
 
-// Quoted when it holds a comma or a quote (names are identifiers in practice); control characters,
-// which would break the line, become '?'.
-std::string csvField(const std::string& text) {
+// `text` on one line, for a file read line by line: control characters become '?'.
+std::string oneLineText(const std::string& text) {
   std::string clean;
   for (char c : text) clean += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
-  if (clean.find_first_of(",\"") == std::string::npos) return clean;
-  std::string out = "\"";
-  for (char c : clean) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
+  return clean;
 }
 
 // The fields of a CSV line, quotes undone; nothing for an unterminated quote.
@@ -114,7 +111,7 @@ std::string shapeText(const std::vector<int64_t>& shape) {
 
 std::string formatLayerStatsRow(const LayerStatsRow& row) {
   const auto integer = [](auto value) { return std::to_string(value); };
-  return std::to_string(row.step) + ',' + csvField(row.parameter) + ',' + shapeText(row.shape) + ',' +
+  return std::to_string(row.step) + ',' + csvField(oneLineText(row.parameter)) + ',' + shapeText(row.shape) + ',' +
          std::to_string(row.elements) + ',' + cell(row.bits, integer) + ',' + jsonNumber(row.grad_norm) + ',' +
          cell(row.rel_compression_error, jsonNumber) + ',' + cell(row.rank, integer);
 }
