@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "experiments/gradient_hooks.h"
+#include "experiments/worker_metrics.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -45,12 +46,6 @@ int64_t firstNonFinite(const std::vector<at::Tensor>& sums) {
 }
 
 double globalNormFromNorms(const std::vector<at::Tensor>& norms) { return at::stack(norms).norm().item<double>(); }
-
-// The norms as doubles, with one copy to the CPU.
-std::vector<double> valuesOf(const std::vector<at::Tensor>& norms) {
-  const auto all = at::stack(norms).to(at::kCPU, at::kDouble).contiguous();
-  return {all.data_ptr<double>(), all.data_ptr<double>() + all.numel()};
-}
 
 }  // namespace
 
@@ -135,8 +130,8 @@ void GradientExchange::clip() {
 }
 
 GradientExchange::LayerNorms GradientExchange::sampledLayerNorms() const {
-  if (!sampled_ || params_.empty()) return {};
-  return {valuesOf(grad_norms_), valuesOf(send_norms_)};
+  if (!sampled_) return {};
+  return {doublesOf(grad_norms_), doublesOf(send_norms_)};
 }
 
 uint64_t GradientExchange::reduce() {

@@ -124,11 +124,10 @@ struct Trainer::State : TrainerDeps {
     auto scope = timer.scope("layer_stats");
     const auto norms = exchange.sampledLayerNorms();
     std::vector<double> lost(params.size(), 0.0);
-    if (!lossless && !params.empty()) {
+    if (!lossless) {
       std::vector<at::Tensor> memory_norms;
       for (const auto& m : buffers.memories) memory_norms.push_back(m.norm());
-      const auto all = at::stack(memory_norms).to(torch::kCPU, torch::kFloat64).contiguous();
-      lost.assign(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
+      lost = doublesOf(memory_norms);
     }
     const auto costs = reducer.lastCosts();
     const bool known = costs.size() == params.size();

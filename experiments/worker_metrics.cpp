@@ -25,6 +25,12 @@ double globalNorm(const std::vector<at::Tensor>& tensors) {
   return at::stack(norms).norm().item<double>();
 }
 
+std::vector<double> doublesOf(const std::vector<at::Tensor>& scalars) {
+  if (scalars.empty()) return {};
+  const auto all = at::stack(scalars).to(at::kCPU, at::kDouble).contiguous();
+  return {all.data_ptr<double>(), all.data_ptr<double>() + all.numel()};
+}
+
 bool anyRank(bool mine, comm::Communicator& comm) {
   auto flag = torch::full({1}, mine ? 1.0f : 0.0f, torch::TensorOptions().device(comm.device()));
   comm.allreduceSum(flag);
