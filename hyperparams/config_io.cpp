@@ -192,6 +192,13 @@ std::string oneLine(const std::string& text) {
   return line;
 }
 
+// The comment toYaml() and toYamlWithSources() open with: the experiment's name, which no key holds.
+const char kExperimentHeader[] = "# experiment: ";
+
+std::string experimentHeader(const ExperimentConfig& config) {
+  return config.experiment.empty() ? "" : kExperimentHeader + config.experiment + "\n";
+}
+
 // A flow-style rendering of one value, as a `key: value` line writes it.
 std::string flow(const YAML::Node& value) {
   YAML::Emitter out;
@@ -267,6 +274,12 @@ void validate(const ExperimentConfig& config, const ConfigKeys& keys) {
   }
 }
 
+std::string experimentNamedIn(const std::string& yaml_text) {
+  const std::string header = kExperimentHeader;
+  if (yaml_text.rfind(header, 0) != 0) return "";
+  return yaml_text.substr(header.size(), yaml_text.find('\n') - header.size());
+}
+
 std::string toYaml(const ExperimentConfig& config, const ConfigKeys& keys) {
   YAML::Node root(YAML::NodeType::Map);
   for (const auto& spec : keys.keys()) {
@@ -275,8 +288,7 @@ std::string toYaml(const ExperimentConfig& config, const ConfigKeys& keys) {
   YAML::Emitter out;
   out.SetNullFormat(YAML::LowerNull);
   out << root;
-  const std::string header = config.experiment.empty() ? "" : "# experiment: " + config.experiment + "\n";
-  return header + out.c_str() + "\n";
+  return experimentHeader(config) + out.c_str() + "\n";
 }
 
 std::string toYamlWithSources(const ExperimentConfig& config, const ConfigKeys& keys, const ValueSources& sources) {
@@ -289,7 +301,7 @@ std::string toYamlWithSources(const ExperimentConfig& config, const ConfigKeys& 
   }
   // The comments in one column, unless a long line (a description) would push them all far right.
   const size_t column = std::min<size_t>(width, 40) + 2;
-  std::string text = config.experiment.empty() ? "" : "# experiment: " + config.experiment + "\n";
+  std::string text = experimentHeader(config);
   for (const auto& [line, key] : lines) {
     const auto found = sources.find(key);
     const std::string& source = found == sources.end() ? "default" : found->second;

@@ -58,6 +58,10 @@ void validate(const ExperimentConfig& config, const ConfigKeys& keys);
 // reproduces c.
 std::string toYaml(const ExperimentConfig& config, const ConfigKeys& keys);
 
+// The experiment named by the comment toYaml() opens with, which applyYaml() skips: "" for a text
+// without one.
+std::string experimentNamedIn(const std::string& yaml_text);
+
 // The keys toYaml() writes, one per line as `key: value` in flow style (still YAML that applyYaml
 // reads), each followed by a comment naming its source in `sources` ("default" where it has none).
 std::string toYamlWithSources(const ExperimentConfig& config, const ConfigKeys& keys, const ValueSources& sources);

@@ -364,9 +364,7 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
 bool asksFor(const StudyRun& run, const std::string& written) {
   if (written == run.config_yaml) return true;
   ExperimentConfig config;
-  const std::string header = "# experiment: ";
-  if (written.rfind(header, 0) == 0)
-    config.experiment = written.substr(header.size(), written.find('\n') - header.size());
+  config.experiment = hyperparams::experimentNamedIn(written);
   const auto keys = configKeys();
   try {
     hyperparams::applyYaml(config, written, run.dir_name + "/config.yaml", keys);
