@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include <spdlog/fmt/fmt.h>
@@ -15,48 +16,35 @@ constexpr size_t kMostLayers = 5;
 // Every parameter of the groups' runs, in the order of first appearance (model order).
 std::vector<std::string> layerOrder(const std::vector<ConfigGroup>& groups) {
   std::vector<std::string> order;
-  std::map<std::string, bool> seen;
+  std::set<std::string> seen;
   for (const auto& group : groups) {
     for (const auto* run : group.runs) {
       for (const auto& layer : run->layers) {
-        if (!seen[layer.parameter]) order.push_back(layer.parameter);
-        seen[layer.parameter] = true;
+        if (seen.insert(layer.parameter).second) order.push_back(layer.parameter);
       }
     }
   }
   return order;
 }
 
-// A configuration's layers with the mean over its seeds of what each sent per sampled step.
+// One of a configuration's layers, over the seeds that sampled it.
 struct GroupLayer {
   const LayerSummary* layer = nullptr;  // the first seed's, for its shape and rank
-  double bits = 0;
-  std::vector<double> errors;
+  std::vector<double> bits, errors;     // each seed's mean per sampled step, where it has one
+  double meanBits() const { return bits.empty() ? 0 : spreadOf(bits).mean; }
 };
 
 std::vector<GroupLayer> layersOf(const ConfigGroup& group) {
-  std::map<std::string, GroupLayer> by_name;
-  std::map<std::string, size_t> with_bits;
-  std::vector<std::string> order;
+  std::vector<GroupLayer> layers;
+  std::map<std::string, size_t> index_of;
   for (const auto* run : group.runs) {
     for (const auto& layer : run->layers) {
-      auto& entry = by_name[layer.parameter];
-      if (!entry.layer) {
-        entry.layer = &layer;
-        order.push_back(layer.parameter);
-      }
-      if (layer.mean_bits) {
-        entry.bits += *layer.mean_bits;
-        ++with_bits[layer.parameter];
-      }
+      const auto [at, added] = index_of.emplace(layer.parameter, layers.size());
+      if (added) layers.push_back({&layer, {}, {}});
+      auto& entry = layers[at->second];
+      if (layer.mean_bits) entry.bits.push_back(*layer.mean_bits);
       if (layer.mean_compression_error) entry.errors.push_back(*layer.mean_compression_error);
     }
-  }
-  std::vector<GroupLayer> layers;
-  for (const auto& name : order) {
-    auto entry = by_name[name];
-    if (with_bits[name]) entry.bits /= static_cast<double>(with_bits[name]);
-    layers.push_back(std::move(entry));
   }
   return layers;
 }
@@ -98,17 +86,17 @@ std::optional<ReportSection> layerBytesSection(const std::vector<ConfigGroup>& g
   for (const auto& group : groups) {
     auto layers = layersOf(group);
     double total = 0;
-    for (const auto& layer : layers) total += layer.bits;
+    for (const auto& layer : layers) total += layer.meanBits();
     if (total <= 0) continue;
     std::stable_sort(layers.begin(), layers.end(),
-                     [](const GroupLayer& a, const GroupLayer& b) { return a.bits > b.bits; });
+                     [](const GroupLayer& a, const GroupLayer& b) { return a.meanBits() > b.meanBits(); });
     double covered = 0;
     for (size_t i = 0; i < layers.size() && i < kMostLayers && covered < kCoveredShare * total; ++i) {
       const auto& layer = layers[i];
-      covered += layer.bits;
+      covered += layer.meanBits();
       table.rows.push_back({group.name, layer.layer->parameter, layer.layer->shape,
-                            std::to_string(layer.layer->elements), kibText(layer.bits / 8.0 / 1024.0),
-                            fmt::format("{:.1f}%", 100.0 * layer.bits / total),
+                            std::to_string(layer.layer->elements), kibText(layer.meanBits() / 8.0 / 1024.0),
+                            fmt::format("{:.1f}%", 100.0 * layer.meanBits() / total),
                             layer.errors.empty() ? "—" : fmt::format("{:.3f}", spreadOf(layer.errors).mean),
                             layer.layer->rank ? std::to_string(*layer.layer->rank) : "—"});
     }
