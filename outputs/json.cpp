@@ -2,6 +2,9 @@
 
 #include <charconv>
 #include <cmath>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "outputs/json_document.h"
 
@@ -50,6 +53,81 @@ const Json* numberOrNull(const Json& object, const char* key) {
   return member && member->is_number() ? member : nullptr;
 }
 
+// Builds a document as nlohmann's own DOM parser does, but appends each key instead of searching
+// the object for it (the ordered type's insert is a linear search, so a file of n distinct keys
+// would parse in n² time). Duplicate keys are refused, found through a hash set per open object;
+// so is nesting past kMaxJsonDepth.
+class LinearDocumentBuilder {
+ public:
+  explicit LinearDocumentBuilder(Json& root) : root_(root) {}
+
+  bool null() { return add(nullptr); }
+  bool boolean(bool value) { return add(value); }
+  bool number_integer(Json::number_integer_t value) { return add(value); }
+  bool number_unsigned(Json::number_unsigned_t value) { return add(value); }
+  bool number_float(Json::number_float_t value, const std::string&) { return add(value); }
+  bool string(std::string& value) { return add(std::move(value)); }
+  bool binary(Json::binary_t& value) { return add(std::move(value)); }
+  bool start_object(std::size_t) { return open(Json::value_t::object); }
+  bool start_array(std::size_t) { return open(Json::value_t::array); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& name) {
+    if (!open_.back().keys.insert(name).second) return refuse("the key " + jsonString(name) + " appears twice");
+    auto& object = open_.back().value->get_ref<Json::object_t&>();
+    object.emplace_back(std::move(name), nullptr);
+    next_member_ = &object.back().second;
+    return true;
+  }
+  template <class Exception>
+  bool parse_error(std::size_t, const std::string&, const Exception& error) {
+    return refuse(error.what());
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  struct Open {
+    Json* value;
+    std::unordered_set<std::string> keys;  // an object's keys so far
+  };
+
+  bool refuse(std::string why) {
+    error_ = std::move(why);
+    return false;
+  }
+  template <class Value>
+  bool add(Value&& value) {
+    place(Json(std::forward<Value>(value)));
+    return true;
+  }
+  Json* place(Json value) {
+    if (open_.empty()) return &(root_ = std::move(value));
+    Json& parent = *open_.back().value;
+    if (parent.is_array()) {
+      auto& items = parent.get_ref<Json::array_t&>();
+      items.push_back(std::move(value));
+      return &items.back();
+    }
+    *next_member_ = std::move(value);
+    return next_member_;
+  }
+  bool open(Json::value_t type) {
+    if (open_.size() >= kMaxJsonDepth) return refuse("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    open_.push_back({place(Json(type)), {}});
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+
+  Json& root_;
+  std::vector<Open> open_;
+  Json* next_member_ = nullptr;
+  std::string error_;
+};
+
 }  // namespace
 
 std::string jsonString(const std::string& s) { return scalarText(Json(s)); }
@@ -73,9 +151,13 @@ std::string jsonText(const Json& value, int open_levels) {
   return out;
 }
 
-std::optional<Json> parseJson(std::string_view text) {
-  Json parsed = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) return std::nullopt;
+std::optional<Json> parseJson(std::string_view text, std::string* why) {
+  Json parsed;
+  LinearDocumentBuilder builder(parsed);
+  if (!Json::sax_parse(text.begin(), text.end(), &builder)) {
+    if (why) *why = builder.error();
+    return std::nullopt;
+  }
   return parsed;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,8 +21,14 @@ using Json = nlohmann::ordered_json;
 // invalid UTF-8 in a string becomes U+FFFD. No trailing newline.
 std::string jsonText(const Json& value, int open_levels = 0);
 
-// The document in `text`, or nothing when it is not JSON (a file cut short, someone else's file).
-std::optional<Json> parseJson(std::string_view text);
+// Containers nested deeper than this are refused: gcrun's own files nest a few levels, and
+// readers and writers may recurse once per level.
+constexpr size_t kMaxJsonDepth = 64;
+
+// The document in `text`, or nothing when it is not strict JSON (a file cut short, someone else's
+// file), has a key twice in one object, or nests deeper than kMaxJsonDepth; `why` then says which.
+// Time and memory are linear in the text's size, whatever its objects hold.
+std::optional<Json> parseJson(std::string_view text, std::string* why = nullptr);
 
 // Reading a document someone else may have written: a missing key or a value of another type
 // gives the fallback, never an exception.

@@ -7,6 +7,17 @@
 #include "outputs/json_document.h"
 
 namespace gcrun::outputs {
+namespace {
+
+// Each member is read where the loop stands: looking it up by key again would cost a search of
+// the object per member.
+double finiteOr(const Json& value, double fallback) {
+  if (!value.is_number()) return fallback;
+  const double number = value.get<double>();
+  return std::isfinite(number) ? number : fallback;
+}
+
+}  // namespace
 
 std::string runInfoJson(const RunInfo& info) {
   Json json;
@@ -71,15 +82,13 @@ std::optional<RunInfo> parseRunInfo(std::string_view text) {
   info.start_time = stringOr(*json, "start_time", "");
   info.end_time = stringOr(*json, "end_time", "");
   if (const Json* finals = memberOf(*json, "final_metrics"); finals && finals->is_object()) {
-    for (auto it = finals->begin(); it != finals->end(); ++it) {
-      info.final_metrics[it.key()] = numberAt(*finals, it.key().c_str()).value_or(NAN);
-    }
+    for (auto it = finals->begin(); it != finals->end(); ++it) info.final_metrics[it.key()] = finiteOr(*it, NAN);
   }
   if (const Json* paper = memberOf(*json, "paper"); paper && paper->is_object()) {
     info.paper.metric = stringOr(*paper, "metric", "");
     info.paper.source = stringOr(*paper, "source", "");
     for (auto it = paper->begin(); it != paper->end(); ++it) {
-      if (const auto value = numberAt(*paper, it.key().c_str())) info.paper.numbers[it.key()] = *value;
+      if (const double value = finiteOr(*it, NAN); !std::isnan(value)) info.paper.numbers[it.key()] = value;
     }
   }
   if (const Json* sources = memberOf(*json, "sources"); sources && sources->is_object()) {

@@ -327,5 +327,38 @@ TEST(HostileReport, InputsThatAreNoReportSayWhyInOneLine) {
   EXPECT_FALSE(fs::exists(dir.file("empty/report.md")));
 }
 
+TEST(HostileReport, ObjectsOfAMillionKeysParseInLinearTime) {
+  TempDir dir;
+  const auto keys = [](int count, const std::string& value) {
+    std::string text;
+    for (int i = 0; i < count; ++i) text += "\"k" + std::to_string(i) + "\": " + value + ", ";
+    return text;
+  };
+  // Each file within its size limit (16 MiB, a metrics line 64 KiB), where a search of the object
+  // per key inserted would keep the report busy for hours.
+  writeRun(dir.file("runs/keys-seed1"), {});
+  std::string run_json = readFile(dir.file("runs/keys-seed1/run.json"));
+  run_json.replace(run_json.find("\"final_metrics\": {") + 18, 0, keys(1000000, "1"));
+  std::ofstream(dir.file("runs/keys-seed1/run.json")) << run_json;
+  std::ofstream(dir.file("runs/keys-seed1/timer_summary.json"))
+      << "{" << keys(1000000, "{}") << "\"batch\": {\"median_duration\": 0.05}}\n";
+  {
+    std::ofstream metrics(dir.file("runs/keys-seed1/metrics.jsonl"), std::ios::app);
+    for (int line = 0; line < 200; ++line) metrics << "{" << keys(5000, "0") << "\"name\": \"x\"}\n";
+  }
+  // A key twice is no JSON gcrun wrote: that run.json is unreadable, and the run says so.
+  HostileRun twice;
+  twice.reducer = "fp16";
+  writeRun(dir.file("runs/twice-seed1"), twice);
+  std::ofstream(dir.file("runs/twice-seed1/run.json")) << "{\"status\": \"completed\", \"status\": \"failed\"}\n";
+  const auto result = runCommand("timeout 120 prlimit --data=2147483648 " +
+                                 gcrun("report " + dir.file("runs") + " --output " + dir.file("out")));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "2 runs in 2 configurations")) << result.output;
+  const std::string csv = readFile(dir.file("out/report.csv"));
+  EXPECT_TRUE(contains(csv, "unreadable")) << csv;
+  EXPECT_TRUE(contains(csv, "0.85")) << csv;
+}
+
 }  // namespace
 }  // namespace gcrun::outputs
