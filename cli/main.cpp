@@ -20,6 +20,13 @@ void checkCommand(const CLI::App& app, const std::string& name) {
   throw gcrun::UserError("unknown command '" + name + "'; known: " + known);
 }
 
+// gcrun's own messages are one line, but the values they quote come from flags and files: a
+// newline in one must not cut the message, nor an escape sequence reach the terminal.
+std::string messageLine(std::string message) {
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  return gcrun::printableText(message);
+}
+
 }  // namespace
 
 // Exit codes: 0 success; 1 a runtime failure (a worker died, a collective failed); 2 bad input
@@ -48,13 +55,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "gcrun: %s (see gcrun --help)\n", gcrun::firstLine(e.what()).c_str());
+    std::fprintf(stderr, "gcrun: %s (see gcrun --help)\n", messageLine(e.what()).c_str());
     return 2;
   } catch (const gcrun::UserError& e) {
-    std::fprintf(stderr, "gcrun: error: %s\n", gcrun::firstLine(e.what()).c_str());
+    std::fprintf(stderr, "gcrun: error: %s\n", messageLine(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gcrun: failed: %s\n", gcrun::firstLine(e.what()).c_str());
+    // LibTorch's and c10d's errors carry a C++ backtrace after their first line.
+    std::fprintf(stderr, "gcrun: failed: %s\n", messageLine(gcrun::firstLine(e.what())).c_str());
     return 1;
   }
 }
