@@ -8,6 +8,7 @@
 
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "outputs/files/safe_files.h"
 
 namespace gcrun::cli {
 namespace {
@@ -18,12 +19,8 @@ std::string loaderError() {
 }
 
 void loadPlugin(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    throw UserError("--plugin " + path + ": is a directory; --plugin takes a shared library (.so) file");
-  }
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw UserError("--plugin " + path + ": no such file");
+  if (const auto why = files::notRegularFileReason(path); !why.empty()) {
+    throw UserError("--plugin " + path + ": " + why + "; --plugin takes a shared library (.so) file");
   }
   // An absolute path, so that dlopen does not search the library path for a bare file name.
   const auto absolute = std::filesystem::absolute(path).string();

@@ -14,6 +14,7 @@
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/process.h"
 #include "hyperparams/config_keys.h"
+#include "outputs/files/safe_files.h"
 #include "outputs/run_directory.h"
 
 namespace gcrun::experiments {
@@ -45,10 +46,9 @@ void checkResumable(const ExperimentRequest& request) {
   if (!std::filesystem::is_directory(dir)) {
     throw UserError("--resume " + dir + ": no such directory; expected the --output-dir of an earlier run");
   }
-  if (!std::filesystem::is_regular_file(savedConfig(dir))) {
-    throw UserError("--resume " + dir +
-                    ": not a gcrun run directory (it has no config.yaml); expected the "
-                    "--output-dir of an earlier run");
+  if (const auto why = files::notRegularFileReason(savedConfig(dir)); !why.empty()) {
+    throw UserError("--resume " + dir + ": not a gcrun run directory (its config.yaml: " + why +
+                    "); expected the --output-dir of an earlier run");
   }
 }
 

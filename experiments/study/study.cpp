@@ -27,10 +27,6 @@ namespace {
 const std::vector<std::string> kStudyKeys = {"description", "base",  "set",       "runs",
                                              "grid",        "seeds", "processes", "predict"};
 
-// Far more than any table of a paper; a grid of a few keys multiplies quickly, and every run is
-// resolved (and would be started) before anything is checked.
-constexpr uint64_t kMaxStudyRuns = 100000;
-
 std::string flow(const YAML::Node& node) {
   YAML::Emitter out;
   out << YAML::Flow << node;

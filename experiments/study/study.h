@@ -49,6 +49,10 @@ struct StudySpec {
   std::optional<Prediction> predict;
 };
 
+// Far more than any table of a paper; a grid of a few keys multiplies quickly, and every run is
+// resolved (and would be started) before anything is checked. study.json lists no more.
+constexpr uint64_t kMaxStudyRuns = 100000;
+
 // A built-in study by name, else a YAML file. Throws UserError naming the file and the key at fault.
 StudySpec loadStudy(const std::string& name_or_file);
 

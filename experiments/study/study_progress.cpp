@@ -2,13 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <ctime>
 #include <filesystem>
+#include <set>
 
 #include <spdlog/fmt/fmt.h>
 
+#include "experiments/study/study.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/files/safe_files.h"
+#include "outputs/json.h"
 #include "outputs/json_document.h"
 #include "outputs/report/safe_text.h"
 #include "outputs/run_directory.h"
@@ -19,10 +24,12 @@ namespace {
 
 namespace run_status = outputs::run_status;
 
-// Seconds since the epoch of an ISO 8601 UTC time as run.json writes it ("2026-12-01T14:05:09Z").
+// Seconds since the epoch of an ISO 8601 UTC time as run.json writes it ("2026-12-01T14:05:09Z");
+// nothing for another text or a year outside 1970-2999, which no run of gcrun's has.
 std::optional<double> secondsOf(const std::string& iso) {
   std::tm tm{};
   if (iso.size() < 19 || !strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return std::nullopt;
+  if (tm.tm_year < 70 || tm.tm_year > 1099) return std::nullopt;
   return static_cast<double>(timegm(&tm));
 }
 
@@ -34,8 +41,44 @@ std::string duration(double seconds) {
   return fmt::format("{:.1f} h", seconds / 3600);
 }
 
+// A status is one word of run_status; someone else's file may hold anything.
+constexpr size_t kMaxStatusChars = 20;
+// A run's error as --status lists it: one line, clipped, however long the run.json's is.
+constexpr size_t kMaxErrorChars = 300;
+// "runs/" and a file name.
+constexpr size_t kMaxRunDirChars = 5 + NAME_MAX;
+// About 30 years: more than any run, and few enough digits to print.
+constexpr double kMaxRunSeconds = 1e9;
+
 bool isFailure(const std::string& status) {
   return status == run_status::kFailed || status == run_status::kInterrupted || status == run_status::kRefused;
+}
+
+// What study.json recorded of run `index`; a time past kMaxRunSeconds is refused, naming the file.
+StudyRunState recordedState(const outputs::Json& entry, const std::string& file, size_t index) {
+  StudyRunState state;
+  state.dir = outputs::stringOr(entry, "dir", "");
+  state.status = clipForMessage(outputs::stringOr(entry, "status", "pending"), kMaxStatusChars);
+  state.seconds = outputs::numberAt(entry, "seconds").value_or(0);
+  if (state.seconds < 0 || state.seconds > kMaxRunSeconds) {
+    throw UserError("study --status: " + file + ": runs[" + std::to_string(index) + "].seconds is " +
+                    outputs::jsonNumber(state.seconds) + "; a run's time is 0 to " +
+                    outputs::jsonNumber(kMaxRunSeconds) + " s");
+  }
+  state.error = clipForMessage(outputs::stringOr(entry, "error", ""), kMaxErrorChars);
+  return state;
+}
+
+// The run's own record is the newer one: a Slurm task or a run still going writes it.
+void updateFromRunInfo(const std::string& run_dir, StudyRunState& state) {
+  const auto info = runInfoOf(run_dir);
+  if (!info) return;
+  if (!info->status.empty()) state.status = clipForMessage(info->status, kMaxStatusChars);
+  if (!info->error.empty()) state.error = clipForMessage(info->error, kMaxErrorChars);
+  const auto start = secondsOf(info->start_time);
+  const auto end = secondsOf(info->end_time);
+  if (start && end && state.status != run_status::kRunning) state.seconds = *end - *start;
+  if (start && state.status == run_status::kRunning) state.seconds = now() - *start;
 }
 
 }  // namespace
@@ -50,31 +93,31 @@ std::optional<outputs::RunInfo> runInfoOf(const std::string& dir) {
 
 std::vector<StudyRunState> readStudyState(const std::string& dir) {
   const std::string file = dir + "/study.json";
-  if (!std::filesystem::is_regular_file(file)) {
-    throw UserError("study --status: " + dir + " holds no study.json; give the directory a study runs in");
+  if (const auto why = files::notRegularFileReason(file); !why.empty()) {
+    throw UserError("study --status: " + file + ": " + why + "; give the directory a study runs in");
   }
-  const auto json = outputs::parseJson(files::readBoundedFile(file, files::kMaxRecordBytes));
+  std::string why;
+  const auto json = outputs::parseJson(files::readBoundedFile(file, files::kMaxRecordBytes), &why);
   const auto* runs = json ? outputs::memberOf(*json, "runs") : nullptr;
-  if (!runs || !runs->is_array()) throw UserError("study --status: " + file + " is not a study's study.json");
+  if (!runs || !runs->is_array()) {
+    throw UserError("study --status: " + file + " is not a study's study.json" + (why.empty() ? "" : " (" + why + ")"));
+  }
+  if (runs->size() > kMaxStudyRuns) {
+    throw UserError("study --status: " + file + " lists " + std::to_string(runs->size()) + " runs, more than the " +
+                    std::to_string(kMaxStudyRuns) + " a study may have");
+  }
   std::vector<StudyRunState> states;
-  for (const auto& entry : *runs) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const auto& entry = (*runs)[i];
     if (!entry.is_object()) continue;
-    StudyRunState state;
-    state.dir = outputs::stringOr(entry, "dir", "");
-    state.status = outputs::stringOr(entry, "status", "pending");
-    state.seconds = outputs::numberAt(entry, "seconds").value_or(0);
-    state.error = outputs::stringOr(entry, "error", "");
-    // Only runs/<name>: a study.json from someone else points nowhere outside the study.
+    StudyRunState state = recordedState(entry, file, i);
+    // Only runs/<name>: a study.json from someone else points nowhere outside the study. Each run
+    // is read and listed once, however often the file names it.
     if (state.dir.rfind("runs/", 0) != 0 || state.dir.find("..") != std::string::npos) continue;
-    // The run's own record is the newer one: a Slurm task or a run still going writes it.
-    if (const auto info = runInfoOf(dir + "/" + state.dir)) {
-      if (!info->status.empty()) state.status = info->status;
-      if (!info->error.empty()) state.error = info->error;
-      const auto start = secondsOf(info->start_time);
-      const auto end = secondsOf(info->end_time);
-      if (start && end && state.status != run_status::kRunning) state.seconds = *end - *start;
-      if (start && state.status == run_status::kRunning) state.seconds = now() - *start;
-    }
+    if (state.dir.size() > kMaxRunDirChars) continue;
+    if (!seen.insert(state.dir).second) continue;
+    updateFromRunInfo(dir + "/" + state.dir, state);
     states.push_back(std::move(state));
   }
   return states;

@@ -116,6 +116,10 @@ class AppendFile {
 // reader that streams; it stops at `limit` itself, as the file may grow meanwhile.
 UniqueFd openBoundedFile(const std::string& path, size_t limit);
 
+// Why `path` is not a regular file, for a message: "no such file", "a directory", or "not a
+// regular file (a device, a FIFO or a socket)"; empty when it is one (through symlinks).
+std::string notRegularFileReason(const std::string& path);
+
 // The whole of a file openBoundedFile accepts, at most `limit` bytes (a UserError past that).
 std::string readBoundedFile(const std::string& path, size_t limit);
 

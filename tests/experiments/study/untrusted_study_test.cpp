@@ -2,6 +2,7 @@
 // they hold is data. A name never becomes a line of slurm.sbatch, a folder the study did not make
 // is never deleted, a huge plan or a YAML bomb is refused at once, runs that would share a
 // directory are refused at planning, and nothing planted in the study directory is written through.
+// `study --status` reads a crafted study.json in bounded time and memory, each run once.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -10,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -283,6 +286,112 @@ TEST(HostileStudy, SymlinksPlantedInTheStudyDirectoryAreNotFollowed) {
   fs::create_symlink(dir.file("elsewhere/lock"), dir.file("out/study.lock"));
   expectRefused(study(file, dir.file("out")), dir.file("out/study.lock") + " is a symlink");
   EXPECT_FALSE(fs::exists(dir.file("elsewhere/lock")));
+}
+
+TEST(HostileStudy, ASymlinkPlantedAtStudyJsonIsReplacedNotWrittenThrough) {
+  TempDir dir;
+  const auto file = write(dir, "study.yaml", kOneRun);
+  fs::create_directories(dir.file("out"));
+  write(dir, "victim.json", "untouched");
+  fs::create_symlink(dir.file("victim.json"), dir.file("out/study.json"));
+  const auto result = study(file, dir.file("out"));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(readFile(dir.file("victim.json")), "untouched");
+  EXPECT_FALSE(fs::is_symlink(dir.file("out/study.json")));
+}
+
+// --- study --status on a crafted study directory (issue 30, items 4, 7 and 10) ---
+
+// `runs` as study.json's array (text between the brackets), in a study directory `out`.
+std::string studyDirectory(const TempDir& dir, const std::string& runs) {
+  fs::create_directories(dir.file("out/runs"));
+  write(dir, "out/study.json", "{\"study\": \"s\", \"runs\": [" + runs + "]}\n");
+  return dir.file("out");
+}
+
+void writeRunJson(const TempDir& dir, const std::string& run, const std::string& members) {
+  fs::create_directories(dir.file("out/runs/" + run));
+  write(dir, "out/runs/" + run + "/run.json", "{\"experiment\": \"fashion-sgd\", " + members + "}\n");
+}
+
+std::vector<std::string> linesOf(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(HostileStudy, StatusReadsEachRunOnceAndListsItsErrorOnOneClippedLine) {
+  TempDir dir;
+  // 1 MiB of error after a newline and a terminal escape, named 20,000 times: 20 GB if each entry
+  // kept its own copy.
+  writeRunJson(dir, "a-seed1",
+               "\"status\": \"failed\", \"error\": \"boom\\n\\u001b[2J" + std::string(1 << 20, 'x') + "\"");
+  std::string runs;
+  for (int i = 0; i < 20000; ++i)
+    runs += std::string(i ? ", " : "") + "{\"dir\": \"runs/a-seed1\", \"status\": \"failed\"}";
+  const auto out = studyDirectory(dir, runs);
+  const auto result = bounded(kGcrun + " study --status " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.output.substr(0, 2000);
+  const auto lines = linesOf(result.output);
+  ASSERT_EQ(lines.size(), 2u) << result.output.substr(0, 2000);
+  EXPECT_LT(lines[0].size(), 1000u);
+  EXPECT_TRUE(contains(lines[0], "boom")) << lines[0];
+  EXPECT_EQ(result.output.find('\x1b'), std::string::npos);
+  EXPECT_EQ(lines[1], "study: 0 of 1 done, 1 failed, 0 running, 0 left");
+}
+
+TEST(HostileStudy, StatusRefusesMoreRunsThanAStudyMayHave) {
+  TempDir dir;
+  std::string runs;
+  for (int i = 0; i <= 100000; ++i) runs += i ? ",{}" : "{}";
+  expectRefused(bounded(kGcrun + " study --status " + studyDirectory(dir, runs)),
+                "lists 100001 runs, more than the 100000 a study may have");
+}
+
+TEST(HostileStudy, StatusRefusesAnAbsurdRunTimeAndIgnoresImpossibleDates) {
+  TempDir dir;
+  const auto out = studyDirectory(dir, "{\"dir\": \"runs/a-seed1\", \"status\": \"completed\", \"seconds\": 1e308}");
+  expectRefused(bounded(kGcrun + " study --status " + out),
+                dir.file("out/study.json") + ": runs[0].seconds is 1e+308; a run's time is 0 to 1000000000 s");
+
+  studyDirectory(dir, "{\"dir\": \"runs/a-seed1\", \"status\": \"pending\"}, {\"dir\": \"runs/b-seed1\"}");
+  writeRunJson(dir, "a-seed1",
+               "\"status\": \"completed\", \"start_time\": \"0000-01-01T00:00:00Z\", "
+               "\"end_time\": \"2026-12-01T14:05:09Z\"");
+  const auto result = bounded(kGcrun + " study --status " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto lines = linesOf(result.output);
+  ASSERT_EQ(lines.size(), 3u) << result.output;
+  EXPECT_EQ(lines[0].substr(0, lines[0].find_last_not_of(' ') + 1), "completed    runs/a-seed1") << result.output;
+  EXPECT_EQ(lines[2], "study: 1 of 2 done, 0 failed, 0 running, 1 left") << result.output;
+}
+
+TEST(HostileStudy, StatusParsesObjectsOfAMillionKeysInLinearTime) {
+  TempDir dir;
+  // 14 MB, under study.json's 16 MiB: a search of the object per key inserted would take hours.
+  std::string keys;
+  for (int i = 0; i < 1000000; ++i) keys += "\"k" + std::to_string(i) + "\": 0, ";
+  const auto out = studyDirectory(dir, "{" + keys + "\"dir\": \"runs/a-seed1\", \"status\": \"pending\"}");
+  const auto result = bounded(kGcrun + " study --status " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(contains(result.output, "study: 0 of 1 done, 0 failed, 0 running, 1 left")) << result.output;
+
+  // A key twice, or nesting past any file of gcrun's, is no study.json.
+  write(dir, "out/study.json", "{\"runs\": [], \"runs\": [{\"dir\": \"runs/a-seed1\"}]}");
+  expectRefused(bounded(kGcrun + " study --status " + out), "the key \"runs\" appears twice");
+  write(dir, "out/study.json", "{\"runs\": [], \"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  expectRefused(bounded(kGcrun + " study --status " + out), "nested deeper than 64 levels");
+}
+
+TEST(HostileStudy, StatusSaysWhatStandsWhereStudyJsonShouldBe) {
+  TempDir dir;
+  fs::create_directories(dir.file("out"));
+  fs::create_symlink("/dev/zero", dir.file("out/study.json"));
+  expectRefused(bounded(kGcrun + " study --status " + dir.file("out")),
+                dir.file("out/study.json") + ": not a regular file (a device, a FIFO or a socket)");
+  fs::remove(dir.file("out/study.json"));
+  expectRefused(bounded(kGcrun + " study --status " + dir.file("out")), dir.file("out/study.json") + ": no such file");
 }
 
 }  // namespace
