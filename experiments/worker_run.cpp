@@ -181,7 +181,16 @@ RunResult WorkerRun::run() {
     info.final_metrics["validation." + kv.first] = kv.second;
   }
   for (const auto& kv : result.training.last_test) info.final_metrics["test." + kv.first] = kv.second;
-  for (auto& sink : sinks_) sink->close();
+  try {
+    for (auto& sink : sinks_) sink->close();
+  } catch (const std::exception& e) {
+    // A sink's last lines that did not fit on the disk fail the run; an earlier failure says more.
+    if (!failure) {
+      failure = std::current_exception();
+      info.status = outputs::run_status::kFailed;
+      info.error = e.what();
+    }
+  }
   info.compute_per_batch_ms = role_.computePerBatchMs(timer_);
   info.paper = record_.finish(config_.paper, info, timer_);
   if (failure) std::rethrow_exception(failure);

@@ -4,9 +4,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
+#include "hyperparams/base/text.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/run_directory.h"
 
@@ -33,6 +35,15 @@ class RunFileSink : public spdlog::sinks::base_sink<std::mutex> {
   files::UniqueFd fd_;
 };
 
+// A line the log file could not take (a full disk) is still on the console when it matters; the
+// failure is said once, in gcrun's words, instead of spdlog's "*** LOG ERROR ***" lines.
+void reportLogFailure(const std::string& what) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr, "gcrun: warning: %s; the log goes on on the console only\n", printableText(what).c_str());
+  });
+}
+
 }  // namespace
 
 std::shared_ptr<spdlog::logger> installRankLogger(const std::string& run_dir, int rank) {
@@ -48,6 +59,7 @@ std::shared_ptr<spdlog::logger> installRankLogger(const std::string& run_dir, in
   logger->set_level(spdlog::level::debug);
   // The log file is what survives a crash; info lines are rare enough to flush each one.
   logger->flush_on(spdlog::level::info);
+  logger->set_error_handler(reportLogFailure);
   // Another thread (a rank of a thread group, a simulated worker) may be logging through the
   // default logger's raw pointer right now: the loggers replaced stay alive for the process's life.
   static std::mutex mutex;

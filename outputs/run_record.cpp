@@ -1,5 +1,9 @@
 #include "outputs/run_record.h"
 
+#include <exception>
+
+#include "outputs/run_info.h"
+
 namespace gcrun::outputs {
 
 void RunRecord::start(const std::string& config_yaml, const RunInfo& info) const {
@@ -10,10 +14,17 @@ void RunRecord::start(const std::string& config_yaml, const RunInfo& info) const
 
 PaperComparison RunRecord::finish(const PaperResult& paper, RunInfo info, const Timer& timer) const {
   info.paper = comparePaper(paper, info, timer);
-  if (writes_) {
+  if (!writes_) return info.paper;
+  try {
     dir_.write(run_files::kTimerSummary, timer.summaryJson());
+  } catch (const std::exception& e) {
+    // A full disk: the failed write gave its space back, which run.json's few bytes can take.
+    info.status = run_status::kFailed;
+    info.error = e.what();
     dir_.writeInfo(info);
+    throw;
   }
+  dir_.writeInfo(info);
   return info.paper;
 }
 

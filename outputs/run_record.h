@@ -20,7 +20,8 @@ class RunRecord {
   // status "running".
   void start(const std::string& config_yaml, const RunInfo& info) const;
   // The final run.json, with the paper comparison worked out from `info` and `timer`, and
-  // timer_summary.json. Returns the comparison.
+  // timer_summary.json. Returns the comparison. When timer_summary.json cannot be written, run.json
+  // says `failed` with that error, and the error is thrown.
   PaperComparison finish(const PaperResult& paper, RunInfo info, const Timer& timer) const;
 
  private:

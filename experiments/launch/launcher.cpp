@@ -21,8 +21,10 @@
 #include "experiments/launch/launch_environment.h"
 #include "hyperparams/base/process.h"
 #include "hyperparams/base/signal_flag.h"
+#include "hyperparams/base/text.h"
 #include "outputs/json_document.h"
 #include "outputs/run_directory.h"
+#include "outputs/run_info.h"
 
 namespace gcrun::launch {
 namespace {
@@ -162,6 +164,25 @@ void writeWorkerPids(const LaunchOptions& options, const std::vector<pid_t>& pid
   outputs::RunDirectory(options.run_dir).write(outputs::run_files::kWorkers, outputs::jsonText(json) + "\n");
 }
 
+// A failed worker may have had no chance to record it (the disk was full, or it was killed while
+// waiting for the one that failed): once every worker has ended, the run must not say `running`.
+void recordWorkerFailure(const LaunchOptions& options, int rank, int exit_code) {
+  if (options.run_dir.empty()) return;
+  try {
+    const outputs::RunDirectory dir(options.run_dir);
+    auto info = dir.readInfo();
+    if (!info || info->status != outputs::run_status::kRunning) return;
+    info->status = exit_code == 2 ? outputs::run_status::kRefused : outputs::run_status::kFailed;
+    info->error =
+        "worker rank " + std::to_string(rank) + " exited with code " + std::to_string(exit_code) + "; its log says why";
+    info->end_time = outputs::isoTimeNow();
+    dir.writeInfo(*info);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gcrun: warning: the run's failure could not be recorded in run.json: %s\n",
+                 printableText(firstLine(e.what())).c_str());
+  }
+}
+
 }  // namespace
 
 int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::string>& argv) {
@@ -188,9 +209,10 @@ int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::stri
     }
     const int failed_rank = reap(pids, exit_code);
     if (failed_rank >= 0) {
-      std::fprintf(stderr, "gcrun: worker rank %d exited with code %d; stopping the other workers\n",
-                   options.node_rank * options.nproc_per_node + failed_rank, exit_code);
+      const int rank = options.node_rank * options.nproc_per_node + failed_rank;
+      std::fprintf(stderr, "gcrun: worker rank %d exited with code %d; stopping the other workers\n", rank, exit_code);
       stopAll(pids);
+      recordWorkerFailure(options, rank, exit_code);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -327,5 +327,52 @@ TEST(InputFaults, AWorkersOwnWriteErrorIsReportedAsItIs) {
   EXPECT_FALSE(contains(log, "heartbeat")) << log;
 }
 
+TEST(InputFaults, ErrorLinesShowControlCharactersAsEscapesAndValuesWhole) {
+  // An escape sequence in an unknown key would clear the screen; a newline in a value would cut
+  // the message short.
+  const auto key = runCommand(kGcrun + " show fashion-sgd --set '\x1b[2J\x1b]0;title\x07training.x=1'");
+  expectRefused(key, "\\x1b[2J\\x1b]0;title\\x07training.x");
+  EXPECT_EQ(key.output.find('\x1b'), std::string::npos) << key.output;
+  const auto newline = runCommand(kGcrun + " show 'fashion\nsgd (the rest)'");
+  expectRefused(newline, "unknown experiment 'fashion\\nsgd (the rest)'");
+  const auto c1 = runCommand(kGcrun +
+                             " show fashion-sgd --set '\xc2\x9b"
+                             "2Jtraining.x=1'");
+  expectRefused(c1, "\\u009b2Jtraining.x");
+}
+
+// A tmpfs of `kib` KiB at `path` (root only: without the rights the test skips).
+bool mountSmallDisk(const std::string& path, int kib) {
+  fs::create_directories(path);
+  return runCommand("mount -t tmpfs -o size=" + std::to_string(kib) + "k gcrun-test " + path).exit_code == 0;
+}
+
+TEST(InputFaults, AFullDiskEndsEveryRunAsFailedInGcrunsWords) {
+  TempDir dir;
+  const std::string disk = dir.file("disk");
+  if (::geteuid() != 0 || !mountSmallDisk(disk, 2048)) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  // Fills during the first checkpoint of a 2-worker run: the run must not stay `running`.
+  const auto full = runCommand(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + disk + "/run" +
+                               kQuick + " --set checkpoint.every_steps=5 --set training.max_steps=20");
+  EXPECT_EQ(full.exit_code, 1) << full.output;
+  EXPECT_FALSE(contains(full.output, "LOG ERROR")) << full.output;
+  const std::string info = readFile(disk + "/run/run.json");
+  EXPECT_TRUE(contains(info, "\"status\": \"failed\"")) << info << full.output;
+
+  // Full from the start but for two pages: config.yaml and run.json fit, the log does not. gcrun
+  // says so in its own words, once, instead of spdlog's "*** LOG ERROR ***".
+  fs::remove_all(disk + "/run");
+  std::ofstream(disk + "/filler") << std::string((2048 - 8) << 10, 'x');
+  const auto at_start = runCommand(kGcrun + " experiment fashion-sgd --output-dir " + disk + "/run" + kQuick +
+                                   " --set training.max_steps=5");
+  runCommand("umount " + disk);
+  EXPECT_EQ(at_start.exit_code, 1) << at_start.output;
+  EXPECT_FALSE(contains(at_start.output, "LOG ERROR")) << at_start.output;
+  const auto lines = testing::gcrunLines(at_start.output);
+  ASSERT_EQ(lines.size(), 2u) << at_start.output;
+  EXPECT_TRUE(contains(lines[0], "gcrun: warning: cannot write " + disk + "/run/rank-0.log")) << at_start.output;
+  EXPECT_TRUE(contains(lines[1], "gcrun: failed: cannot write " + disk + "/run/")) << at_start.output;
+}
+
 }  // namespace
 }  // namespace gcrun
