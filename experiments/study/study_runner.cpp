@@ -249,7 +249,7 @@ int runStudy(const StudySpec& spec, const StudyOptions& given) {
   }
   const std::string script = options.slurm ? slurmScript(spec, options, dir, runs.size()) : "";
   // Below the directory the user named, everything goes through its descriptor: a symlink planted
-  // at runs/, logs/, configs/, a log, study.lock or study.json is refused, never followed.
+  // at runs/, logs/, configs/, a log or study.lock is refused; one at study.json is replaced.
   const auto study = Directory::open(dir, true);
   const auto run_dirs = study.sub("runs", true);
   const auto logs = study.sub("logs", true);
