@@ -71,6 +71,18 @@ class ProfileReader {
     return *number;
   }
 
+  // A message size: whole bytes (gcrun writes 1000000 as 1e+06), so that neighbouring samples
+  // differ by a byte or more and the slope between them stays finite.
+  double bytes(const YAML::Node& node, const std::string& key) const {
+    const auto value = text(node, key);
+    const auto number = parseDecimal(value);
+    if (!number || *number < 0 || *number > kMaxSampleBytes || std::floor(*number) != *number) {
+      fail(key,
+           "'" + clipForMessage(value, 60) + "' is not a size in whole bytes from 0 to " + wholeText(kMaxSampleBytes));
+    }
+    return *number;
+  }
+
   int count(const YAML::Node& node, const std::string& key) const {
     const auto value = text(node, key);
     const auto number = parseWholeNumber(value);
@@ -113,7 +125,7 @@ Fit readFit(const ProfileReader& reader, const YAML::Node& node, const std::stri
     for (size_t i = 0; i < samples.size(); ++i) {
       const std::string at = key + ".samples[" + std::to_string(i) + "]";
       if (!samples[i].IsSequence() || samples[i].size() != 2) reader.fail(at, "expected [bytes, seconds]");
-      const Sample sample{reader.number(samples[i][0], at + "[0]", 0, kMaxSampleBytes),
+      const Sample sample{reader.bytes(samples[i][0], at + "[0]"),
                           reader.number(samples[i][1], at + "[1]", 0, kMaxSampleSeconds)};
       if (!fit.samples.empty() && sample.bytes <= fit.samples.back().bytes) {
         reader.fail(at, "sizes must grow from one sample to the next");

@@ -76,7 +76,7 @@ double parseDuration(const std::string& text, const std::string& what);
 std::string bandwidthText(double bytes_per_s);
 std::string durationText(double seconds);
 
-// A fit's samples: sizes from 0 to 1 PB, times above 0 up to 1e6 s.
+// A fit's samples: sizes in whole bytes from 0 to 1 PB, times above 0 up to 1e6 s.
 inline constexpr double kMaxSampleBytes = 1e15;
 inline constexpr double kMaxSampleSeconds = 1e6;
 

@@ -107,9 +107,10 @@ TEST(NetworkProfile, RoundTripsExactly) {
   profile.backend = "gloo";
   profile.bandwidth_bytes_per_s = 1.25e8;
   profile.latency_s = 5e-5;
-  profile.fits = {{Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {268435456, 4.56789}}},
-                  {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
-                  {Collective::broadcast, 0, 0, 1e-9, 0, {}}};
+  profile.fits = {
+      {Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {1000000, 0.01}, {268435456, 4.56789}}},
+      {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
+      {Collective::broadcast, 0, 0, 1e-9, 0, {}}};
   expectSameProfile(parseProfile(profileYaml(profile), "p.yaml"), profile);
   const auto link = linkProfile(1.25e9, 2e-5);
   EXPECT_EQ(link.name, "10gbit/20us");
@@ -170,6 +171,9 @@ TEST(NetworkProfile, EveryParseErrorNamesFileAndKey) {
       {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 1], [4, "
        "2]]}\n",
        {"n.yaml", "fits[0].samples[1]", "grow"}},
+      {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[0, 1], "
+       "[1e-300, 1e6]]}\n",
+       {"n.yaml", "fits[0].samples[1][0]", "'1e-300'", "whole bytes"}},
       {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 0]]}\n",
        {"n.yaml", "fits[0].samples[0]", "above 0"}},
       {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [8]}\n",
