@@ -254,6 +254,8 @@ TEST(HostilePredict, AFifoOrADeviceIsNotARegularFile) {
     expectRefused(bounded("predict " + run + " --network " + file + " --output " + dir.file("out")),
                   {file, "not a regular file"});
   }
+  expectRefused(bounded("bench network --merge --output " + dir.file("fifo.yaml") + " --nproc-per-node 2"),
+                {dir.file("fifo.yaml"), "not a regular file"});
   const auto fifo_trace = runDirectory(dir, "fifo-trace", 2, {});
   ASSERT_EQ(::mkfifo((fifo_trace + "/trace-rank0.json").c_str(), 0644), 0);
   expectRefused(bounded("predict " + fifo_trace + " --output " + dir.file("out")),
