@@ -1,22 +1,42 @@
 #include <cstdio>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/network/network_profile.h"
 #include "outputs/performance/prediction_output.h"
 #include "outputs/report/safe_text.h"
 
 namespace gcrun::cli {
+namespace {
+
+// The items of comma-separated flag values ("2,16" or --workers 2 --workers 16). CLI11's own
+// splitting drops empty items; "2,,16" is a typo to point out instead.
+std::vector<std::string> commaItems(const std::vector<std::string>& values, const std::string& flag) {
+  std::vector<std::string> items;
+  for (const auto& value : values) {
+    std::stringstream stream(value + ",");
+    for (std::string item; std::getline(stream, item, ',');) {
+      if (item.empty()) throw UserError(flag + ": '" + clipForMessage(value, 60) + "' has an empty item");
+      items.push_back(item);
+    }
+  }
+  return items;
+}
+
+}  // namespace
 
 void addPredictCommand(CLI::App& app) {
   struct Flags {
     std::vector<std::string> inputs;
-    std::vector<int> workers;
+    std::vector<std::string> workers;
     std::vector<std::string> networks;
     std::vector<std::string> bandwidths;
     std::string latency = "20us";
-    double compute_ms_per_batch = 0;
+    std::string compute_ms_per_batch;
     std::string target;
     std::string output_dir = ".";
   };
@@ -25,29 +45,32 @@ void addPredictCommand(CLI::App& app) {
       "predict", "Time per batch of traced runs at other worker counts and networks: does compression pay?");
   command->add_option("dirs", flags->inputs, "Run or study directories with a step timeline (output.trace)")
       ->required();
-  command->add_option("--workers", flags->workers, "Worker counts, comma-separated (default: each run's own)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1 << 20));
+  command->add_option("--workers", flags->workers,
+                      "Worker counts, comma-separated, each 1 to 1048576 (default: each run's own)");
   command->add_option("--network", flags->networks,
                       "A network profile (network.yaml from `gcrun bench network`, or written by hand); repeatable");
-  command
-      ->add_option("--bandwidth", flags->bandwidths,
-                   "Links to predict on, comma-separated: 1gbit,10gbit,100gbit (default, without --network)")
-      ->delimiter(',');
-  command->add_option("--latency", flags->latency, "The --bandwidth links' latency (default 20us)");
-  command
-      ->add_option("--compute-ms-per-batch", flags->compute_ms_per_batch,
-                   "Scale each run's compute (and encode/decode) to this forward+backward+optimizer time")
-      ->check(CLI::PositiveNumber);
+  command->add_option("--bandwidth", flags->bandwidths,
+                      "Links to predict on, comma-separated, 1bit to 1000000gbit: 1gbit,10gbit,100gbit (default, "
+                      "without --network)");
+  command->add_option("--latency", flags->latency, "The --bandwidth links' latency, 0s to 1000s (default 20us)");
+  auto* compute =
+      command->add_option("--compute-ms-per-batch", flags->compute_ms_per_batch,
+                          "Scale each run's compute (and encode/decode) to this forward+backward+optimizer time "
+                          "(milliseconds, above 0 up to 1000000)");
   command->add_option("--target", flags->target, "METRIC=VALUE, e.g. test.accuracy=0.9: predicted time to reach it");
   command->add_option("--output", flags->output_dir, "Where predict.md, predict.csv and plots/ go (default: .)");
-  command->callback([flags] {
+  command->callback([flags, compute] {
     performance::PredictOptions options;
-    options.workers = flags->workers;
-    options.compute_ms_per_batch = flags->compute_ms_per_batch;
+    for (const auto& workers : commaItems(flags->workers, "--workers")) {
+      options.workers.push_back(performance::parseWorkerCount(workers, "--workers"));
+    }
+    if (compute->count() > 0) {
+      options.compute_ms_per_batch =
+          performance::parseComputeMsPerBatch(flags->compute_ms_per_batch, "--compute-ms-per-batch");
+    }
     if (!flags->target.empty()) options.target = outputs::parseTarget(flags->target, "--target");
     for (const auto& path : flags->networks) options.networks.push_back(network::loadProfile(path));
-    auto bandwidths = flags->bandwidths;
+    auto bandwidths = commaItems(flags->bandwidths, "--bandwidth");
     if (bandwidths.empty() && options.networks.empty()) bandwidths = {"1gbit", "10gbit", "100gbit"};
     const double latency = network::parseDuration(flags->latency, "--latency");
     for (const auto& bandwidth : bandwidths) {

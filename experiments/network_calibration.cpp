@@ -11,6 +11,7 @@
 #include <torch/cuda.h>
 #endif
 
+#include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 
@@ -102,14 +103,13 @@ const network::Fit& fitOf(const std::vector<network::Fit>& fits, Collective coll
 
 int64_t parseMessageBytes(const std::string& text, const std::string& what) {
   const std::string accepted = "; expected a size in bytes, a multiple of 4 from 4 to 4GiB, e.g. 4, 64KiB or 256MiB";
-  char* end = nullptr;
-  const long long number = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str() || number <= 0)
-    throw UserError(what + ": '" + clipForMessage(text, 60) + "' is not a size" + accepted);
+  const size_t length = decimalLength(text);
+  const auto number = parseWholeNumber(std::string_view(text).substr(0, length));
+  if (!number || *number <= 0) throw UserError(what + ": '" + clipForMessage(text, 60) + "' is not a size" + accepted);
   for (const auto& unit : kByteUnits) {
-    if (std::string(end) != unit.name) continue;
-    if (number > kMaxMessageBytes / unit.scale || number * unit.scale % 4 != 0) break;
-    return number * unit.scale;
+    if (text.substr(length) != unit.name) continue;
+    if (*number > kMaxMessageBytes / unit.scale || *number * unit.scale % 4 != 0) break;
+    return *number * unit.scale;
   }
   throw UserError(what + ": '" + clipForMessage(text, 60) + "' is not a size" + accepted);
 }

@@ -2,6 +2,7 @@
 #include "outputs/network/network_profile.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
@@ -11,8 +12,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/network/shortest_number.h"
 
@@ -20,6 +23,15 @@ namespace gcrun::network {
 namespace {
 
 constexpr Collective kCollectives[] = {Collective::all_reduce, Collective::all_gather, Collective::broadcast};
+// max_relative_residual is informative; a fit that far off is no fit.
+constexpr double kMaxResidual = 1e6;
+
+// A range's bound in the messages: 1000, not 1e+03.
+std::string wholeText(double bound) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", bound);
+  return text;
+}
 
 // Errors in one file: each names the file and the key.
 class ProfileReader {
@@ -30,14 +42,17 @@ class ProfileReader {
     throw UserError(source_ + ": " + key + ": " + problem);
   }
 
-  // A mapping whose keys are all in `known`.
+  // A mapping whose keys are all in `known`, each given once (yaml-cpp keeps both entries of a key
+  // written twice, and a lookup finds only the first).
   void checkMap(const YAML::Node& node, const std::string& key, const std::set<std::string>& known) const {
     if (!node.IsMap()) fail(key, "expected a mapping");
     std::string names;
     for (const auto& name : known) names += (names.empty() ? "" : ", ") + name;
+    std::set<std::string> given;
     for (const auto& entry : node) {
       const auto name = entry.first.Scalar();
       if (!known.count(name)) fail(prefixed(key, clipForMessage(name, 60)), "unknown key; known: " + names);
+      if (!given.insert(name).second) fail(prefixed(key, name), "given twice; keep one");
     }
   }
 
@@ -46,24 +61,36 @@ class ProfileReader {
     return node.Scalar();
   }
 
-  double number(const YAML::Node& node, const std::string& key) const {
+  // A plain decimal from `min` to `max`.
+  double number(const YAML::Node& node, const std::string& key, double min, double max) const {
     const auto value = text(node, key);
-    char* end = nullptr;
-    const double number = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !std::isfinite(number) || number < 0) {
-      fail(key, "'" + clipForMessage(value, 60) + "' is not a number >= 0");
+    const auto number = parseDecimal(value);
+    if (!number || *number < min || *number > max) {
+      fail(key, "'" + clipForMessage(value, 60) + "' is not a number from " + wholeText(min) + " to " + wholeText(max));
     }
-    return number;
+    return *number;
+  }
+
+  // A message size: whole bytes (gcrun writes 1000000 as 1e+06), so that neighbouring samples
+  // differ by a byte or more and the slope between them stays finite.
+  double bytes(const YAML::Node& node, const std::string& key) const {
+    const auto value = text(node, key);
+    const auto number = parseDecimal(value);
+    if (!number || *number < 0 || *number > kMaxSampleBytes || std::floor(*number) != *number) {
+      fail(key,
+           "'" + clipForMessage(value, 60) + "' is not a size in whole bytes from 0 to " + wholeText(kMaxSampleBytes));
+    }
+    return *number;
   }
 
   int count(const YAML::Node& node, const std::string& key) const {
     const auto value = text(node, key);
-    char* end = nullptr;
-    const long number = std::strtol(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || number < 0 || number > 1 << 20) {
-      fail(key, "'" + clipForMessage(value, 60) + "' is not a worker count (an integer >= 0; 0 means any)");
+    const auto number = parseWholeNumber(value);
+    if (!number || *number < 0 || *number > kMaxWorkers) {
+      fail(key, "'" + clipForMessage(value, 60) + "' is not a worker count (a whole number from 0 to " +
+                    std::to_string(kMaxWorkers) + "; 0 means any)");
     }
-    return static_cast<int>(number);
+    return static_cast<int>(*number);
   }
 
   // What a parser of units or names calls the key: its message then names the file too.
@@ -87,17 +114,19 @@ Fit readFit(const ProfileReader& reader, const YAML::Node& node, const std::stri
   const std::string collective_key = key + ".collective";
   fit.collective = parseCollective(reader.text(node["collective"], collective_key), reader.what(collective_key));
   fit.world_size = reader.count(node["world_size"], key + ".world_size");
-  fit.latency_s = reader.number(node["latency_s"], key + ".latency_s");
-  fit.seconds_per_byte = reader.number(node["seconds_per_byte"], key + ".seconds_per_byte");
+  fit.latency_s = reader.number(node["latency_s"], key + ".latency_s", 0, kMaxLatency);
+  fit.seconds_per_byte = reader.number(node["seconds_per_byte"], key + ".seconds_per_byte", 0, 1 / kMinBandwidth);
   if (node["max_relative_residual"]) {
-    fit.max_relative_residual = reader.number(node["max_relative_residual"], key + ".max_relative_residual");
+    fit.max_relative_residual =
+        reader.number(node["max_relative_residual"], key + ".max_relative_residual", 0, kMaxResidual);
   }
   if (const auto samples = node["samples"]) {
     if (!samples.IsSequence()) reader.fail(key + ".samples", "expected a list of [bytes, seconds] pairs");
     for (size_t i = 0; i < samples.size(); ++i) {
       const std::string at = key + ".samples[" + std::to_string(i) + "]";
       if (!samples[i].IsSequence() || samples[i].size() != 2) reader.fail(at, "expected [bytes, seconds]");
-      const Sample sample{reader.number(samples[i][0], at + "[0]"), reader.number(samples[i][1], at + "[1]")};
+      const Sample sample{reader.bytes(samples[i][0], at + "[0]"),
+                          reader.number(samples[i][1], at + "[1]", 0, kMaxSampleSeconds)};
       if (!fit.samples.empty() && sample.bytes <= fit.samples.back().bytes) {
         reader.fail(at, "sizes must grow from one sample to the next");
       }
@@ -170,6 +199,10 @@ NetworkProfile parseProfile(const std::string& yaml_text, const std::string& sou
     document = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw UserError(source + ": not valid YAML (line " + std::to_string(e.mark.line + 1) + "): " + firstLine(e.msg));
+  }
+  if (hyperparams::exceedsValueLimit(document)) {
+    throw UserError(source + ": holds more than " + std::to_string(hyperparams::kMaxYamlValues) +
+                    " values once its YAML aliases are expanded; a network profile needs far fewer");
   }
   const YAML::Node& root = document;
   if (!root.IsMap()) {

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/network/network_profile.h"
 
 namespace gcrun::network {
@@ -39,13 +41,14 @@ std::string unitNames(const std::vector<Unit>& units) {
   return names;
 }
 
-// The number in front and the unit after it; false when the text does not begin with a number.
+// The number in front and the unit after it; false when the text does not begin with a plain
+// decimal number.
 bool splitQuantity(const std::string& text, double& number, std::string& unit) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  number = std::strtod(begin, &end);
-  if (end == begin || !std::isfinite(number)) return false;
-  unit = std::string(end);
+  const size_t length = decimalLength(text);
+  const auto parsed = parseDecimal(std::string_view(text).substr(0, length));
+  if (!parsed) return false;
+  number = *parsed;
+  unit = text.substr(length);
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
   return true;
 }
@@ -66,12 +69,14 @@ double scaled(const std::string& text, const std::string& what, const std::vecto
   double number = 0;
   std::string unit;
   const std::string accepted = std::string(kind) + " with a unit (" + unitNames(units) + ")";
-  if (!splitQuantity(text, number, unit)) throw UserError(what + ": '" + text + "' is not " + accepted);
+  const std::string quoted = "'" + clipForMessage(text, 60) + "'";
+  if (!splitQuantity(text, number, unit)) throw UserError(what + ": " + quoted + " is not " + accepted);
   for (const auto& known : units) {
     if (sameUnit(unit, known.name)) return known.apply(number);
   }
-  throw UserError(what + ": '" + text + "' has " + (unit.empty() ? "no unit" : "an unknown unit '" + unit + "'") +
-                  "; expected " + accepted + ", e.g. " + (units.size() > 4 ? "10gbit or 125MB" : "20us"));
+  throw UserError(what + ": " + quoted + " has " +
+                  (unit.empty() ? "no unit" : "an unknown unit '" + clipForMessage(unit, 60) + "'") + "; expected " +
+                  accepted + ", e.g. " + (units.size() > 4 ? "10gbit or 125MB" : "20us"));
 }
 
 // The shortest "<number><unit>" whose parse gives back `value` exactly, the earlier unit on a tie.
@@ -99,15 +104,18 @@ std::string shortestSpelling(double value, const std::vector<Unit>& units) {
 
 double parseBandwidth(const std::string& text, const std::string& what) {
   const double bytes_per_s = scaled(text, what, bandwidthUnits(), "a bandwidth");
-  if (bytes_per_s <= 0) {
-    throw UserError(what + ": '" + text + "' is not a positive bandwidth; expected e.g. 10gbit, 100mbit or 125MB");
+  if (!(bytes_per_s >= kMinBandwidth && bytes_per_s <= kMaxBandwidth)) {
+    throw UserError(what + ": '" + clipForMessage(text, 60) +
+                    "' is not a bandwidth from 1bit to 1000000gbit (1 Pbit/s); e.g. 10gbit, 100mbit or 125MB");
   }
   return bytes_per_s;
 }
 
 double parseDuration(const std::string& text, const std::string& what) {
   const double seconds = scaled(text, what, durationUnits(), "a duration");
-  if (seconds < 0) throw UserError(what + ": '" + text + "' is negative; expected a latency >= 0, e.g. 20us or 0s");
+  if (!(seconds >= 0 && seconds <= kMaxLatency)) {
+    throw UserError(what + ": '" + clipForMessage(text, 60) + "' is not a latency from 0s to 1000s; e.g. 20us or 0s");
+  }
   return seconds;
 }
 

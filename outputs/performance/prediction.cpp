@@ -8,7 +8,9 @@
 #include <regex>
 #include <stdexcept>
 
+#include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/performance/collective_cost.h"
 #include "outputs/statistics.h"
@@ -41,13 +43,14 @@ std::string baseName(const std::string& dir) {
   return slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
 }
 
-// The steps every worker traced, each as one program per worker.
-std::vector<std::vector<const StepProgram*>> commonSteps(const RunTimeline& timeline) {
+// The steps every worker traced, each as one program per worker (in the timeline's order).
+using StepsOfAll = std::vector<std::vector<const StepProgram*>>;
+StepsOfAll commonSteps(const RunTimeline& timeline) {
   std::map<int64_t, std::vector<const StepProgram*>> by_step;
   for (const auto& worker : timeline.workers) {
     for (const auto& program : worker) by_step[program.step].push_back(&program);
   }
-  std::vector<std::vector<const StepProgram*>> steps;
+  StepsOfAll steps;
   for (auto& [step, programs] : by_step) {
     if (programs.size() == timeline.workers.size()) steps.push_back(std::move(programs));
   }
@@ -113,37 +116,96 @@ std::optional<double> breakEven(const RunTimeline& method, const RunTimeline& ba
   return std::numeric_limits<double>::infinity();
 }
 
-}  // namespace
-
-RunTimeline loadRunTimeline(const std::string& dir) {
-  static const std::regex trace_name("trace-rank[0-9]+\\.json");
-  RunTimeline timeline;
+// Every trace-rank<r>.json in a run directory, its workers by global rank.
+struct TracedWorkers {
   std::map<int, trace::WorkerTimeline> workers;
+  std::map<int, std::string> file_of;  // each worker's trace file, for messages
   size_t files = 0;
   bool summable = false;
+  bool truncated = false;
+};
+
+TracedWorkers readTraces(const std::string& dir) {
+  static const std::regex trace_name("trace-rank[0-9]+\\.json");
+  TracedWorkers traced;
   for (const auto& name : files::Directory::open(dir, false).entries()) {
     if (!std::regex_match(name, trace_name)) continue;
-    ++files;
-    auto process = trace::readTraceFile(dir + "/" + name);
-    timeline.truncated |= process.truncated;
-    summable |= process.summable;
-    for (auto& worker : process.workers) workers[worker.worker] = std::move(worker);
+    ++traced.files;
+    const auto path = dir + "/" + name;
+    auto process = trace::readTraceFile(path);
+    traced.truncated |= process.truncated;
+    traced.summable |= process.summable;
+    for (auto& worker : process.workers) {
+      traced.file_of[worker.worker] = path;
+      traced.workers[worker.worker] = std::move(worker);
+    }
   }
-  if (files == 0 || workers.empty()) {
-    throw UserError(dir + ": no step timeline (trace-rank<r>.json); run it with --set output.trace=A-B, e.g. 5-15");
+  return traced;
+}
+
+// The model replays one step's collectives on every worker: traces whose workers disagree are bad
+// data, named by the file of the first worker that differs (`files`: each program's).
+void checkSameCollectives(const StepsOfAll& steps, const std::vector<std::string>& files) {
+  for (const auto& programs : steps) {
+    for (size_t w = 1; w < programs.size(); ++w) {
+      if (sameCollectives(*programs[w], *programs[0])) continue;
+      throw UserError(files[w] + ": step " + std::to_string(programs[w]->step) +
+                      ": its collectives differ from those of the same step in " + files[0] +
+                      "; every worker's trace of a step holds the same ones");
+    }
   }
+}
+
+}  // namespace
+
+RunTimeline loadRunTimeline(const outputs::RunData& run) {
+  if (run.world_size < 1 || run.world_size > network::kMaxWorkers) {
+    throw UserError(run.dir + "/run.json: world_size " + std::to_string(run.world_size) +
+                    " is not a worker count; expected 1 to " + std::to_string(network::kMaxWorkers));
+  }
+  const auto traced = readTraces(run.dir);
+  if (traced.files == 0 || traced.workers.empty()) {
+    throw UserError(run.dir + ": no step timeline (trace-rank<r>.json); run it with --set output.trace=A-B, e.g. 5-15");
+  }
+  RunTimeline timeline;
+  timeline.truncated = traced.truncated;
   // A simulated worker's own time between the spans is spent waiting for its turn.
-  const bool simulated = workers.size() > files;
+  const bool simulated = traced.workers.size() > traced.files;
   // Simulated workers share one update, which the first applies while the others wait for it.
-  const auto optimizer_times = optimizerTimes(workers.begin()->second);
-  for (const auto& [rank, worker] : workers) {
-    auto programs = stepPrograms(worker, !simulated, summable, simulated ? &optimizer_times : nullptr);
-    if (!programs.empty()) timeline.workers.push_back(std::move(programs));
+  const auto optimizer_times = optimizerTimes(traced.workers.begin()->second);
+  std::vector<std::string> files;  // of timeline.workers
+  for (const auto& [rank, worker] : traced.workers) {
+    auto programs = stepPrograms(worker, !simulated, traced.summable, simulated ? &optimizer_times : nullptr);
+    if (programs.empty()) continue;
+    timeline.workers.push_back(std::move(programs));
+    files.push_back(traced.file_of.at(rank));
   }
-  if (timeline.workers.empty() || commonSteps(timeline).empty()) {
-    throw UserError(dir + ": its step timeline holds no complete step (forward, backward and reduce on every worker)");
+  const auto steps = commonSteps(timeline);
+  if (steps.empty()) {
+    throw UserError(run.dir +
+                    ": its step timeline holds no complete step (forward, backward and reduce on every worker)");
   }
+  checkSameCollectives(steps, files);
   return timeline;
+}
+
+double parseComputeMsPerBatch(const std::string& text, const std::string& what) {
+  const auto value = parseDecimal(text);
+  if (!value || !(*value > 0) || *value > kMaxComputeMsPerBatch) {
+    throw UserError(what + ": '" + clipForMessage(text, 60) +
+                    "' is not a compute time per batch; expected milliseconds above 0 up to 1000000");
+  }
+  return *value;
+}
+
+int parseWorkerCount(const std::string& text, const std::string& what) {
+  const auto value = parseWholeNumber(text);
+  if (!value || *value < 1 || *value > network::kMaxWorkers) {
+    throw UserError(what + ": '" + clipForMessage(text, 60) +
+                    "' is not a worker count; expected a whole number from 1 to " +
+                    std::to_string(network::kMaxWorkers));
+  }
+  return static_cast<int>(*value);
 }
 
 StepPrediction predictRun(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
@@ -196,8 +258,11 @@ std::vector<PredictionRow> predictRuns(const std::vector<outputs::RunData>& runs
           const auto found = baselines.find(comparison);
           if (found == baselines.end()) return;
           const auto& baseline = timelines[found->second];
-          speedup =
-              predictRun(baseline, workers, network, options.compute_ms_per_batch).total_ms / row.predicted.total_ms;
+          // A step predicted to take no time (a trace of zero durations on a free network) has none.
+          if (row.predicted.total_ms > 0) {
+            speedup =
+                predictRun(baseline, workers, network, options.compute_ms_per_batch).total_ms / row.predicted.total_ms;
+          }
           if (found->second != i) {
             break_even =
                 breakEven(medianStepOf(timelines[i], workers, network), medianStepOf(baseline, workers, network),

@@ -18,10 +18,17 @@ struct RunTimeline {
   bool truncated = false;  // a trace file's size bound cut its recording short
 };
 
-// Reads every trace-rank<r>.json in `dir` (bounded reads; each file is data, checked by the trace
-// reader). A run with no trace file, or none with a complete step, is a UserError naming the run
-// and how to record one (output.trace).
-RunTimeline loadRunTimeline(const std::string& dir);
+// Reads every trace-rank<r>.json in `run.dir` (bounded reads; each file is data, checked by the
+// trace reader). A UserError naming the file: a run with no trace file, or none with a complete
+// step (with how to record one, output.trace); workers whose traces of one step hold different
+// collectives; a run.json world_size outside 1 to network::kMaxWorkers (the default worker count).
+RunTimeline loadRunTimeline(const outputs::RunData& run);
+
+// --compute-ms-per-batch and --predict compute_ms: a plain decimal above 0 up to this.
+inline constexpr double kMaxComputeMsPerBatch = 1e6;
+double parseComputeMsPerBatch(const std::string& text, const std::string& what);
+// A worker count to predict at: a whole number from 1 to network::kMaxWorkers.
+int parseWorkerCount(const std::string& text, const std::string& what);
 
 struct PredictOptions {
   std::vector<int> workers;  // empty: each run's own world size

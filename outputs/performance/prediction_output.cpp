@@ -225,7 +225,7 @@ PredictResult predictDirectories(const std::vector<std::string>& paths, const Pr
   std::vector<RunTimeline> timelines;
   for (auto& run : loaded.runs) {
     try {
-      timelines.push_back(loadRunTimeline(run.dir));
+      timelines.push_back(loadRunTimeline(run));
       runs.push_back(std::move(run));
     } catch (const UserError& e) {
       if (run.status == "completed") throw;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/performance/prediction_output.h"
 
 namespace gcrun::performance {
@@ -17,7 +18,7 @@ std::vector<PredictionRow> predictTraced(const std::vector<outputs::RunData>& ru
   std::vector<RunTimeline> timelines;
   for (const auto& run : runs) {
     try {
-      timelines.push_back(loadRunTimeline(run.dir));
+      timelines.push_back(loadRunTimeline(run));
       traced.push_back(run);
     } catch (const UserError&) {
       // No (readable) timeline: nothing to predict from.
@@ -36,29 +37,14 @@ ProjectionSpec parseProjection(const std::string& text, const std::string& what)
     const auto key = item.substr(0, equals);
     if (equals == std::string::npos || values.count(key) ||
         (key != "workers" && key != "bandwidth" && key != "latency" && key != "network" && key != "compute_ms")) {
-      throw UserError(what + ": '" + item + "' is not one of " + kProjectionForm);
+      throw UserError(what + ": '" + clipForMessage(item, 60) + "' is not one of " + kProjectionForm);
     }
     values[key] = item.substr(equals + 1);
   }
   ProjectionSpec spec;
-  if (values.count("workers")) {
-    try {
-      size_t used = 0;
-      spec.workers = std::stoi(values["workers"], &used);
-      if (used != values["workers"].size() || spec.workers < 1) throw std::invalid_argument("workers");
-    } catch (const std::exception&) {
-      throw UserError(what + ": workers='" + values["workers"] + "' is not a whole number of at least 1");
-    }
-  }
+  if (values.count("workers")) spec.workers = parseWorkerCount(values["workers"], what + " workers");
   if (values.count("compute_ms")) {
-    try {
-      spec.compute_ms_per_batch = std::stod(values["compute_ms"]);
-    } catch (const std::exception&) {
-      spec.compute_ms_per_batch = -1;
-    }
-    if (!(spec.compute_ms_per_batch > 0)) {
-      throw UserError(what + ": compute_ms='" + values["compute_ms"] + "' is not a positive number of milliseconds");
-    }
+    spec.compute_ms_per_batch = parseComputeMsPerBatch(values["compute_ms"], what + " compute_ms");
   }
   if (values.count("network") == values.count("bandwidth")) {
     throw UserError(what + ": give either bandwidth or network: " + kProjectionForm);

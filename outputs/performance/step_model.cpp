@@ -21,13 +21,8 @@ struct Replay {
 };
 
 void checkSameCollectives(const std::vector<const StepProgram*>& programs) {
-  const auto& first = programs.front()->collectives;
   for (const auto* program : programs) {
-    const auto& other = program->collectives;
-    const bool same = other.size() == first.size() &&
-                      std::equal(other.begin(), other.end(), first.begin(),
-                                 [](const auto& a, const auto& b) { return a.kind == b.kind && a.bytes == b.bytes; });
-    if (!same) {
+    if (!sameCollectives(*program, *programs.front())) {
       throw std::invalid_argument("step " + std::to_string(program->step) +
                                   ": the workers' traces do not hold the same collectives");
     }

@@ -27,6 +27,14 @@ std::map<int64_t, StepSpans> spansByStep(const trace::WorkerTimeline& worker) {
   return steps;
 }
 
+// Each step's collectives, in issue order: a step's program looks at its own alone, so that
+// building every program is linear in the trace however its steps' windows overlap.
+std::map<int64_t, std::vector<const trace::Collective*>> collectivesByStep(const trace::WorkerTimeline& worker) {
+  std::map<int64_t, std::vector<const trace::Collective*>> steps;
+  for (const auto& c : worker.collectives) steps[c.step].push_back(&c);
+  return steps;
+}
+
 // A point where the worker's timeline meets a collective.
 struct Mark {
   double start_us, end_us;  // end: when the worker goes on
@@ -83,16 +91,24 @@ double StepProgram::compute_us() const {
   return total;
 }
 
-std::vector<std::pair<int64_t, double>> optimizerTimes(const trace::WorkerTimeline& worker) {
-  std::vector<std::pair<int64_t, double>> times;
+bool sameCollectives(const StepProgram& a, const StepProgram& b) {
+  return std::equal(
+      a.collectives.begin(), a.collectives.end(), b.collectives.begin(), b.collectives.end(),
+      [](const CollectiveOp& x, const CollectiveOp& y) { return x.kind == y.kind && x.bytes == y.bytes; });
+}
+
+OptimizerTimes optimizerTimes(const trace::WorkerTimeline& worker) {
+  OptimizerTimes times;
   for (const auto& span : worker.spans) {
-    if (span.name == "optimizer") times.emplace_back(span.step, span.duration_us);
+    if (span.name == "optimizer") times.emplace(span.step, span.duration_us);
   }
   return times;
 }
 
 std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool between_spans, bool summable,
-                                      const std::vector<std::pair<int64_t, double>>* shared_optimizer_us) {
+                                      const OptimizerTimes* shared_optimizer_us) {
+  static const std::vector<const trace::Collective*> kNone;
+  const auto collectives = collectivesByStep(worker);
   std::vector<StepProgram> programs;
   for (auto [step, spans] : spansByStep(worker)) {
     if (shared_optimizer_us) spans.optimizer.reset();
@@ -102,7 +118,9 @@ std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool 
     StepProgram program;
     program.step = step;
     std::vector<Mark> marks;
-    for (const auto& c : worker.collectives) {
+    const auto own = collectives.find(step);
+    for (const auto* collective : own == collectives.end() ? kNone : own->second) {
+      const auto& c = *collective;
       if (c.issued_us < begin || c.done_us > end || c.kind == "barrier") continue;
       const size_t index = program.collectives.size();
       const auto kind = network::parseCollective(c.kind, "trace collective");
@@ -125,10 +143,8 @@ std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool 
     }
     builder.computeBetween(cursor, end, program.items);
     if (shared_optimizer_us) {
-      const auto& shared = *shared_optimizer_us;
-      const auto found =
-          std::find_if(shared.begin(), shared.end(), [s = step](const auto& entry) { return entry.first == s; });
-      if (found != shared.end()) {
+      const auto found = shared_optimizer_us->find(step);
+      if (found != shared_optimizer_us->end()) {
         program.items.push_back({StepItem::Kind::compute, StepItem::Part::compute, found->second, 0});
       }
     }

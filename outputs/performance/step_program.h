@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "outputs/network/network_profile.h"
@@ -43,18 +44,26 @@ struct StepProgram {
   double compute_us() const;              // the items' compute, codec included
 };
 
+// Whether two workers' programs of a step hold the same collectives (kinds and sizes, in order).
+bool sameCollectives(const StepProgram& a, const StepProgram& b);
+
+// Each step's optimizer time (microseconds), by step.
+using OptimizerTimes = std::map<int64_t, double>;
+
 // The worker's traced steps that have a batch, forward, backward and reduce span, in step order.
-// From the forward's start to the batch's end; collectives outside the batch (the loss window's
-// all-reduce, the stop flag) are not part of it.
+// From the forward's start to the batch's end, with the step's own collectives
+// (trace::Collective::step) alone, so that building the programs of a trace takes time and memory
+// linear in its events; collectives outside the batch (the loss window's all-reduce, the stop
+// flag) are not part of it.
 // `between_spans`: whether time in the batch outside the named spans counts as compute (a worker
 // alone in its process: loss.item(), the finiteness checks), or is left out (a simulated worker,
 // which spends it waiting for its turn). With `shared_optimizer_us` (simulated workers, whose
 // update worker 0 applies while the others wait for it in their "optimizer" span), each step's
 // optimizer time is the one given for it instead of the worker's own span.
 std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool between_spans, bool summable,
-                                      const std::vector<std::pair<int64_t, double>>* shared_optimizer_us = nullptr);
+                                      const OptimizerTimes* shared_optimizer_us = nullptr);
 
-// Each step's optimizer time in `worker`'s timeline, for stepPrograms's optimizer_us.
-std::vector<std::pair<int64_t, double>> optimizerTimes(const trace::WorkerTimeline& worker);
+// Each step's optimizer time in `worker`'s timeline, for stepPrograms's shared_optimizer_us.
+OptimizerTimes optimizerTimes(const trace::WorkerTimeline& worker);
 
 }  // namespace gcrun::performance

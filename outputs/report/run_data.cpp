@@ -139,7 +139,7 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
   std::vector<std::string> dirs;
   for (const auto& path : paths) {
     std::error_code error;
-    if (!fs::is_directory(path, error)) throw UserError("report: '" + path + "' is not a directory");
+    if (!fs::is_directory(path, error)) throw UserError("'" + path + "' is not a directory (a run or study directory)");
     if (isPresent(fs::path(path) / run_files::kInfo)) dirs.push_back(fs::path(path).lexically_normal().string());
     fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, error);
     for (; !error && it != fs::recursive_directory_iterator(); it.increment(error)) {

@@ -1,9 +1,11 @@
 #include "outputs/trace/trace_file.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json_document.h"
 #include "outputs/run_directory.h"
@@ -68,15 +70,20 @@ class TraceReader {
     if (!value) failAt(index, std::string("no \"") + key + "\"");
     return *value;
   }
-  double number(const Json& object, const char* key, size_t index) const {
+  // A time in microseconds, from 0 to kMaxTraceMicroseconds.
+  double time(const Json& object, const char* key, size_t index) const {
     const auto value = outputs::numberAt(object, key);
-    if (!value) failAt(index, std::string("\"") + key + "\" is not a finite number");
+    if (!value || *value < 0 || *value > kMaxTraceMicroseconds) {
+      failAt(index, std::string("\"") + key + "\" is not a time from 0 to 1e12 microseconds");
+    }
     return *value;
   }
-  int64_t integer(const Json& object, const char* key, size_t index, int64_t min) const {
+  int64_t integer(const Json& object, const char* key, size_t index, int64_t min,
+                  int64_t max = std::numeric_limits<int64_t>::max()) const {
     const Json& value = member(object, key, index);
-    if (!value.is_number_integer() || value.get<int64_t>() < min) {
-      failAt(index, std::string("\"") + key + "\" is not an integer >= " + std::to_string(min));
+    if (!value.is_number_integer() || value.get<int64_t>() < min || value.get<int64_t>() > max) {
+      failAt(index, std::string("\"") + key + "\" is not an integer from " + std::to_string(min) + " to " +
+                        std::to_string(max));
     }
     return value.get<int64_t>();
   }
@@ -91,9 +98,17 @@ class TraceReader {
 };
 
 int intOf(const TraceReader& reader, const Json& object, const char* key, size_t index, int64_t min) {
-  const int64_t value = reader.integer(object, key, index, min);
-  if (value > (int64_t{1} << 30)) reader.failAt(index, std::string("\"") + key + "\" is out of range");
-  return static_cast<int>(value);
+  return static_cast<int>(reader.integer(object, key, index, min, int64_t{1} << 30));
+}
+
+// The kinds Recorder writes.
+std::string collectiveKind(const TraceReader& reader, const Json& args, size_t index) {
+  auto kind = reader.text(args, "kind", index);
+  if (kind != "all-reduce" && kind != "all-gather" && kind != "broadcast" && kind != "barrier") {
+    reader.failAt(index, "\"kind\" '" + clipForMessage(kind, 60) +
+                             "' is not a collective gcrun traces (all-reduce, all-gather, broadcast, barrier)");
+  }
+  return kind;
 }
 
 }  // namespace
@@ -160,25 +175,24 @@ ProcessTimeline parseTrace(std::string_view text, const std::string& name) {
       continue;
     }
     const std::string cat = reader.text(e, "cat", i);
-    const double ts = reader.number(e, "ts", i);
+    const double ts = reader.time(e, "ts", i);
     WorkerTimeline& worker = workers[tid];
     worker.worker = tid;
     if (ph == "X" && cat == kPhase) {
-      const double dur = reader.number(e, "dur", i);
-      if (dur < 0) reader.failAt(i, "negative \"dur\"");
+      const double dur = reader.time(e, "dur", i);
       const int64_t step = reader.integer(reader.member(e, "args", i), "step", i, 0);
       worker.spans.push_back({reader.text(e, "name", i), step, ts, dur});
     } else if (ph == "b" && cat == kCollective) {
       const Json& args = reader.member(e, "args", i);
       const Json& async = reader.member(args, "async", i);
       if (!async.is_boolean()) reader.failAt(i, "\"async\" is not true or false");
-      Collective c{reader.text(args, "kind", i),
-                   static_cast<uint64_t>(reader.integer(args, "bytes", i, 0)),
+      Collective c{collectiveKind(reader, args, i),
+                   static_cast<uint64_t>(reader.integer(args, "bytes", i, 0, kMaxCollectiveBytes)),
                    intOf(reader, args, "group_size", i, 1),
                    reader.integer(args, "step", i, 0),
                    async.get<bool>(),
                    ts,
-                   reader.number(args, "wait_us", i),
+                   reader.time(args, "wait_us", i),
                    ts};
       if (!open.emplace(reader.integer(e, "id", i, 0), std::make_pair(tid, worker.collectives.size())).second) {
         reader.failAt(i, "a second \"b\" event with the same id");

@@ -29,14 +29,19 @@ inline constexpr int64_t kEventsPerSpan = 1;
 inline constexpr int64_t kEventsPerCollective = 3;
 // The largest trace file read back: far above what Recorder's bound lets gcrun write.
 inline constexpr size_t kMaxTraceBytes = size_t{128} << 20;
+// The values a trace may hold: times (ts, dur, wait_us) from 0 to 1e12 us (11.6 days), a
+// collective's bytes up to 1 TiB; past them predictions would overflow into inf and nan.
+inline constexpr double kMaxTraceMicroseconds = 1e12;
+inline constexpr int64_t kMaxCollectiveBytes = int64_t{1} << 40;
 
 std::string traceJson(const ProcessTimeline& timeline);
 // Writes trace-rank<timeline.rank>.json into `run_dir` atomically, never through a symlink.
 void writeTraceFile(const std::string& run_dir, const ProcessTimeline& timeline);
 
 // The timeline in trace-file text `text`; `name` is what errors call it. Anything but a trace
-// file as traceJson writes it (other JSON, another program's trace, a file cut short, bad values)
-// is a UserError of one line naming `name` and what is wrong.
+// file as traceJson writes it (other JSON, another program's trace, a file cut short, bad values:
+// a collective kind of another name, a number outside the ranges above) is a UserError of one line
+// naming `name` and what is wrong.
 ProcessTimeline parseTrace(std::string_view text, const std::string& name);
 // parseTrace of the file at `path`, read within kMaxTraceBytes (a UserError past that, or when it
 // is missing or not a regular file).

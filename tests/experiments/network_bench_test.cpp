@@ -52,7 +52,7 @@ TEST(BenchNetwork, MergeKeepsOtherWorldSizes) {
   const auto file = dir.file("net.yaml");
   std::ofstream(file) << "name: lab\nbandwidth: 1gbit\nlatency: 50us\nfits:\n"
                       << "  - {collective: all-reduce, world_size: 4, latency_s: 1e-4, seconds_per_byte: 2e-8}\n"
-                      << "  - {collective: all-reduce, world_size: 2, latency_s: 9, seconds_per_byte: 9}\n";
+                      << "  - {collective: all-reduce, world_size: 2, latency_s: 9, seconds_per_byte: 1}\n";
   const auto result = runCommand(kGcrun + kSmall + " --collectives all-reduce --merge --name lab --output " + file);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_FALSE(contains(result.output, "broadcast"));

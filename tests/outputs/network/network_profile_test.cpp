@@ -43,11 +43,18 @@ TEST(NetworkUnits, BadValuesNameWhatTheValueAndTheUnits) {
   expectMessageHas(userErrorOf([] { parseBandwidth("10gbps", "bandwidth"); }),
                    {"bandwidth", "10gbps", "unknown unit 'gbps'", "gbit", "MiB"});
   expectMessageHas(userErrorOf([] { parseBandwidth("10", "bandwidth"); }), {"bandwidth", "'10'", "no unit"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("0gbit", "bandwidth"); }), {"bandwidth", "0gbit", "positive"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("-1gbit", "bandwidth"); }), {"-1gbit", "positive"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("0gbit", "bandwidth"); }),
+                   {"bandwidth", "0gbit", "from 1bit to 1000000gbit"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("-1gbit", "bandwidth"); }), {"-1gbit", "from 1bit"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("1e-300bit", "bandwidth"); }), {"1e-300bit", "from 1bit"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("2000000gbit", "bandwidth"); }), {"2000000gbit", "1 Pbit/s"});
+  expectMessageHas(userErrorOf([] { parseBandwidth("0x10gbit", "bandwidth"); }), {"'0x10gbit'", "unknown unit"});
+  expectMessageHas(userErrorOf([] { parseBandwidth(" 1gbit", "bandwidth"); }), {"' 1gbit'", "is not a bandwidth"});
   expectMessageHas(userErrorOf([] { parseBandwidth("fast", "bandwidth"); }), {"'fast'", "is not a bandwidth"});
   expectMessageHas(userErrorOf([] { parseBandwidth("1mb", "bandwidth"); }), {"unknown unit 'mb'"});
-  expectMessageHas(userErrorOf([] { parseDuration("-5us", "latency"); }), {"latency", "-5us", "negative"});
+  expectMessageHas(userErrorOf([] { parseDuration("-5us", "latency"); }), {"latency", "-5us", "from 0s to 1000s"});
+  expectMessageHas(userErrorOf([] { parseDuration("1e308s", "latency"); }), {"1e308s", "from 0s to 1000s"});
+  expectMessageHas(userErrorOf([] { parseDuration("inf s", "latency"); }), {"'inf s'", "is not a duration"});
   expectMessageHas(userErrorOf([] { parseDuration("5sec", "latency"); }), {"latency", "5sec", "s, ms, us, ns"});
   expectMessageHas(userErrorOf([] { parseDuration("nan", "latency"); }), {"'nan'", "is not a duration"});
 }
@@ -60,10 +67,10 @@ TEST(NetworkUnits, TextIsTheShortestExactSpelling) {
   EXPECT_EQ(durationText(2e-5), "20us");
   EXPECT_EQ(durationText(1.5e-3), "1.5ms");
   EXPECT_EQ(durationText(0), "0s");
-  for (const double value : {1.7e8, 123456789.123, 3.3e-3 / 7}) {
+  for (const double value : {1.7e8, 123456789.123, 3.3e3 / 7})
     EXPECT_EQ(parseBandwidth(bandwidthText(value), "bw"), value);
+  for (const double value : {1.7e2, 123.456789123, 3.3e-3 / 7})
     EXPECT_EQ(parseDuration(durationText(value), "lat"), value);
-  }
 }
 
 TEST(NetworkProfile, CollectiveNames) {
@@ -100,9 +107,10 @@ TEST(NetworkProfile, RoundTripsExactly) {
   profile.backend = "gloo";
   profile.bandwidth_bytes_per_s = 1.25e8;
   profile.latency_s = 5e-5;
-  profile.fits = {{Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {268435456, 4.56789}}},
-                  {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
-                  {Collective::broadcast, 0, 0, 1e-9, 0, {}}};
+  profile.fits = {
+      {Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {1000000, 0.01}, {268435456, 4.56789}}},
+      {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
+      {Collective::broadcast, 0, 0, 1e-9, 0, {}}};
   expectSameProfile(parseProfile(profileYaml(profile), "p.yaml"), profile);
   const auto link = linkProfile(1.25e9, 2e-5);
   EXPECT_EQ(link.name, "10gbit/20us");
@@ -134,7 +142,8 @@ TEST(NetworkProfile, EveryParseErrorNamesFileAndKey) {
       {"", {"n.yaml", "expected a mapping"}},
       {"bandwidth: 1gbit\nlatency: 1us\nspeed: 3\n", {"n.yaml", "speed", "unknown key", "bandwidth"}},
       {"bandwidth: 10gbps\nlatency: 1us\n", {"n.yaml", "bandwidth", "10gbps", "unknown unit"}},
-      {"bandwidth: 1gbit\nlatency: -20us\n", {"n.yaml", "latency", "-20us", "negative"}},
+      {"bandwidth: 1gbit\nlatency: -20us\n", {"n.yaml", "latency", "-20us", "from 0s to 1000s"}},
+      {"bandwidth: 1gbit\nlatency: 20us\nbandwidth: 1bit\n", {"n.yaml", "bandwidth", "given twice"}},
       {"bandwidth: 1gbit\n", {"n.yaml", "latency", "missing"}},
       {"bandwidth: {a: 1}\nlatency: 1us\n", {"n.yaml", "bandwidth", "a single value"}},
       {"name: x\n", {"n.yaml", "no link and no fits"}},
@@ -142,9 +151,15 @@ TEST(NetworkProfile, EveryParseErrorNamesFileAndKey) {
       {"fits:\n  - collective: reduce\n    world_size: 2\n    latency_s: 0\n    seconds_per_byte: 0\n",
        {"n.yaml", "fits[0].collective", "'reduce'", "all-reduce, all-gather or broadcast"}},
       {"fits:\n  - collective: all-reduce\n    world_size: two\n    latency_s: 0\n    seconds_per_byte: 0\n",
-       {"n.yaml", "fits[0].world_size", "'two'", "integer"}},
+       {"n.yaml", "fits[0].world_size", "'two'", "whole number"}},
+      {"fits:\n  - collective: all-reduce\n    world_size: 0x2\n    latency_s: 0\n    seconds_per_byte: 0\n",
+       {"n.yaml", "fits[0].world_size", "'0x2'", "whole number"}},
       {"fits:\n  - collective: all-reduce\n    world_size: 2\n    latency_s: -1\n    seconds_per_byte: 0\n",
-       {"n.yaml", "fits[0].latency_s", "'-1'", ">= 0"}},
+       {"n.yaml", "fits[0].latency_s", "'-1'", "from 0 to 1000"}},
+      {"fits:\n  - collective: all-reduce\n    world_size: 2\n    latency_s: 0x1p-10\n    seconds_per_byte: 0\n",
+       {"n.yaml", "fits[0].latency_s", "'0x1p-10'", "from 0 to 1000"}},
+      {"fits:\n  - collective: all-reduce\n    world_size: 2\n    latency_s: 0\n    seconds_per_byte: 1e300\n",
+       {"n.yaml", "fits[0].seconds_per_byte", "'1e300'", "from 0 to 8"}},
       {"fits:\n  - collective: all-reduce\n    world_size: 2\n    latency_s: 0\n",
        {"fits[0].seconds_per_byte", "missing"}},
       {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, slope: 1}\n",
@@ -156,6 +171,9 @@ TEST(NetworkProfile, EveryParseErrorNamesFileAndKey) {
       {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 1], [4, "
        "2]]}\n",
        {"n.yaml", "fits[0].samples[1]", "grow"}},
+      {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[0, 1], "
+       "[1e-300, 1e6]]}\n",
+       {"n.yaml", "fits[0].samples[1][0]", "'1e-300'", "whole bytes"}},
       {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [[8, 0]]}\n",
        {"n.yaml", "fits[0].samples[0]", "above 0"}},
       {"fits:\n  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [8]}\n",
@@ -169,6 +187,17 @@ TEST(NetworkProfile, EveryParseErrorNamesFileAndKey) {
     SCOPED_TRACE(text);
     expectMessageHas(userErrorOf([&] { parseProfile(text, "n.yaml"); }), parts);
   }
+}
+
+TEST(NetworkProfile, AYamlBombIsRefusedBeforeItIsRead) {
+  // One fit of 100 samples aliased 1,000 times: 200,000 numbers in 12 KB.
+  std::string bomb =
+      "fits:\n  - &fit {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0, samples: [";
+  for (int k = 1; k <= 100; ++k) bomb += (k > 1 ? ", [" : "[") + std::to_string(4 * k) + ", 1]";
+  bomb += "]}\n";
+  for (int k = 0; k < 1000; ++k) bomb += "  - *fit\n";
+  expectMessageHas(userErrorOf([&] { parseProfile(bomb, "n.yaml"); }),
+                   {"n.yaml", "more than 10000 values once its YAML aliases are expanded"});
 }
 
 TEST(NetworkProfile, LoadsARealFileAndRefusesBadOnes) {

@@ -90,9 +90,20 @@ TEST(Prediction, AMethodSlowerAtEveryBandwidthNeverPays) {
   EXPECT_EQ(breakEvenText(rows[1].break_even_vs_exact), "never");
 }
 
+TEST(Prediction, AStepOfNoTimeHasNoSpeedupRatherThanNaN) {
+  const std::vector<outputs::RunData> runs = {runOf("exact", "exact"), runOf("psgd", "powersgd")};
+  const std::vector<RunTimeline> timelines = {blockingRun(0, 0, 0), blockingRun(0, 0, 0)};
+  PredictOptions options;
+  options.networks = {network::linkProfile(1.25e9, 0)};
+  const auto rows = predictRuns(runs, timelines, options);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].predicted.total_ms, 0);
+  EXPECT_FALSE(rows[1].speedup_vs_exact.has_value());
+}
+
 TEST(Prediction, MissingTimelineAndBadProjectionsAreUserErrors) {
   testing::TempDir dir;
-  EXPECT_THROW(loadRunTimeline(dir.path().string()), UserError);
+  EXPECT_THROW(loadRunTimeline(runOf(dir.path().string(), "exact")), UserError);
   for (const char* bad : {"workers=0,bandwidth=1gbit", "workers=16", "workers=16,bandwidth=10gbps",
                           "workers=16,bandwidth=1gbit,network=x.yaml", "cores=2,bandwidth=1gbit"}) {
     EXPECT_THROW(parseProjection(bad, "--predict"), UserError) << bad;

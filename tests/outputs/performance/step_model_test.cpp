@@ -194,7 +194,7 @@ TEST(StepProgram, ATwoWorkerSwapOfSummableMessagesIsAnAllReduceElsewhere) {
 }
 
 TEST(StepProgram, ASimulatedWorkerLeavesOutItsWaitsAndSharesTheOptimizer) {
-  const std::vector<std::pair<int64_t, double>> worker0_optimizer = {{3, 7000}};
+  const OptimizerTimes worker0_optimizer = {{3, 7000}};
   // Its own "optimizer" span (10 ms) is mostly waiting for worker 0's update: worker 0's 7 ms count.
   const auto programs = stepPrograms(timeline(), false, false, &worker0_optimizer);
   ASSERT_EQ(programs.size(), 1u);
