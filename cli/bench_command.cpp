@@ -4,12 +4,12 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "cli/number_flags.h"
 #include "cli/plugins.h"
 #include "experiments/network_bench.h"
 #include "experiments/reducer_benchmark.h"
 #include "experiments/resolved_experiment.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/number_flags.h"
 #include "hyperparams/config_io.h"
 #include "reducers/reducer.h"
 
@@ -51,21 +51,21 @@ void addNetworkOptions(CLI::App& command, NetworkFlags& flags) {
                      "network: the profile's name (default: a merged file's own, else the file's stem)");
   command.add_flag("--merge", request.merge, "network: keep the fits of --output that this run does not replace");
   command.add_option("--timeout-s", request.timeout_s, "network: how long a collective may wait for a peer")
-      ->check(plainWholeNumber())
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 86400));
   auto& launch = request.launch;
   command.add_option("--nproc-per-node", launch.nproc_per_node, "network: local worker processes to start")
-      ->check(plainWholeNumber())
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 1024));
   command.add_option("--nnodes", launch.nnodes, "network: machines taking part (as torchrun)")
-      ->check(plainWholeNumber())
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 65536));
   command.add_option("--node-rank", launch.node_rank, "network: this machine's index, 0 to nnodes-1")
-      ->check(plainWholeNumber())
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(0, 65535));
   command.add_option("--master-addr", launch.master_addr, "network: host of node 0, where rank 0's store listens");
   command.add_option("--master-port", launch.master_port, "network: port of rank 0's store")
-      ->check(plainWholeNumber())
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 65535));
 }
 
@@ -112,17 +112,17 @@ void addBenchCommand(CLI::App& app, int& exit_code) {
   command
       ->add_option("--repeats", flags->repeats,
                    "Timed steps per reducer (default 1), timed runs per message size (default 5); median reported")
-      ->check(plainWholeNumber())
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 1000));
   command->add_option("--warmup", flags->warmup, "Untimed steps (runs per message size) first")
-      ->check(plainWholeNumber())
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(0, 1000));
   command->add_option("--models", flags->models, "Gradient shapes, comma-separated: resnet18, lstm (default resnet18)")
       ->delimiter(',')
       ->check(CLI::IsMember({"resnet18", "lstm"}));
   command->add_option("--workers", flags->workers, "Worker counts, comma-separated (threads in this process)")
       ->delimiter(',')
-      ->check(plainWholeNumber())
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 64));
   command->add_option("--reducer", flags->reducers, "Only this reducer (repeatable; default: all)");
   command->add_option("--set", flags->assignments,

@@ -7,6 +7,7 @@
 #include "experiments/study/study_progress.h"
 #include "experiments/study/study_runner.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/number_flags.h"
 
 namespace gcrun::cli {
 
@@ -30,15 +31,19 @@ void addStudyCommand(CLI::App& app, int& exit_code) {
   command
       ->add_option("--nproc-per-node", options.nproc_per_node,
                    "Workers per run (default: the study's `processes`, else 1)")
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 1024));
   command->add_option("--jobs", options.jobs, "Runs at once on this machine (they split its cores)")
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 256));
   command->add_flag("--dry-run", options.dry_run, "Print the runs and their overrides, run nothing");
   command->add_flag("--slurm", options.slurm, "Write DIR/slurm.sbatch, a job array with one task per run");
-  auto* only = command->add_option("--only", flags->only, "Run only this index of the plan (a Slurm array task)");
+  auto* only = command->add_option("--only", flags->only, "Run only this index of the plan (a Slurm array task)")
+                   ->transform(plainWholeNumber());
   command
       ->add_option("--simulated-workers", flags->simulated_workers,
                    "Logical workers per process in every run (distributed.simulated_workers)")
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 4096));
   addPluginOption(*command, options.plugins);
   command->callback([flags, only, &exit_code] {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/number_flags.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -35,17 +36,24 @@ ExperimentOptions::ExperimentOptions(CLI::App& app)
   command->add_option("--output-dir", request.output_dir, "Run directory (default: a new one under runs/)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   command->add_option("--nproc-per-node", launch.nproc_per_node, "Local worker processes to start")
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 1024));
-  command->add_option("--nnodes", launch.nnodes, "Machines taking part (as torchrun)")->check(CLI::Range(1, 65536));
+  command->add_option("--nnodes", launch.nnodes, "Machines taking part (as torchrun)")
+      ->transform(plainWholeNumber())
+      ->check(CLI::Range(1, 65536));
   command->add_option("--node-rank", launch.node_rank, "This machine's index, 0 to nnodes-1")
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(0, 65535));
   command->add_option("--master-addr", launch.master_addr, "Host of node 0, where rank 0's store listens");
-  command->add_option("--master-port", launch.master_port, "Port of rank 0's store")->check(CLI::Range(1, 65535));
+  command->add_option("--master-port", launch.master_port, "Port of rank 0's store")
+      ->transform(plainWholeNumber())
+      ->check(CLI::Range(1, 65535));
   command->add_option("--rdzv-endpoint", rdzv_endpoint_, "HOST:PORT, the same as --master-addr and --master-port");
   command->add_option("--resume", request.resume_dir, "Continue the run in this directory from its latest checkpoint");
   command
       ->add_option("--simulated-workers", simulated_workers_,
                    "Logical workers per process (distributed.simulated_workers)")
+      ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 4096));
   command->add_option("--plugin", request.plugins,
                       "Shared library whose gcrun_register() adds reducers, tasks or sinks (repeatable)");

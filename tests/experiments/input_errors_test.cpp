@@ -341,6 +341,16 @@ TEST(InputFaults, ErrorLinesShowControlCharactersAsEscapesAndValuesWhole) {
   expectRefused(c1, "\\u009b2Jtraining.x");
 }
 
+TEST(InputFaults, CountFlagsTakePlainDecimalsOnly) {
+  // CLI11 alone reads 0x2 as 2 and 010 as 8.
+  expectRefused(runCommand(kGcrun + " experiment fashion-sgd --nproc-per-node 0x2"),
+                "'0x2' is not a whole number in plain decimal");
+  expectRefused(runCommand(kGcrun + " experiment fashion-sgd --nnodes 2 --node-rank 010"),
+                "--node-rank: 10 is not below --nnodes 2");
+  expectRefused(runCommand(kGcrun + " study fashion-ranks --jobs 0x10 --dry-run"),
+                "'0x10' is not a whole number in plain decimal");
+}
+
 // A tmpfs of `kib` KiB at `path` (root only: without the rights the test skips).
 bool mountSmallDisk(const std::string& path, int kib) {
   fs::create_directories(path);
