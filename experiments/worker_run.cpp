@@ -49,10 +49,12 @@ void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const std::
                      comm::Communicator& comm, WorkerRole& role) {
   std::string problem;
   try {
-    const auto state = checkpoints.loadLatest();
-    if (!state) throw UserError("--resume " + run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
+    const auto checkpoint = checkpoints.loadLatest(trainer.checkpointBytes());
+    if (!checkpoint) {
+      throw UserError("--resume " + run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
+    }
     auto turn = role.turn();  // simulated workers restore their shared parameters one at a time
-    trainer.resumeFrom(*state, run_dir + "/" + outputs::run_files::kCheckpoints);
+    trainer.resumeFrom(*checkpoint);
   } catch (const UserError& e) {
     problem = e.what();
   }
