@@ -117,13 +117,15 @@ int runInRole(const ExperimentRequest& request, const launch::WorldSpec& world,
   const bool worker = world.launched();
   const auto& nodes = request.launch;
   if (resume) {
+    // Every refusal before the lock and the logs: a refused resume leaves the directory as it was.
+    checkResumedSettings(request, config);
+    const int processes = worker ? world.world_size : nodes.nnodes * nodes.nproc_per_node;
+    const int world_size = processes * static_cast<int>(config.distributed.simulated_workers);
+    if (worker || nodes.node_rank == 0) checkWorldSize(request.resume_dir, world_size);
+    outputs::RunDirectory(request.resume_dir)
+        .checkResumable(config.output.sinks, config.output.layer_stats_every_steps > 0, world_size);
     // gcrun's own launcher holds the lock for its workers; a worker of another launcher is rank 0's.
     if (!worker || (world.rank == 0 && !launched_dir)) lockRunDirectory(request.resume_dir);
-    checkResumedSettings(request, config);
-  }
-  if (resume && (worker || nodes.node_rank == 0)) {
-    const int processes = worker ? world.world_size : nodes.nnodes * nodes.nproc_per_node;
-    checkWorldSize(request.resume_dir, processes * static_cast<int>(config.distributed.simulated_workers));
   }
   // A worker of gcrun's launcher runs in the directory the launcher made (or resumes).
   const RunOptions options{resume ? request.resume_dir : launched_dir.value_or(request.output_dir), resume,
