@@ -169,10 +169,18 @@ TEST_F(HostileCheckpoint, AWellFormedCheckpointStillResumes) {
   EXPECT_TRUE(contains(resumed.output, "from the checkpoint of step 2")) << resumed.output;
 }
 
-// The old code copied whatever lay past the 8 bytes and completed the run (exit 0).
-TEST_F(HostileCheckpoint, AStorageRecordShorterThanItsTensorIsRefused) {
+// The error-feedback memories are views of one flat buffer, saved as one storage record of all
+// 421,642 parameters: cut to 8 bytes, the old code copied whatever lay past them into every
+// memory and completed the run (exit 0).
+TEST_F(HostileCheckpoint, AStorageRecordShorterThanItsTensorsIsRefused) {
+  plant(withRecordCut(readBytes(rankFile()), 421642 * 4, 8));
+  expectRefused(resume(), {kRankFile, "tensor 'memory/", "which holds 8"});
+}
+
+// A tensor's record cut short, the same with a storage of its own (the old code: exit 1).
+TEST_F(HostileCheckpoint, AShortRecordOfAParameterIsRefused) {
   State tampered = state();
-  // A storage of its own, one element longer than the tensor: no other record has its size.
+  // One element longer than the tensor: no other record has its size.
   tampered[kWeight] = torch::cat({tampered[kWeight].flatten(), torch::zeros({1})}).narrow(0, 0, kWeightElements);
   tampered[kWeight] = tampered[kWeight].view({128, 3136});
   plant(withRecordCut(archiveOf(tampered), (kWeightElements + 1) * 4, 8));
@@ -236,7 +244,9 @@ TEST_F(HostileCheckpoint, AHugeRankFileIsRefusedBeforeItIsRead) {
 // The old code overflowed the stack in LibTorch's unpickler (SIGSEGV, exit 139, nothing printed).
 TEST_F(HostileCheckpoint, AMillionNestedListsAreRefused) {
   const int depth = 1000000;
-  const std::string pickle = "\x80\x02" + std::string(depth, ']') + std::string(depth - 1, 'a') + ".";
+  std::string pickle = "\x80\x02";
+  for (int level = 0; level < depth; ++level) pickle += "](";  // a list, and a MARK for what goes in it
+  pickle += "]" + std::string(depth, 'e') + ".";               // each APPENDS closes one level
   plant(withPickle(readBytes(rankFile()), pickle));
   expectRefused(resume(), {kRankFile, "nests deeper than 32 levels"});
 }
@@ -247,6 +257,25 @@ TEST_F(HostileCheckpoint, AManifestStepOtherThanTheStatesIsRefused) {
   changed["step"] = 1;
   setManifest(changed);
   expectRefused(resume(), {"manifest.json: step 1", "counter/step 2"});
+}
+
+// The old code refused these only once it had taken the lock (creating .gcrun.lock) and logged
+// the resume to rank-0.log.
+TEST_F(HostileCheckpoint, ARefusedResumeTakesNoLockAndWritesNoLog) {
+  const std::string log = run_ + "/rank-0.log";
+  const std::string text = readFile(log);
+  const auto written = fs::last_write_time(log);
+  const std::string victim = dir_.file("victim");
+  fs::create_directory(victim);
+  fs::create_symlink(victim, run_ + "/tb");
+  expectRefused(resume(" --set output.sinks=[jsonl,csv,tensorboard]"), {run_ + "/tb is a symlink"});
+  fs::remove(run_ + "/tb");
+  fs::create_directory(run_ + "/layers.csv");
+  expectRefused(resume(" --set output.layer_stats_every_steps=1"), {run_ + "/layers.csv is a directory"});
+  EXPECT_FALSE(fs::exists(fs::symlink_status(run_ + "/.gcrun.lock")));
+  EXPECT_EQ(readFile(log), text);
+  EXPECT_EQ(fs::last_write_time(log), written);
+  EXPECT_TRUE(fs::is_empty(victim));
 }
 
 // --- the pickle check alone ---
