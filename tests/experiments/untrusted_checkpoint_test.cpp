@@ -119,6 +119,28 @@ std::string withPickle(const std::string& archive, const std::string& pickle) {
       archive, [&](const std::string& name, const std::string& bytes) { return name == "data.pkl" ? pickle : bytes; });
 }
 
+nlohmann::json readJson(const std::string& path) { return nlohmann::json::parse(readFile(path)); }
+
+// Replaces the rank file of `run`'s checkpoint, its manifest entry's size and checksum recomputed
+// to match.
+void plantRankFile(const std::string& run, const std::string& bytes) {
+  writeBytes(run + "/checkpoints/" + kRankFile, bytes);
+  const std::string manifest_path = run + "/checkpoints/manifest.json";
+  auto manifest = readJson(manifest_path);
+  std::ostringstream checksum;
+  checksum << std::hex << experiments::checkpointChecksum(bytes);
+  manifest["files"][0]["bytes"] = bytes.size();
+  manifest["files"][0]["fnv1a"] = checksum.str();
+  std::ofstream(manifest_path) << manifest.dump();
+}
+
+// `depth` lists, each inside the one before.
+std::string nestedLists(int depth) {
+  std::string pickle = "\x80\x02";
+  for (int level = 0; level < depth; ++level) pickle += "](";  // a list, and a MARK for what goes in it
+  return pickle + "]" + std::string(depth, 'e') + ".";         // each APPENDS closes one level
+}
+
 // A finished two-step fashion-sgd run with a checkpoint, made once; each test tampers with a copy.
 class HostileCheckpoint : public ::testing::Test {
  protected:
@@ -140,19 +162,9 @@ class HostileCheckpoint : public ::testing::Test {
   }
   std::string rankFile() const { return run_ + "/checkpoints/" + kRankFile; }
   std::string manifestPath() const { return run_ + "/checkpoints/manifest.json"; }
-  nlohmann::json manifest() const { return nlohmann::json::parse(readFile(manifestPath())); }
+  nlohmann::json manifest() const { return readJson(manifestPath()); }
   void setManifest(const nlohmann::json& manifest) const { std::ofstream(manifestPath()) << manifest.dump(); }
-
-  // Replaces the rank file, its manifest entry's size and checksum recomputed to match.
-  void plant(const std::string& bytes) const {
-    writeBytes(rankFile(), bytes);
-    auto changed = manifest();
-    std::ostringstream checksum;
-    checksum << std::hex << experiments::checkpointChecksum(bytes);
-    changed["files"][0]["bytes"] = bytes.size();
-    changed["files"][0]["fnv1a"] = checksum.str();
-    setManifest(changed);
-  }
+  void plant(const std::string& bytes) const { plantRankFile(run_, bytes); }
   State state() const { return loadState(readBytes(rankFile())); }
 
   static TempDir* suite_dir_;
@@ -243,12 +255,33 @@ TEST_F(HostileCheckpoint, AHugeRankFileIsRefusedBeforeItIsRead) {
 
 // The old code overflowed the stack in LibTorch's unpickler (SIGSEGV, exit 139, nothing printed).
 TEST_F(HostileCheckpoint, AMillionNestedListsAreRefused) {
-  const int depth = 1000000;
-  std::string pickle = "\x80\x02";
-  for (int level = 0; level < depth; ++level) pickle += "](";  // a list, and a MARK for what goes in it
-  pickle += "]" + std::string(depth, 'e') + ".";               // each APPENDS closes one level
-  plant(withPickle(readBytes(rankFile()), pickle));
+  plant(withPickle(readBytes(rankFile()), nestedLists(1000000)));
   expectRefused(resume(), {kRankFile, "nests deeper than 32 levels"});
+}
+
+// A study's interrupted run whose checkpoint nests a million lists: with the old code every rerun
+// of the study resumed it and crashed (the run stayed "interrupted"); now it is recorded refused.
+TEST(HostileCheckpointInAStudy, ARefusedResumeIsRecordedRefused) {
+  TempDir dir;
+  std::ofstream(dir.file("study.yaml")) << "base: fashion-sgd\n"
+                                           "set: {task.synthetic: true, task.synthetic_samples: 512, "
+                                           "training.max_steps: 2}\n"
+                                           "runs:\n  - {name: sgd}\n";
+  const std::string study = kGcrun + " study " + dir.file("study.yaml") + " --output-dir " + dir.file("out");
+  const auto made = runCommand(study);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string run = dir.file("out/runs/sgd-seed1");
+  auto info = readJson(run + "/run.json");
+  info["status"] = "interrupted";
+  std::ofstream(run + "/run.json") << info.dump();
+  plantRankFile(run, withPickle(readBytes(run + "/checkpoints/" + kRankFile), nestedLists(1000000)));
+
+  const auto again = bounded(study);
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  const auto recorded = readJson(dir.file("out/study.json"))["runs"][0];
+  EXPECT_EQ(recorded["status"], "refused") << recorded;
+  EXPECT_EQ(recorded["exit_code"], 2) << recorded;
+  EXPECT_TRUE(contains(recorded["error"].get<std::string>(), "nests deeper than 32 levels")) << recorded;
 }
 
 // The old code resumed at the state's step whatever the manifest said (exit 0).
