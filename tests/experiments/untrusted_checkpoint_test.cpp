@@ -179,6 +179,7 @@ TEST_F(HostileCheckpoint, AWellFormedCheckpointStillResumes) {
   const auto resumed = resume();
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_TRUE(contains(resumed.output, "from the checkpoint of step 2")) << resumed.output;
+  EXPECT_TRUE(fs::is_regular_file(run_ + "/.gcrun.lock"));
 }
 
 // The error-feedback memories are views of one flat buffer, saved as one storage record of all
@@ -292,8 +293,8 @@ TEST_F(HostileCheckpoint, AManifestStepOtherThanTheStatesIsRefused) {
   expectRefused(resume(), {"manifest.json: step 1", "counter/step 2"});
 }
 
-// The old code refused these only once it had taken the lock (creating .gcrun.lock) and logged
-// the resume to rank-0.log.
+// The old code refused a planted tb/ or layers.csv only once it had taken the lock (creating
+// .gcrun.lock) and logged the resume to rank-0.log, a checkpoint once it had taken the lock.
 TEST_F(HostileCheckpoint, ARefusedResumeTakesNoLockAndWritesNoLog) {
   const std::string log = run_ + "/rank-0.log";
   const std::string text = readFile(log);
@@ -305,6 +306,9 @@ TEST_F(HostileCheckpoint, ARefusedResumeTakesNoLockAndWritesNoLog) {
   fs::remove(run_ + "/tb");
   fs::create_directory(run_ + "/layers.csv");
   expectRefused(resume(" --set output.layer_stats_every_steps=1"), {run_ + "/layers.csv is a directory"});
+  fs::remove(run_ + "/layers.csv");
+  plant(withPickle(readBytes(rankFile()), nestedLists(100)));
+  expectRefused(resume(), {kRankFile, "nests deeper than 32 levels"});
   EXPECT_FALSE(fs::exists(fs::symlink_status(run_ + "/.gcrun.lock")));
   EXPECT_EQ(readFile(log), text);
   EXPECT_EQ(fs::last_write_time(log), written);
