@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -128,8 +129,9 @@ class PickleCheck {
         return push(scalar());
       case Op::LONG1: {
         const uint64_t width = read(1);
-        if (width > 8)
+        if (width > 8) {
           refuse("data.pkl has an integer of " + std::to_string(width) + " bytes at byte " + std::to_string(at));
+        }
         read(width);
         return push(scalar());
       }
@@ -170,8 +172,9 @@ class PickleCheck {
   std::string_view line() {
     const std::string_view rest = bytes_.view(pos_, bytes_.size() - pos_);
     const size_t end = rest.find('\n');
-    if (end == std::string_view::npos || end > 200)
+    if (end == std::string_view::npos || end > 200) {
       refuse("data.pkl has an unterminated name at byte " + std::to_string(pos_));
+    }
     pos_ += end + 1;
     return rest.substr(0, end);
   }
@@ -196,8 +199,9 @@ class PickleCheck {
       refuse("data.pkl adds to a value that is no open " + std::string(kind == Value::Kind::list ? "list" : "dict") +
              " at byte " + std::to_string(at));
     }
-    if (kind == Value::Kind::dict && parts.size() % 2 != 0)
+    if (kind == Value::Kind::dict && parts.size() % 2 != 0) {
       refuse("data.pkl sets a key without a value at byte " + std::to_string(at));
+    }
     Value& target = *stack_.back();
     for (const auto& part : parts) {
       if (part.get() == &target) refuse("data.pkl puts a container inside itself at byte " + std::to_string(at));
