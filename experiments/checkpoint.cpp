@@ -1,6 +1,10 @@
 #include "experiments/checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -8,9 +12,9 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
-#include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include "experiments/checkpoint_archive.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "outputs/files/safe_files.h"
@@ -89,7 +93,7 @@ std::optional<Manifest> readManifest(const std::optional<files::Directory>& dir)
 // torch.save's zip layout (data.pkl, data/<i>) around a pickle without TorchScript's type tags:
 // torch::pickle_save tags the dict with torch.jit._pickle.restore_type_tag, which
 // torch.load(weights_only=True) refuses; untagged it is a plain dict of _rebuild_tensor_v2
-// tensors. torch::pickle_load reads both, so checkpoints of earlier versions stay readable.
+// tensors. readTensorArchive reads both, so checkpoints of earlier versions stay readable.
 std::vector<char> pickleTensorDict(const c10::Dict<std::string, at::Tensor>& dict) {
   std::vector<char> pickled;
   torch::jit::Pickler pickler([&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
@@ -106,6 +110,21 @@ std::vector<char> pickleTensorDict(const c10::Dict<std::string, at::Tensor>& dic
   torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
   writer.writeEndOfFile();
   return archive;
+}
+
+// Exactly the `size` bytes the manifest gives a rank file, in one buffer: a larger file, a device or
+// a FIFO is refused before it is read, a shorter one after.
+std::string readRankFile(const std::string& path, uint64_t size) {
+  const files::UniqueFd file = files::openBoundedFile(path, size);
+  std::string bytes(size, '\0');
+  for (size_t filled = 0; filled < bytes.size();) {
+    const ssize_t got = ::read(file.get(), bytes.data() + filled, bytes.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw UserError("cannot read " + path + ": " + std::strerror(errno));
+    if (got == 0) throw UserError(path + ": corrupt checkpoint: it is shorter than manifest.json says");
+    filled += static_cast<size_t>(got);
+  }
+  return bytes;
 }
 
 std::string hex(uint64_t value) {
@@ -170,7 +189,9 @@ void CheckpointStore::save(int64_t step, const TensorMap& state) {
   last_step_ = step;
 }
 
-std::optional<TensorMap> CheckpointStore::loadLatest() {
+uint64_t maxRankFileBytes(uint64_t state_bytes) { return 2 * state_bytes + kRankFileOverheadBytes; }
+
+std::optional<LoadedCheckpoint> CheckpointStore::loadLatest(uint64_t state_bytes) {
   const auto dir = checkpointDirectory(run_dir_, /*create=*/false);
   const auto manifest = readManifest(dir);
   if (!manifest) return std::nullopt;
@@ -180,21 +201,25 @@ std::optional<TensorMap> CheckpointStore::loadLatest() {
                     "; resume with as many workers as it saved");
   }
   const std::string path = dir->pathOf(manifest->files[comm_.rank()]);
-  // The manifest's size bounds the read: a rank file that is larger, a device or a FIFO is refused
-  // before it is read.
-  const std::string bytes = files::readBoundedFile(path, manifest->sizes[comm_.rank()]);
-  if (bytes.size() != manifest->sizes[comm_.rank()] || checkpointChecksum(bytes) != manifest->checksums[comm_.rank()]) {
-    throw UserError(path + ": corrupt checkpoint: its size or checksum differs from manifest.json's");
+  const uint64_t size = manifest->sizes[comm_.rank()];
+  // The manifest is no more trusted than the file: the model bounds what is read.
+  if (size > maxRankFileBytes(state_bytes)) {
+    throw UserError(path + ": manifest.json gives it " + std::to_string(size) + " bytes, more than the " +
+                    std::to_string(maxRankFileBytes(state_bytes)) + " a checkpoint of this run can take (twice its " +
+                    std::to_string(state_bytes) + " bytes of state, plus 8 MiB)");
   }
-  TensorMap state;
+  const std::string bytes = readRankFile(path, size);
+  if (checkpointChecksum(bytes) != manifest->checksums[comm_.rank()]) {
+    throw UserError(path + ": corrupt checkpoint: its checksum differs from manifest.json's");
+  }
+  LoadedCheckpoint loaded{{}, manifest->step, path, dir->pathOf(outputs::run_files::kManifest)};
   try {
-    const auto value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-    for (const auto& item : value.toGenericDict()) state[item.key().toStringRef()] = item.value().toTensor();
+    loaded.state = readTensorArchive(bytes);
   } catch (const std::exception& e) {
     throw UserError(path + ": corrupt checkpoint: " + firstLine(e.what()));
   }
   last_step_ = manifest->step;
-  return state;
+  return loaded;
 }
 
 std::optional<int> CheckpointStore::savedWorldSize(const std::string& run_dir) {

@@ -25,6 +25,20 @@ namespace gcrun::experiments {
 // The manifest's checksum of a rank file's bytes: 64-bit FNV-1a, written in hex.
 uint64_t checkpointChecksum(std::string_view bytes);
 
+// The most bytes a rank file of a run whose state takes `state_bytes` may have: twice that, plus
+// kRankFileOverheadBytes for the pickle and the zip records (a few hundred bytes a tensor). Twice
+// covers what the state gains after its first steps (momenta, a reducer's factors).
+inline constexpr uint64_t kRankFileOverheadBytes = 8 << 20;
+uint64_t maxRankFileBytes(uint64_t state_bytes);
+
+// One rank's state as a resume reads it, and where it came from.
+struct LoadedCheckpoint {
+  TensorMap state;
+  int64_t step = 0;      // the manifest's
+  std::string file;      // the rank file
+  std::string manifest;  // the manifest that names it
+};
+
 class CheckpointStore {
  public:
   // `device`: where the group's collectives run (CUDA for NCCL).
@@ -35,10 +49,12 @@ class CheckpointStore {
   // The step of the last complete checkpoint written or loaded; -1 when none.
   int64_t lastStep() const { return last_step_; }
 
-  // This rank's state from the latest complete checkpoint; nullopt when the run has none. A
-  // checkpoint of another world size, a missing, corrupt or tampered file is a UserError naming
-  // the file and the mismatch. Reads only.
-  std::optional<TensorMap> loadLatest();
+  // This rank's state from the latest complete checkpoint; nullopt when the run has none.
+  // `state_bytes`, the size of the state this run saves, bounds the rank file (maxRankFileBytes)
+  // before it is read. A checkpoint of another world size, a missing, oversized, corrupt or
+  // tampered file is a UserError naming the file and the mismatch (checkpoint_archive.h says what
+  // is checked of its content). Reads only.
+  std::optional<LoadedCheckpoint> loadLatest(uint64_t state_bytes);
 
   // The manifest's world size, or nullopt when `run_dir` has no checkpoint; UserError when it is
   // unreadable. For checks before any worker starts.

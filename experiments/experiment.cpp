@@ -117,19 +117,26 @@ int runInRole(const ExperimentRequest& request, const launch::WorldSpec& world,
   const bool worker = world.launched();
   const auto& nodes = request.launch;
   if (resume) {
-    // gcrun's own launcher holds the lock for its workers; a worker of another launcher is rank 0's.
-    if (!worker || (world.rank == 0 && !launched_dir)) lockRunDirectory(request.resume_dir);
+    // Every refusal before the lock and the logs: a refused resume leaves the directory as it was.
     checkResumedSettings(request, config);
-  }
-  if (resume && (worker || nodes.node_rank == 0)) {
     const int processes = worker ? world.world_size : nodes.nnodes * nodes.nproc_per_node;
-    checkWorldSize(request.resume_dir, processes * static_cast<int>(config.distributed.simulated_workers));
+    const int world_size = processes * static_cast<int>(config.distributed.simulated_workers);
+    if (worker || nodes.node_rank == 0) checkWorldSize(request.resume_dir, world_size);
+    outputs::RunDirectory(request.resume_dir)
+        .checkResumable(config.output.sinks, config.output.layer_stats_every_steps > 0, world_size);
   }
+  // gcrun's own launcher holds the lock for its workers, taken before they start; a worker of
+  // another launcher is rank 0's, and a process that trains itself takes it once the checkpoints
+  // have passed their checks (RunOptions::lock_resumed).
+  const bool runs_here = worker || (nodes.nproc_per_node == 1 && nodes.nnodes == 1);
+  const bool locks = resume && (!worker || (world.rank == 0 && !launched_dir));
+  if (locks && !runs_here) lockRunDirectory(request.resume_dir);
   // A worker of gcrun's launcher runs in the directory the launcher made (or resumes).
-  const RunOptions options{resume ? request.resume_dir : launched_dir.value_or(request.output_dir), resume,
-                           launched_dir.has_value()};
+  RunOptions options{resume ? request.resume_dir : launched_dir.value_or(request.output_dir), resume,
+                     launched_dir.has_value()};
+  if (locks && runs_here) options.lock_resumed = [dir = request.resume_dir] { lockRunDirectory(dir); };
   const auto experiment = resolve(config);  // a worker's before waiting for the others
-  if (worker || (nodes.nproc_per_node == 1 && nodes.nnodes == 1)) {
+  if (runs_here) {
     const auto result = runWorker(experiment, options, world);
     return result.stop_signal != 0 ? 128 + result.stop_signal : 0;
   }

@@ -262,20 +262,26 @@ Trainer::Trainer(TrainerDeps deps) : state_(std::make_unique<State>(std::move(de
 
 Trainer::~Trainer() = default;
 
-void Trainer::resumeFrom(const TensorMap& state, const std::string& source) {
+void Trainer::resumeFrom(const LoadedCheckpoint& checkpoint) {
   State& s = *state_;
   try {
-    s.at = restoreTraining(state, s.parts(), s.resumed_task_state);
+    s.at = restoreTraining(checkpoint.state, s.parts(), s.resumed_task_state);
     if (s.at.batch_index > s.batches_per_epoch) {
       throw UserError("checkpoint: it stopped at batch " + std::to_string(s.at.batch_index) + " of an epoch of " +
                       std::to_string(s.batches_per_epoch) + " (a different batch size or world size)");
     }
   } catch (const UserError& e) {
-    throw UserError(source + ": " + e.what());
+    throw UserError(checkpoint.file + ": " + e.what());
+  }
+  if (s.at.step != checkpoint.step) {
+    throw UserError(checkpoint.manifest + ": step " + std::to_string(checkpoint.step) + ", but " + checkpoint.file +
+                    " holds counter/step " + std::to_string(s.at.step));
   }
   s.start = std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                    std::chrono::duration<double>(s.at.elapsed_s));
 }
+
+uint64_t Trainer::checkpointBytes() const { return bytesOf(expectedTraining(state_->parts())); }
 
 bool Trainer::finished() const { return state_->done(); }
 

@@ -71,11 +71,14 @@ class Trainer {
   explicit Trainer(TrainerDeps deps);
   ~Trainer();
 
-  // Continue from a state that CheckpointStore::loadLatest() read from `source`, at the same step,
-  // epoch and batch, so that the rest of the run is what the saved run would have done. Checked
-  // here, before run(): an entry that does not fit this model and reducer is a UserError naming
-  // `source` and the entry.
-  void resumeFrom(const TensorMap& state, const std::string& source);
+  // Continue from a checkpoint that CheckpointStore::loadLatest() read, at the same step, epoch
+  // and batch, so that the rest of the run is what the saved run would have done. Checked here,
+  // before run(): an entry that does not fit this model and reducer is a UserError naming the rank
+  // file and the entry, a step other than the manifest's one naming the manifest.
+  void resumeFrom(const LoadedCheckpoint& checkpoint);
+  // The bytes of the state a checkpoint of this run holds (expectedTraining), which bound the rank
+  // file a resume reads.
+  uint64_t checkpointBytes() const;
 
   // Whether run() has nothing left to do (a resumed run already at its end).
   bool finished() const;

@@ -21,12 +21,41 @@ std::string describe(const at::Tensor& t) {
   return std::string(c10::toString(t.scalar_type())) + " [" + shape + "]";
 }
 
-void copyInto(const at::Tensor& target, const at::Tensor& saved, const std::string& name) {
-  if (!saved.sizes().equals(target.sizes()) || saved.scalar_type() != target.scalar_type()) {
-    throw UserError("checkpoint entry '" + name + "' is " + describe(saved) + ", this run's is " + describe(target) +
+void checkLike(const at::Tensor& saved, const at::Tensor& expected, const std::string& name) {
+  if (!saved.sizes().equals(expected.sizes()) || saved.scalar_type() != expected.scalar_type()) {
+    throw UserError("checkpoint entry '" + name + "' is " + describe(saved) + ", this run's is " + describe(expected) +
                     " (a different model or setting)");
   }
-  target.detach().copy_(saved);
+}
+
+bool hasPrefix(const std::string& name, const std::string& prefix) { return name.rfind(prefix, 0) == 0; }
+
+// Entries this run may lack in a checkpoint: momenta before their first step, the window counters
+// of checkpoints written before they existed, and the reducer's and task's, which their
+// loadState() asks for by name.
+bool mayBeMissing(const std::string& name) {
+  return hasPrefix(name, "momentum/") || name == "counter/window_loss" || name == "counter/window_steps" ||
+         hasPrefix(name, "reducer/") || hasPrefix(name, "task/");
+}
+
+// Every entry of `state` is one `expected` names, of its dtype and shape, before anything is
+// copied. Entries a reducer or task adds as it runs are checked by their loadState(); a
+// train_sums/ entry, one per metric, is a float64 scalar.
+void checkEntries(const TensorMap& state, const TensorMap& expected) {
+  const at::Tensor sum = torch::scalar_tensor(0.0, torch::kFloat64);
+  for (const auto& [name, saved] : state) {
+    const auto found = expected.find(name);
+    if (found != expected.end()) {
+      checkLike(saved, found->second, name);
+    } else if (hasPrefix(name, "train_sums/")) {
+      checkLike(saved, sum, name);
+    } else if (!hasPrefix(name, "reducer/") && !hasPrefix(name, "task/")) {
+      throw UserError("checkpoint entry '" + name + "' is not one this run saves (a different model or setting)");
+    }
+  }
+  for (const auto& kv : expected) {
+    if (!mayBeMissing(kv.first)) entry(state, kv.first);
+  }
 }
 
 // The entries under `prefix`, without it.
@@ -69,21 +98,33 @@ TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& posit
   return state;
 }
 
+TensorMap expectedTraining(const TrainingParts& parts) {
+  TensorMap expected = snapshotTraining(parts, LoopPosition{});
+  for (size_t i = 0; i < parts.names.size(); ++i) expected["momentum/" + parts.names[i]] = parts.memories[i];
+  return expected;
+}
+
+uint64_t bytesOf(const TensorMap& state) {
+  uint64_t bytes = 0;
+  for (const auto& kv : state) bytes += kv.second.nbytes();
+  return bytes;
+}
+
 LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
                              std::optional<tasks::Task::State>& task_state) {
+  checkEntries(state, expectedTraining(parts));
   torch::NoGradGuard no_grad;
   for (const auto& item : parts.task.model().named_parameters()) {
-    copyInto(item.value(), entry(state, "param/" + item.key()), "param/" + item.key());
+    item.value().detach().copy_(state.at("param/" + item.key()));
   }
   for (const auto& item : parts.task.model().named_buffers()) {
-    copyInto(item.value(), entry(state, "buffer/" + item.key()), "buffer/" + item.key());
+    item.value().detach().copy_(state.at("buffer/" + item.key()));
   }
   for (size_t i = 0; i < parts.names.size(); ++i) {
-    copyInto(parts.memories[i], entry(state, "memory/" + parts.names[i]), "memory/" + parts.names[i]);
+    parts.memories[i].detach().copy_(state.at("memory/" + parts.names[i]));
     const auto momentum = state.find("momentum/" + parts.names[i]);
     if (momentum == state.end()) continue;
-    parts.momenta[i] = torch::empty_like(parts.memories[i]);
-    copyInto(parts.momenta[i], momentum->second, momentum->first);
+    parts.momenta[i] = torch::empty_like(parts.memories[i]).copy_(momentum->second);
   }
   try {
     parts.reducer.loadState(withPrefix(state, "reducer/"));

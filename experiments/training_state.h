@@ -40,15 +40,23 @@ struct TrainingParts {
 
 TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& position);
 
-// Copies the saved tensors into `parts` and returns the position. The task's state comes back
-// separately (set only mid-epoch): it is loaded once the epoch's batches are set up again. A
-// missing entry, or one of another shape or dtype than this run's, is a UserError naming it.
+// What a checkpoint of this run holds, each entry of the dtype and shape this run saves it with:
+// snapshotTraining's entries now, and a momentum for every parameter. The reducer's and task's
+// entries are those they save before their first step.
+TensorMap expectedTraining(const TrainingParts& parts);
+// The bytes of the tensors of `state`.
+uint64_t bytesOf(const TensorMap& state);
+
 // The batches of `position`'s epoch from its batch on; a mid-epoch resume's task state is loaded
 // (and reset) once they are set up, as Task::loadState() requires.
 std::unique_ptr<tasks::BatchStream> batchesFrom(tasks::Task& task, const tasks::Shard& shard,
                                                 const LoopPosition& position,
                                                 std::optional<tasks::Task::State>& task_state);
 
+// Copies the saved tensors into `parts` and returns the position. The task's state comes back
+// separately (set only mid-epoch): it is loaded once the epoch's batches are set up again. Before
+// anything is copied, a missing entry, one this run does not save, or one of another shape or
+// dtype than expectedTraining's is a UserError naming it.
 LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
                              std::optional<tasks::Task::State>& task_state);
 

@@ -44,20 +44,30 @@ std::string openRunDirectory(const ExperimentConfig& config, const RunOptions& o
 }
 
 // Every rank loads and checks its own checkpoint file, and all agree (one all-reduce) before any
-// file of the run is touched: a bad file on one rank leaves the run's record as it was.
-void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const std::string& run_dir,
+// file of the run is touched: a bad file on one rank leaves the run's record as it was. Rank 0
+// then takes the lock, if it is this process's to take; another gcrun holding it stops every rank.
+void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const RunOptions& options,
                      comm::Communicator& comm, WorkerRole& role) {
+  const std::string& run_dir = options.output_dir;
   std::string problem;
   try {
-    const auto state = checkpoints.loadLatest();
-    if (!state) throw UserError("--resume " + run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
+    const auto checkpoint = checkpoints.loadLatest(trainer.checkpointBytes());
+    if (!checkpoint) {
+      throw UserError("--resume " + run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
+    }
     auto turn = role.turn();  // simulated workers restore their shared parameters one at a time
-    trainer.resumeFrom(*state, run_dir + "/" + outputs::run_files::kCheckpoints);
+    trainer.resumeFrom(*checkpoint);
   } catch (const UserError& e) {
     problem = e.what();
   }
   agreeOnInput(comm, problem,
                "--resume " + run_dir + ": another rank's checkpoint failed its checks (its message says why)");
+  try {
+    if (comm.rank() == 0 && options.lock_resumed) options.lock_resumed();
+  } catch (const UserError& e) {
+    problem = e.what();
+  }
+  agreeOnInput(comm, problem, "--resume " + run_dir + ": another gcrun is using this run directory");
 }
 
 std::unique_ptr<comm::Communicator> tracedIfOn(comm::Communicator& comm, trace::Recorder& recorder,
@@ -138,7 +148,7 @@ RunResult WorkerRun::run() {
   RunResult result;
   result.run_dir = run_dir_;
   if (options_.resume) {
-    resumeEveryRank(trainer_, checkpoints_, run_dir_, comm_, role_);
+    resumeEveryRank(trainer_, checkpoints_, options_, comm_, role_);
     if (trainer_.finished()) {
       spdlog::info(
           "{}: its checkpoint of step {} is where the run ends (training.epochs, training.max_steps): "

@@ -30,6 +30,10 @@ struct RunOptions {
   bool resume = false;
   // output_dir exists already: gcrun's launcher made it for its workers.
   bool launcher_made = false;
+  // A resume's lock on output_dir, when this process takes it: rank 0 calls it once every rank's
+  // checkpoint passed its checks, before anything of the run is written, so that a refused resume
+  // leaves no lock file behind. Empty: the lock is held already (gcrun's launcher took it).
+  std::function<void()> lock_resumed;
 };
 
 struct RunResult {

@@ -125,6 +125,20 @@ void RunDirectory::lockForProcess() const {
   lock.release();  // held until the process ends
 }
 
+void RunDirectory::checkResumable(const std::vector<std::string>& sinks, bool layer_stats, int world_size) const {
+  const auto run = files::Directory::open(path_, false);
+  const auto wants = [&](const char* sink) { return std::find(sinks.begin(), sinks.end(), sink) != sinks.end(); };
+  std::vector<std::string> appended = {run_files::kLock};
+  for (int rank = 0; rank < world_size; ++rank) appended.push_back(run_files::rankLog(rank));
+  if (wants("jsonl")) appended.push_back(run_files::kMetrics);
+  if (wants("csv")) appended.push_back(run_files::kEpochs);
+  if (layer_stats) appended.push_back(run_files::kLayers);
+  for (const auto& name : appended) run.checkAppendable(name);
+  for (const std::string folder : {run_files::kTensorboard, run_files::kCheckpoints}) {
+    if ((folder != run_files::kTensorboard || wants("tensorboard")) && run.has(folder)) run.sub(folder, false);
+  }
+}
+
 std::optional<RunInfo> RunDirectory::readInfo() const {
   const std::string path = pathOf(run_files::kInfo);
   std::error_code error;

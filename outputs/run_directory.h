@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "outputs/run_info.h"
 
@@ -63,6 +64,12 @@ class RunDirectory {
   // that holds it (the message leaves the directory to the caller). The kernel drops the lock when
   // its holders exit.
   void lockForProcess() const;
+
+  // Refuses what a resumed run would refuse once it writes: a symlink or foreign file at the lock,
+  // a rank log of `world_size` ranks, the file of a built-in sink in `sinks`, layers.csv (with
+  // `layer_stats`), or a symlink or file at tb/ (with the tensorboard sink) or checkpoints/. Checked
+  // before the lock is taken or a log written, so that such a refusal leaves the directory as it was.
+  void checkResumable(const std::vector<std::string>& sinks, bool layer_stats, int world_size) const;
 
   // run.json: nothing when it is missing or not a JSON object (a run still writing it, someone
   // else's file); a UserError when it is not a regular file within files::kMaxRecordBytes.

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <thread>
@@ -43,11 +45,35 @@ namespace run_status = outputs::run_status;
 
 constexpr auto kLockWait = std::chrono::seconds(120);
 
+// `gcrun experiment`'s exit code when bad input stopped the run before training (cli/main.cpp).
+constexpr int kRefusedExit = 2;
+
+// The reason in a run's log ("gcrun: error: ..."), its last one, searched in the last 64 KiB;
+// empty when there is none or the log cannot be read.
+std::string refusalIn(const std::string& log) {
+  constexpr size_t kTail = 64 << 10;
+  try {
+    const UniqueFd file = files::openBoundedFile(log, std::numeric_limits<size_t>::max());
+    struct stat info {};
+    if (::fstat(file.get(), &info) != 0) return "";
+    const auto size = static_cast<size_t>(info.st_size);
+    std::string tail(std::min(size, kTail), '\0');
+    const ssize_t got = ::pread(file.get(), tail.data(), tail.size(), static_cast<off_t>(size - tail.size()));
+    tail.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    const std::string mark = "gcrun: error: ";
+    const size_t at = tail.rfind("\n" + mark);
+    if (at == std::string::npos) return tail.rfind(mark, 0) == 0 ? firstLine(tail.substr(mark.size())) : "";
+    return firstLine(tail.substr(at + 1 + mark.size()));
+  } catch (const UserError&) {
+    return "";
+  }
+}
+
 // What a run needs next, judged from its directory.
 enum class Next { skip, resume, fresh };
 
 struct Outcome {
-  std::string status = "pending";  // pending, completed, failed, interrupted
+  std::string status = "pending";  // pending, completed, failed, interrupted, refused
   int exit_code = 0;
   std::string error;
   int attempts = 0;
@@ -181,7 +207,7 @@ void writeStudyReport(const StudySpec& spec, const std::string& dir, const std::
       const bool started = info && info->status != run_status::kRefused;
       if (started || (!info && fs::is_regular_file(run_dir + "/" + run_files::kInfo))) {
         if (auto loaded = outputs::loadRunOrSkip(run_dir, skipped)) runs.push_back(std::move(*loaded));
-      } else if (outcome.status == run_status::kFailed) {
+      } else if (outcome.status == run_status::kFailed || outcome.status == run_status::kRefused) {
         runs.push_back(outputs::runThatDidNotStart(run_dir, run.config_yaml, outcome.status, outcome.error));
       }
     }
@@ -324,13 +350,20 @@ int runStudy(const StudySpec& spec, const StudyOptions& given) {
     auto& outcome = outcomes[index];
     outcome.exit_code = process::exitCodeOf(status);
     outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    // The run's own record says how it ended: a refusal or failure with its error, or a stop.
+    // The run's own record says how it ended: a refusal or failure with its error, or a stop. A
+    // refused resume leaves that record as it was: its exit code and its log say it.
     const auto info = runInfoOf(run_dirs.pathOf(run.dir_name));
+    const bool refused = outcome.exit_code == kRefusedExit;
     const bool stopped = info && info->status == run_status::kInterrupted;
     outcome.status = outcome.exit_code == 0 ? run_status::kCompleted
+                     : refused              ? run_status::kRefused
                      : stopped              ? run_status::kInterrupted
                                             : run_status::kFailed;
-    outcome.error = outcome.exit_code == 0 || !info ? "" : firstLine(info->error);
+    const bool recorded = info && (!refused || info->status == run_status::kRefused);
+    outcome.error = outcome.exit_code == 0 ? ""
+                    : recorded             ? firstLine(info->error)
+                    : refused              ? refusalIn(logs.pathOf(run.dir_name + ".log"))
+                                           : "";
     ++finished;
     std::printf("study: [%zu/%zu] runs/%s %s in %.0f s%s\n", finished, runs.size(), run.dir_name.c_str(),
                 outcome.status.c_str(), outcome.seconds, outcome.error.empty() ? "" : (": " + outcome.error).c_str());

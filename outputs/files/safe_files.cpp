@@ -135,6 +135,20 @@ UniqueFd Directory::openForAppend(const std::string& name, bool truncate) const 
   return file;
 }
 
+void Directory::checkAppendable(const std::string& name) const {
+  checkName(name, path_);
+  struct stat info {};
+  if (::fstatat(fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return;
+    refuse(pathOf(name), errno, "append to");
+  }
+  if (S_ISLNK(info.st_mode)) refuse(pathOf(name), ELOOP, "append to");
+  if (S_ISDIR(info.st_mode)) refuse(pathOf(name), EISDIR, "append to");
+  if (!S_ISREG(info.st_mode)) {
+    throw UserError(pathOf(name) + " is not a regular file; gcrun cannot append to it (remove it)");
+  }
+}
+
 UniqueFd Directory::openLockFile(const std::string& name) const { return openFile(name, O_RDWR | O_CREAT, "lock"); }
 
 void Directory::writeAtomically(const std::string& name, std::string_view contents) const {

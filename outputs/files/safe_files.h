@@ -65,6 +65,9 @@ class Directory {
   UniqueFd openForAppend(const std::string& name, bool truncate = false) const;
   // Opens (creating) `name` read-write for a lock; the same refusals as openForAppend.
   UniqueFd openLockFile(const std::string& name) const;
+  // Refuses, as openForAppend would, a `name` here that is a symlink or no regular file, without
+  // touching it; a missing one passes. For checks before anything is written.
+  void checkAppendable(const std::string& name) const;
 
   // Removes the file or symlink `name` (never its target); false if there was none.
   bool removeFile(const std::string& name) const;

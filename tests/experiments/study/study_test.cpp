@@ -162,7 +162,7 @@ TEST(StudyBinary, RunsEveryRunWritesTheReportAndSkipsWhatIsDone) {
   EXPECT_TRUE(contains(other.output, "other settings")) << other.output;
 }
 
-TEST(StudyBinary, AFailedRunIsRecordedAndTheOthersComplete) {
+TEST(StudyBinary, ARefusedRunIsRecordedAndTheOthersComplete) {
   TempDir dir;
   std::ofstream(dir.file("study.yaml"))
       << "base: fashion-sgd\nset: {task.synthetic: true, task.synthetic_samples: 512, training.max_steps: 2}\n"
@@ -172,10 +172,10 @@ TEST(StudyBinary, AFailedRunIsRecordedAndTheOthersComplete) {
   EXPECT_TRUE(contains(result.output, "1 of 2 runs did not complete: broken-seed1")) << result.output;
   const auto study = YAML::LoadFile(dir.file("out/study.json"));
   EXPECT_EQ(study["runs"][0]["status"].as<std::string>(), "completed");
-  EXPECT_EQ(study["runs"][1]["status"].as<std::string>(), "failed");
+  EXPECT_EQ(study["runs"][1]["status"].as<std::string>(), "refused");
   EXPECT_EQ(study["runs"][1]["exit_code"].as<int>(), 2);
   EXPECT_TRUE(contains(study["runs"][1]["error"].as<std::string>(), "training.batch_size")) << study["runs"][1];
-  EXPECT_TRUE(contains(readFile(dir.file("out/report.md")), "broken-seed1: failed"));
+  EXPECT_TRUE(contains(readFile(dir.file("out/report.md")), "broken-seed1: refused"));
 }
 
 TEST(StudyBinary, AKilledStudyCompletesWhenRunAgain) {
