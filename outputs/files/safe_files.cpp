@@ -273,8 +273,8 @@ std::string notRegularFileReason(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return errno == ENOENT ? "no such file" : errorText(errno);
   if (S_ISREG(info.st_mode)) return "";
-  if (S_ISDIR(info.st_mode)) return "a directory";
-  return "not a regular file (a device, a FIFO or a socket)";
+  if (S_ISDIR(info.st_mode)) return "is a directory";
+  return "is not a regular file (a device, a FIFO or a socket)";
 }
 
 std::string readBoundedFile(const std::string& path, size_t limit) {

@@ -119,7 +119,7 @@ class AppendFile {
 // reader that streams; it stops at `limit` itself, as the file may grow meanwhile.
 UniqueFd openBoundedFile(const std::string& path, size_t limit);
 
-// Why `path` is not a regular file, for a message: "no such file", "a directory", or "not a
+// Why `path` is not a regular file, for a message: "no such file", "is a directory", or "is not a
 // regular file (a device, a FIFO or a socket)"; empty when it is one (through symlinks).
 std::string notRegularFileReason(const std::string& path);
 
