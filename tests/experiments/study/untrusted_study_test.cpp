@@ -389,7 +389,7 @@ TEST(HostileStudy, StatusSaysWhatStandsWhereStudyJsonShouldBe) {
   fs::create_directories(dir.file("out"));
   fs::create_symlink("/dev/zero", dir.file("out/study.json"));
   expectRefused(bounded(kGcrun + " study --status " + dir.file("out")),
-                dir.file("out/study.json") + ": not a regular file (a device, a FIFO or a socket)");
+                dir.file("out/study.json") + ": is not a regular file (a device, a FIFO or a socket)");
   fs::remove(dir.file("out/study.json"));
   expectRefused(bounded(kGcrun + " study --status " + dir.file("out")), dir.file("out/study.json") + ": no such file");
 }
