@@ -1,10 +1,6 @@
 #include "experiments/checkpoint.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -112,21 +108,6 @@ std::vector<char> pickleTensorDict(const c10::Dict<std::string, at::Tensor>& dic
   return archive;
 }
 
-// Exactly the `size` bytes the manifest gives a rank file, in one buffer: a larger file, a device or
-// a FIFO is refused before it is read, a shorter one after.
-std::string readRankFile(const std::string& path, uint64_t size) {
-  const files::UniqueFd file = files::openBoundedFile(path, size);
-  std::string bytes(size, '\0');
-  for (size_t filled = 0; filled < bytes.size();) {
-    const ssize_t got = ::read(file.get(), bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw UserError("cannot read " + path + ": " + std::strerror(errno));
-    if (got == 0) throw UserError(path + ": corrupt checkpoint: it is shorter than manifest.json says");
-    filled += static_cast<size_t>(got);
-  }
-  return bytes;
-}
-
 std::string hex(uint64_t value) {
   std::ostringstream out;
   out << std::hex << value;
@@ -208,7 +189,9 @@ std::optional<LoadedCheckpoint> CheckpointStore::loadLatest(uint64_t state_bytes
                     std::to_string(maxRankFileBytes(state_bytes)) + " a checkpoint of this run can take (twice its " +
                     std::to_string(state_bytes) + " bytes of state, plus 8 MiB)");
   }
-  const std::string bytes = readRankFile(path, size);
+  // A larger file, a device or a FIFO is refused before it is read, a shorter one after.
+  const std::string bytes = files::readBoundedFile(path, size);
+  if (bytes.size() != size) throw UserError(path + ": corrupt checkpoint: it is shorter than manifest.json says");
   if (checkpointChecksum(bytes) != manifest->checksums[comm_.rank()]) {
     throw UserError(path + ": corrupt checkpoint: its checksum differs from manifest.json's");
   }

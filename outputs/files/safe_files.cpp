@@ -281,7 +281,9 @@ std::string readBoundedFile(const std::string& path, size_t limit) {
   const UniqueFd file = openBoundedFile(path, limit);
   struct stat info {};
   ::fstat(file.get(), &info);
-  std::string bytes(static_cast<size_t>(info.st_size), '\0');
+  // A byte past its size now: the read that finds the end needs no larger buffer, so a file that
+  // stays as it is is held once (a checkpoint may be gigabytes).
+  std::string bytes(static_cast<size_t>(info.st_size) + 1, '\0');
   size_t filled = 0;
   // The file may grow while it is read (a run still writing it): read what fits the limit.
   for (;;) {
