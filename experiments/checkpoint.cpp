@@ -46,8 +46,9 @@ std::optional<Manifest> readManifest(const std::optional<files::Directory>& dir)
   if (!dir || !dir->has(outputs::run_files::kManifest)) return std::nullopt;
   const std::string path = dir->pathOf(outputs::run_files::kManifest);
   try {
-    const auto parsed = outputs::parseJson(files::readBoundedFile(path, files::kMaxRecordBytes));
-    if (!parsed) throw UserError(path + ": not a readable checkpoint manifest (not JSON)");
+    std::string why;
+    const auto parsed = outputs::parseJson(files::readBoundedFile(path, files::kMaxRecordBytes), &why);
+    if (!parsed) throw UserError(path + ": not a readable checkpoint manifest (not JSON: " + why + ")");
     const auto& node = *parsed;
     // at() and get<>() throw on a missing key or a value of another type: the catch below names the file.
     if (!node.at("format").is_number_integer() || node.at("format").get<int>() != kFormat) {

@@ -137,8 +137,9 @@ void writeTraceFile(const std::string& run_dir, const ProcessTimeline& timeline)
 
 ProcessTimeline parseTrace(std::string_view text, const std::string& name) {
   const TraceReader reader(name);
-  const auto document = outputs::parseJson(text);
-  if (!document) reader.fail("not JSON (a file cut short?)");
+  std::string why;
+  const auto document = outputs::parseJson(text, &why);
+  if (!document) reader.fail("not JSON (" + why + ")");
   if (!document->is_object()) reader.fail("not a trace file (not a JSON object)");
   const Json* other = outputs::memberOf(*document, "otherData");
   const Json* version = other && other->is_object() ? outputs::memberOf(*other, "gcrun_trace") : nullptr;
