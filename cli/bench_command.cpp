@@ -5,9 +5,9 @@
 
 #include "cli/commands.h"
 #include "cli/plugins.h"
-#include "experiments/network_bench.h"
-#include "experiments/reducer_benchmark.h"
-#include "experiments/resolved_experiment.h"
+#include "experiments/bench/network_bench.h"
+#include "experiments/bench/reducer_benchmark.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/number_flags.h"
 #include "hyperparams/config_io.h"

@@ -5,8 +5,8 @@
 #include "cli/commands.h"
 #include "cli/completion/completion.h"
 #include "cli/plugins.h"
-#include "experiments/presets.h"
-#include "experiments/resolved_experiment.h"
+#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "experiments/study/study.h"
 #include "hyperparams/base/errors.h"
 

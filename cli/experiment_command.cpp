@@ -4,8 +4,8 @@
 
 #include "cli/commands.h"
 #include "cli/plugins.h"
-#include "experiments/command_line.h"
 #include "experiments/experiment.h"
+#include "experiments/setup/command_line.h"
 
 namespace gcrun::cli {
 

@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/plugins.h"
-#include "experiments/presets.h"
-#include "experiments/resolved_experiment.h"
+#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "experiments/study/study.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/settings.h"

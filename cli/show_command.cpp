@@ -4,8 +4,8 @@
 
 #include "cli/commands.h"
 #include "cli/plugins.h"
-#include "experiments/presets.h"
-#include "experiments/resolved_experiment.h"
+#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "hyperparams/config_io.h"
 
 namespace gcrun::cli {

@@ -4,13 +4,13 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "experiments/checkpoint.h"
-#include "experiments/command_line.h"
 #include "experiments/launch/launch_environment.h"
-#include "experiments/presets.h"
-#include "experiments/resolved_experiment.h"
-#include "experiments/run_info.h"
-#include "experiments/runner.h"
+#include "experiments/setup/command_line.h"
+#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
+#include "experiments/training/checkpoint.h"
+#include "experiments/worker/run_info.h"
+#include "experiments/worker/runner.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/process.h"
 #include "hyperparams/config_keys.h"

@@ -125,7 +125,7 @@ struct DistributedOptions {
   Backend backend = Backend::automatic;
   double timeout_s = 300.0;
   // Logical workers per process: the world is processes x simulated_workers, and a process runs its
-  // logical workers' forward and backward passes in turn (experiments/simulated_workers.h).
+  // logical workers' forward and backward passes in turn (experiments/worker/simulated_workers.h).
   int64_t simulated_workers = 1;
 };
 

@@ -107,6 +107,10 @@ class Task {
   virtual bool synthetic() const = 0;
 };
 
+// How many batches each of `shard.world_size` workers gets per epoch; a UserError naming
+// training.batch_size when the data leaves none (a batch larger than a worker's share).
+int64_t batchesPerEpochOf(const Task& task, const Shard& shard, int64_t batch_size);
+
 struct TaskContext {
   const TaskOptions& options;
   int64_t batch_size;  // per worker

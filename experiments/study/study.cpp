@@ -11,9 +11,9 @@
 #include <map>
 #include <set>
 
-#include "experiments/embedded_yaml.h"
-#include "experiments/presets.h"
-#include "experiments/resolved_experiment.h"
+#include "experiments/setup/embedded_yaml.h"
+#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"

@@ -19,7 +19,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
-#include "experiments/command_line.h"
+#include "experiments/setup/command_line.h"
 #include "experiments/study/slurm_script.h"
 #include "experiments/study/study_prediction.h"
 #include "experiments/study/study_progress.h"

@@ -15,7 +15,7 @@
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
-#include "experiments/checkpoint.h"
+#include "experiments/training/checkpoint.h"
 #include "tests/support/command.h"
 #include "tests/support/temp_dir.h"
 

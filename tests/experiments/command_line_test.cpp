@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "experiments/command_line.h"
+#include "experiments/setup/command_line.h"
 
 namespace gcrun::experiments {
 namespace {

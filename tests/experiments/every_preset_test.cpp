@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "experiments/presets.h"
-#include "experiments/runner.h"
+#include "experiments/setup/presets.h"
+#include "experiments/worker/runner.h"
 #include "tasks/task.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/temp_dir.h"

@@ -6,11 +6,11 @@
 
 #include <torch/torch.h>
 
-#include "experiments/gradient_exchange.h"
-#include "experiments/gradient_hooks.h"
-#include "experiments/lr_schedule.h"
-#include "experiments/presets.h"
-#include "experiments/runner.h"
+#include "experiments/setup/presets.h"
+#include "experiments/training/gradient_exchange.h"
+#include "experiments/training/gradient_hooks.h"
+#include "experiments/training/lr_schedule.h"
+#include "experiments/worker/runner.h"
 #include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"
 #include "tasks/models/models.h"

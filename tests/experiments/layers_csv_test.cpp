@@ -7,8 +7,8 @@
 #include <fstream>
 #include <set>
 
-#include "experiments/presets.h"
-#include "experiments/runner.h"
+#include "experiments/setup/presets.h"
+#include "experiments/worker/runner.h"
 #include "outputs/layers/layer_stats.h"
 #include "outputs/run_directory.h"
 #include "tests/support/multi_rank.h"

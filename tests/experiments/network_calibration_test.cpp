@@ -1,9 +1,9 @@
 // The calibration's sizes, timings over a real two-rank group, fits, table and merged profile.
-#include "experiments/network_calibration.h"
+#include "experiments/bench/network_calibration.h"
 
 #include <gtest/gtest.h>
 
-#include "experiments/network_bench.h"
+#include "experiments/bench/network_bench.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/user_error.h"
 

@@ -13,8 +13,8 @@
 
 #include <torch/torch.h>
 
-#include "experiments/presets.h"
-#include "experiments/runner.h"
+#include "experiments/setup/presets.h"
+#include "experiments/worker/runner.h"
 #include "tasks/task.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/temp_dir.h"

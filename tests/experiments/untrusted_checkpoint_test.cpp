@@ -19,8 +19,8 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "experiments/checkpoint.h"
-#include "experiments/checkpoint_archive.h"
+#include "experiments/training/checkpoint.h"
+#include "experiments/training/checkpoint_archive.h"
 #include "tests/support/command.h"
 #include "tests/support/temp_dir.h"
 

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <string>
 
-#include "experiments/presets.h"
-#include "experiments/resolved_experiment.h"
+#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "hyperparams/config_io.h"
 #include "tests/support/temp_dir.h"
 

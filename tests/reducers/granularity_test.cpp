@@ -8,9 +8,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "experiments/presets.h"
-#include "experiments/reducer_benchmark.h"
-#include "experiments/runner.h"
+#include "experiments/bench/reducer_benchmark.h"
+#include "experiments/setup/presets.h"
+#include "experiments/worker/runner.h"
 #include "hyperparams/base/errors.h"
 #include "reducers/granularity.h"
 #include "reducers/reducer.h"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "experiments/resolved_experiment.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/config_keys.h"
 

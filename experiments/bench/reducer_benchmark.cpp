@@ -1,0 +1,197 @@
+#include "experiments/bench/reducer_benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <spdlog/fmt/fmt.h>
+#include <torch/nn/module.h>
+
+#include "experiments/setup/resolved_experiment.h"
+#include "hyperparams/base/text.h"
+#include "hyperparams/config_io.h"
+#include "outputs/json_document.h"
+#include "outputs/statistics.h"
+#include "reducers/comm/thread_group.h"
+#include "reducers/granularity.h"
+#include "reducers/reducer.h"
+#include "reducers/tensor_buffer.h"
+#include "tasks/models/models.h"
+#include "tasks/task.h"
+
+namespace gcrun::experiments {
+namespace {
+
+// A peer that fails leaves the others waiting in a collective for this long.
+constexpr std::chrono::seconds kCollectiveTimeout(120);
+
+// ||out - mean|| / ||mean|| over all tensors, `sum` holding the workers' sends added up.
+double relativeError(const std::vector<at::Tensor>& out, const reducers::TensorBuffer& sum, int workers) {
+  double difference = 0, reference = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto mean = sum.slice(i).view(out[i].sizes()).to(at::kDouble) / workers;
+    difference += (out[i].to(at::kDouble) - mean).pow(2).sum().item<double>();
+    reference += mean.pow(2).sum().item<double>();
+  }
+  return reference > 0 ? std::sqrt(difference / reference) : 0.0;
+}
+
+ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, int workers,
+                                 const ReducerBenchmarkOptions& options) {
+  const auto& spec = reducers::reducerRegistry().at(name).factory;
+  ReducerBenchmarkRow row;
+  row.shapes = set.name;
+  row.reducer = name;
+  row.collective = spec.collective;
+  row.workers = workers;
+  ReducerOptions reducer_options = options.reducer;
+  reducer_options.name = name;
+  const auto& accepted = spec.granularities;
+  if (std::find(accepted.begin(), accepted.end(), reducer_options.granularity) == accepted.end()) {
+    row.note = "does not accept granularity " + nameOf(reducer_options.granularity);
+    reducer_options.granularity = Granularity::layer;
+  }
+  row.granularity = nameOf(reducer_options.granularity);
+
+  int64_t elements = 0;
+  for (const auto& parameter : set.parameters) {
+    int64_t numel = 1;
+    for (auto size : parameter.shape) numel *= size;
+    elements += numel;
+  }
+
+  std::vector<std::vector<double>> seconds(workers, std::vector<double>(options.repeats));
+  std::vector<double> errors(options.repeats);
+  uint64_t bits = 0;
+  try {
+    comm::runThreadGroup(workers, kCollectiveTimeout, [&](comm::Communicator& comm) {
+      const int rank = comm.rank();
+      auto reducer = reducers::withGranularity(
+          spec.make(reducers::ReducerContext{comm, reducer_options, options.seed, set.parameters}), reducer_options);
+      auto generator = at::detail::createCPUGenerator(options.seed + 1000003ull * (rank + 1));
+      std::vector<at::Tensor> send, out, memory;
+      for (const auto& parameter : set.parameters) {
+        send.push_back(at::empty(parameter.shape));
+        out.push_back(at::empty(parameter.shape));
+        memory.push_back(at::empty(parameter.shape));
+      }
+      reducers::TensorBuffer sum(send);
+      for (int step = 0; step < options.warmup + options.repeats; ++step) {
+        for (auto& t : send) t.normal_(0, 1, generator);
+        // The exact mean, for the error; send is the reducer's scratch space, so taken first.
+        sum.pack(send);
+        if (sum.numel() > 0) comm.allreduceSum(sum.flat());
+        comm.barrier();
+        const auto start = std::chrono::steady_clock::now();
+        const uint64_t step_bits = reducer->reduce(send, out, memory);
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (step < options.warmup) continue;
+        const int k = step - options.warmup;
+        seconds[rank][k] = elapsed;
+        if (rank == 0) {
+          bits = step_bits;
+          errors[k] = relativeError(out, sum, workers);
+        }
+      }
+    });
+  } catch (const std::exception& e) {
+    row.note = "failed: " + firstLine(e.what());
+    return row;
+  }
+  std::vector<double> slowest(options.repeats, 0.0);
+  for (const auto& per_rank : seconds) {
+    for (int k = 0; k < options.repeats; ++k) slowest[k] = std::max(slowest[k], per_rank[k]);
+  }
+  row.seconds = outputs::median(slowest);
+  row.bytes = bits / 8;
+  const double uncompressed = 4.0 * static_cast<double>(elements);
+  row.compression_ratio =
+      row.bytes > 0 ? uncompressed / static_cast<double>(row.bytes) : std::numeric_limits<double>::infinity();
+  double error_sum = 0;
+  for (double e : errors) error_sum += e;
+  row.relative_error = error_sum / options.repeats;
+  return row;
+}
+
+}  // namespace
+
+std::vector<ShapeSet> paperShapeSets(std::vector<std::string>& notes) {
+  std::vector<ShapeSet> sets;
+  auto resnet = tasks::models::buildModel("resnet18", {3, 32, 10}, 0);
+  sets.push_back({"resnet18", reducers::parametersOf(*resnet)});
+  if (!tasks::taskRegistry().contains("wikitext2")) {
+    notes.push_back("lstm: skipped, no task named wikitext2 is registered");
+    return sets;
+  }
+  const auto keys = configKeys();
+  ExperimentConfig config;
+  for (const char* assignment : {"task.name=wikitext2", "task.architecture=lstm", "task.synthetic=true"}) {
+    hyperparams::applyAssignment(config, assignment, keys);
+  }
+  auto task = tasks::taskRegistry()
+                  .at("wikitext2")
+                  .factory.make(tasks::TaskContext{config.task, config.training.batch_size, 0, c10::Device(c10::kCPU)});
+  sets.push_back({"lstm", reducers::parametersOf(task->model())});
+  return sets;
+}
+
+std::vector<ReducerBenchmarkRow> benchmarkReducers(const std::vector<ShapeSet>& sets,
+                                                   const ReducerBenchmarkOptions& options,
+                                                   const std::function<void(const ReducerBenchmarkRow&)>& on_row) {
+  std::vector<std::string> names = options.reducers;
+  if (names.empty()) {
+    for (const auto* entry : reducers::reducerRegistry().entries()) names.push_back(entry->name);
+  }
+  for (const auto& name : names) reducers::reducerRegistry().at(name);  // unknown: UserError, before any run
+  std::vector<ReducerBenchmarkRow> rows;
+  for (const auto& set : sets) {
+    for (const auto& name : names) {
+      for (int workers : options.world_sizes) {
+        rows.push_back(benchmarkOne(set, name, workers, options));
+        if (on_row) on_row(rows.back());
+      }
+    }
+  }
+  return rows;
+}
+
+std::string formatBenchmarkHeader() {
+  return fmt::format("{:<10} {:<14} {:>7} {:<10} {:<8} {:>10} {:>12} {:>9} {:>9}  {}\n", "model", "reducer", "workers",
+                     "collective", "unit", "ms/step", "sent/step", "ratio", "rel.err", "note");
+}
+
+std::string formatBenchmarkRow(const ReducerBenchmarkRow& row) {
+  const double mib = static_cast<double>(row.bytes) / (1024.0 * 1024.0);
+  return fmt::format("{:<10} {:<14} {:>7} {:<10} {:<8} {:>10.2f} {:>8.3f} MiB {:>8.1f}x {:>9.4f}  {}\n", row.shapes,
+                     row.reducer, row.workers, row.collective, row.granularity, 1000.0 * row.seconds, mib,
+                     row.compression_ratio, row.relative_error, row.note);
+}
+
+std::string formatBenchmarkTable(const std::vector<ReducerBenchmarkRow>& rows) {
+  std::string out = formatBenchmarkHeader();
+  for (const auto& row : rows) out += formatBenchmarkRow(row);
+  return out;
+}
+
+std::string benchmarkJson(const std::vector<ReducerBenchmarkRow>& rows, const std::vector<std::string>& notes) {
+  outputs::Json json{{"rows", outputs::Json::array()}, {"notes", notes}};
+  for (const auto& r : rows) {
+    json["rows"].push_back({{"model", r.shapes},
+                            {"reducer", r.reducer},
+                            {"collective", r.collective},
+                            {"granularity", r.granularity},
+                            {"workers", r.workers},
+                            {"seconds", r.seconds},
+                            {"bytes", r.bytes},
+                            {"compression_ratio", r.compression_ratio},
+                            {"relative_error", r.relative_error},
+                            {"note", r.note}});
+  }
+  // One row per line.
+  return outputs::jsonText(json, 2) + "\n";
+}
+
+}  // namespace gcrun::experiments

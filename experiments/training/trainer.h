@@ -1,0 +1,91 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "experiments/training/checkpoint.h"
+#include "experiments/training/worker_role.h"
+#include "hyperparams/config.h"
+#include "outputs/layers/layer_stats.h"
+#include "outputs/metric_sink.h"
+#include "outputs/timer.h"
+#include "outputs/trace/recorder.h"
+#include "reducers/comm/communicator.h"
+#include "reducers/reducer.h"
+#include "tasks/task.h"
+
+namespace gcrun::experiments {
+
+struct TrainingResult {
+  int64_t steps = 0;
+  double epochs = 0;                         // fractional when training.max_steps stopped it mid-epoch
+  uint64_t bits = 0;                         // sent by this worker, all steps
+  std::map<std::string, double> last_train;  // reduced over workers, last epoch
+  std::map<std::string, double> last_test;
+  std::map<std::string, double> last_validation;  // empty unless the task has a validation split
+  bool stopped = false;                           // a stop request ended it after `steps` (its checkpoint is written)
+};
+
+// A loss or gradient that is no longer finite (nan, inf).
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What a Trainer trains with, all of it owned by the worker's run (see worker_run.h).
+struct TrainerDeps {
+  const ExperimentConfig& config;
+  tasks::Task& task;
+  comm::Communicator& comm;
+  reducers::Reducer& reducer;
+  bool lossless_reducer;  // the reducer's spec says it delivers the exact average
+  outputs::Timer& timer;
+  // Empty on all ranks but 0, whose sinks are opened by the time run() starts.
+  const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;
+  // Written every checkpoint.every_steps and every_epochs, at the end, and when the run is stopped.
+  CheckpointStore& checkpoints;
+  WorkerRole& role;
+  // Polled after every step; when it returns true on any rank, every rank stops after that step.
+  // Empty: nothing stops the run.
+  std::function<bool()> stop_requested;
+  // This worker's output.trace recording: the phases of the steps in its window.
+  trace::WorkerTrace& trace;
+  // Rank 0's layers.csv under output.layer_stats_every_steps, opened by the time run() starts;
+  // null on the other ranks and when it is off.
+  const std::unique_ptr<outputs::LayerStatsFile>& layer_stats;
+};
+
+// The reference's training loop (powersgd.md 1.3) for one worker. Every worker runs it in
+// lockstep. Constructing it gives every parameter its gradient buffer and hooks backward.
+class Trainer {
+ public:
+  explicit Trainer(TrainerDeps deps);
+  ~Trainer();
+
+  // Continue from a checkpoint that CheckpointStore::loadLatest() read, at the same step, epoch
+  // and batch, so that the rest of the run is what the saved run would have done. Checked here,
+  // before run(): an entry that does not fit this model and reducer is a UserError naming the rank
+  // file and the entry, a step other than the manifest's one naming the manifest.
+  void resumeFrom(const LoadedCheckpoint& checkpoint);
+  // The bytes of the state a checkpoint of this run holds (expectedTraining), which bound the rank
+  // file a resume reads.
+  uint64_t checkpointBytes() const;
+
+  // Whether run() has nothing left to do (a resumed run already at its end).
+  bool finished() const;
+
+  // Throws TrainingDiverged naming the step (and parameter) when the loss or the reduced gradient
+  // stops being finite.
+  TrainingResult run();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gcrun::experiments

@@ -1,0 +1,173 @@
+#include "experiments/training/training_state.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "hyperparams/base/errors.h"
+
+namespace gcrun::experiments {
+namespace {
+
+const at::Tensor& entry(const TensorMap& state, const std::string& name) {
+  const auto found = state.find(name);
+  if (found == state.end()) throw UserError("checkpoint entry '" + name + "' is missing");
+  return found->second;
+}
+
+std::string describe(const at::Tensor& t) {
+  std::string shape;
+  for (auto size : t.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(size);
+  return std::string(c10::toString(t.scalar_type())) + " [" + shape + "]";
+}
+
+void checkLike(const at::Tensor& saved, const at::Tensor& expected, const std::string& name) {
+  if (!saved.sizes().equals(expected.sizes()) || saved.scalar_type() != expected.scalar_type()) {
+    throw UserError("checkpoint entry '" + name + "' is " + describe(saved) + ", this run's is " + describe(expected) +
+                    " (a different model or setting)");
+  }
+}
+
+bool hasPrefix(const std::string& name, const std::string& prefix) { return name.rfind(prefix, 0) == 0; }
+
+// Entries this run may lack in a checkpoint: momenta before their first step, the window counters
+// of checkpoints written before they existed, and the reducer's and task's, which their
+// loadState() asks for by name.
+bool mayBeMissing(const std::string& name) {
+  return hasPrefix(name, "momentum/") || name == "counter/window_loss" || name == "counter/window_steps" ||
+         hasPrefix(name, "reducer/") || hasPrefix(name, "task/");
+}
+
+// Every entry of `state` is one `expected` names, of its dtype and shape, before anything is
+// copied. Entries a reducer or task adds as it runs are checked by their loadState(); a
+// train_sums/ entry, one per metric, is a float64 scalar.
+void checkEntries(const TensorMap& state, const TensorMap& expected) {
+  const at::Tensor sum = torch::scalar_tensor(0.0, torch::kFloat64);
+  for (const auto& [name, saved] : state) {
+    const auto found = expected.find(name);
+    if (found != expected.end()) {
+      checkLike(saved, found->second, name);
+    } else if (hasPrefix(name, "train_sums/")) {
+      checkLike(saved, sum, name);
+    } else if (!hasPrefix(name, "reducer/") && !hasPrefix(name, "task/")) {
+      throw UserError("checkpoint entry '" + name + "' is not one this run saves (a different model or setting)");
+    }
+  }
+  for (const auto& kv : expected) {
+    if (!mayBeMissing(kv.first)) entry(state, kv.first);
+  }
+}
+
+// The entries under `prefix`, without it.
+TensorMap withPrefix(const TensorMap& state, const std::string& prefix) {
+  TensorMap out;
+  for (const auto& kv : state) {
+    if (kv.first.rfind(prefix, 0) == 0) out[kv.first.substr(prefix.size())] = kv.second;
+  }
+  return out;
+}
+
+}  // namespace
+
+TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& position) {
+  TensorMap state;
+  for (const auto& item : parts.task.model().named_parameters()) state["param/" + item.key()] = item.value();
+  for (const auto& item : parts.task.model().named_buffers()) state["buffer/" + item.key()] = item.value();
+  for (size_t i = 0; i < parts.names.size(); ++i) {
+    state["memory/" + parts.names[i]] = parts.memories[i];
+    if (parts.momenta[i].defined()) state["momentum/" + parts.names[i]] = parts.momenta[i];
+  }
+  reducers::Reducer::State reducer_state;
+  parts.reducer.saveState(reducer_state);
+  for (const auto& kv : reducer_state) state["reducer/" + kv.first] = kv.second;
+  tasks::Task::State task_state;
+  parts.task.saveState(task_state);
+  for (const auto& kv : task_state) state["task/" + kv.first] = kv.second;
+  const auto integer = [](int64_t v) { return torch::scalar_tensor(v, torch::kInt64); };
+  const auto real = [](double v) { return torch::scalar_tensor(v, torch::kFloat64); };
+  state["counter/step"] = integer(position.step);
+  state["counter/epoch"] = integer(position.epoch);
+  state["counter/batch"] = integer(position.batch_index);
+  state["counter/bits"] = integer(static_cast<int64_t>(position.bits));
+  state["counter/loss_sum"] = real(position.loss_sum);
+  state["counter/elapsed_s"] = real(position.elapsed_s);
+  state["counter/window_loss"] = real(position.window_loss);
+  state["counter/window_steps"] = integer(position.window_steps);
+  state["train_sums/.weight"] = real(position.train_sums.weight);
+  for (const auto& kv : position.train_sums.sums) state["train_sums/" + kv.first] = real(kv.second);
+  return state;
+}
+
+TensorMap expectedTraining(const TrainingParts& parts) {
+  TensorMap expected = snapshotTraining(parts, LoopPosition{});
+  for (size_t i = 0; i < parts.names.size(); ++i) expected["momentum/" + parts.names[i]] = parts.memories[i];
+  return expected;
+}
+
+uint64_t bytesOf(const TensorMap& state) {
+  uint64_t bytes = 0;
+  for (const auto& kv : state) bytes += kv.second.nbytes();
+  return bytes;
+}
+
+LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
+                             std::optional<tasks::Task::State>& task_state) {
+  checkEntries(state, expectedTraining(parts));
+  torch::NoGradGuard no_grad;
+  for (const auto& item : parts.task.model().named_parameters()) {
+    item.value().detach().copy_(state.at("param/" + item.key()));
+  }
+  for (const auto& item : parts.task.model().named_buffers()) {
+    item.value().detach().copy_(state.at("buffer/" + item.key()));
+  }
+  for (size_t i = 0; i < parts.names.size(); ++i) {
+    parts.memories[i].detach().copy_(state.at("memory/" + parts.names[i]));
+    const auto momentum = state.find("momentum/" + parts.names[i]);
+    if (momentum == state.end()) continue;
+    parts.momenta[i] = torch::empty_like(parts.memories[i]).copy_(momentum->second);
+  }
+  try {
+    parts.reducer.loadState(withPrefix(state, "reducer/"));
+  } catch (const std::invalid_argument& e) {
+    throw UserError(std::string("checkpoint: ") + e.what());
+  }
+  LoopPosition position;
+  position.step = entry(state, "counter/step").item<int64_t>();
+  position.epoch = entry(state, "counter/epoch").item<int64_t>();
+  position.batch_index = entry(state, "counter/batch").item<int64_t>();
+  position.bits = static_cast<uint64_t>(entry(state, "counter/bits").item<int64_t>());
+  position.loss_sum = entry(state, "counter/loss_sum").item<double>();
+  position.elapsed_s = entry(state, "counter/elapsed_s").item<double>();
+  if (state.count("counter/window_steps") > 0) {
+    position.window_loss = entry(state, "counter/window_loss").item<double>();
+    position.window_steps = entry(state, "counter/window_steps").item<int64_t>();
+  }
+  for (const auto& kv : withPrefix(state, "train_sums/")) {
+    if (kv.first == ".weight") {
+      position.train_sums.weight = kv.second.item<double>();
+    } else {
+      position.train_sums.sums[kv.first] = kv.second.item<double>();
+    }
+  }
+  task_state.reset();
+  if (position.batch_index > 0) task_state = withPrefix(state, "task/");
+  return position;
+}
+
+std::unique_ptr<tasks::BatchStream> batchesFrom(tasks::Task& task, const tasks::Shard& shard,
+                                                const LoopPosition& position,
+                                                std::optional<tasks::Task::State>& task_state) {
+  auto batches = task.trainBatches(shard, position.epoch);
+  for (int64_t skipped = 0; skipped < position.batch_index; ++skipped) batches->next();
+  if (task_state) {
+    try {
+      task.loadState(*task_state);
+    } catch (const std::invalid_argument& e) {
+      throw UserError(std::string("checkpoint: ") + e.what());
+    }
+    task_state.reset();
+  }
+  return batches;
+}
+
+}  // namespace gcrun::experiments

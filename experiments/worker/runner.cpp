@@ -1,0 +1,182 @@
+#include "experiments/worker/runner.h"
+
+#include <malloc.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <exception>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#ifdef GCRUN_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include "experiments/launch/launch_environment.h"
+#include "experiments/training/worker_role.h"
+#include "experiments/worker/simulated_workers.h"
+#include "hyperparams/base/errors.h"
+#include "hyperparams/base/signal_flag.h"
+#include "hyperparams/base/text.h"
+#include "hyperparams/base/thread_team.h"
+#include "outputs/metric_sink.h"
+#include "outputs/trace/recorder.h"
+#include "reducers/comm/process_group.h"
+
+namespace gcrun::experiments {
+namespace {
+
+c10::Device workerDevice(const ExperimentConfig& config, int local_rank) {
+  // More workers than GPUs share them round-robin (Gloo allows it; NCCL needs one GPU per rank).
+  if (config.device == Device::cuda) {
+    const int gpus = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+  }
+  return c10::Device(c10::kCPU);
+}
+
+// What a worker polls between steps: the signal the process's flag recorded, or 0.
+StopSignal stopSignalOf(const SignalFlag& flag) {
+  return [&flag] { return flag.received(); };
+}
+
+// Workers on one machine share its cores rather than each taking all of them; simulated workers
+// count as workers, so a simulated run computes with the threads a real one would.
+void limitThreads(const comm::WorldSpec& world, int simulated) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(std::max(1, launch::threadsPerWorker(world, launch::processEnvironment(), cores) / simulated));
+}
+
+// The process's output.trace recorder; `comm` is one of its workers' (all see the same group).
+trace::Recorder::Options traceOptionsOf(const ExperimentConfig& config, int process_rank,
+                                        const comm::Communicator& comm) {
+  const bool summable = reducers::reducerRegistry().at(config.reducer.name).factory.collective == "all-reduce";
+  return {
+      parseStepWindow(config.output.trace), process_rank, comm.size(), config.reducer.name, summable, comm.backend()};
+}
+
+// Runs the process's workers, then writes its trace file with what was recorded, also when they
+// fail or stop early.
+template <class Run>
+RunResult writingTrace(const trace::Recorder& recorder, Run&& run) {
+  try {
+    auto result = run();
+    recorder.writeFile();
+    return result;
+  } catch (...) {
+    recorder.writeFile();
+    throw;
+  }
+}
+
+// The process's logical workers as threads over their own ranks; returns logical worker 0's
+// result. A failure ends the others (their waits throw, their collectives lose a peer) and the
+// failing worker's own error is what is rethrown.
+RunResult runSimulated(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world,
+                       std::vector<std::unique_ptr<comm::Communicator>>& comms, const SignalFlag& stop_signals,
+                       trace::Recorder& recorder) {
+  const int workers = static_cast<int>(comms.size());
+  SharedParameters shared;
+  const auto device = workerDevice(experiment.config, world.local_rank);
+  std::vector<RunResult> results(workers);
+  std::vector<std::exception_ptr> failures(workers);
+  runThreadTeam(
+      workers,
+      [&](int w) {
+        try {
+          SimulatedWorker role(shared, w);
+          results[w] =
+              WorkerRun(experiment, options, *comms[w], device, role, stopSignalOf(stop_signals), recorder).run();
+        } catch (const std::exception&) {
+          failures[w] = std::current_exception();
+          shared.fail();
+          comms[w].reset();  // its peers' collectives fail now rather than at the timeout
+        }
+      },
+      "distributed.simulated_workers=" + std::to_string(workers));
+  std::exception_ptr first;
+  for (const auto& failure : failures) {
+    if (!failure) continue;
+    try {
+      std::rethrow_exception(failure);
+    } catch (const AnotherWorkerFailed&) {
+      if (!first) first = failure;
+    } catch (...) {
+      std::rethrow_exception(failure);
+    }
+  }
+  if (first) std::rethrow_exception(first);
+  return results.front();
+}
+
+}  // namespace
+
+RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world) {
+  const auto& config = experiment.config;
+  const bool simulated = config.distributed.simulated_workers > 1;
+  limitThreads(world, static_cast<int>(config.distributed.simulated_workers));
+#ifdef GCRUN_WITH_CUDA
+  // NCCL and the trainer's small collectives use the current device: make it this worker's GPU.
+  if (config.device == Device::cuda) c10::cuda::set_device(workerDevice(config, world.local_rank).index());
+#endif
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.distributed.timeout_s * 1000));
+#ifdef __GLIBC__
+  // glibc gives each thread its own heap, which keeps what one logical worker's passes freed from
+  // the next one's: 16 simulated workers doubled the process's memory. One heap is shared instead.
+  if (simulated) ::mallopt(M_ARENA_MAX, 1);
+#endif
+  // The group first: rank 0 hosts the store that the peer monitor then connects to.
+  std::unique_ptr<comm::Communicator> comm;
+  std::vector<std::unique_ptr<comm::Communicator>> simulated_comms;
+  if (simulated) {
+    simulated_comms = comm::connectSimulated(world, static_cast<int>(config.distributed.simulated_workers), timeout);
+  } else {
+    comm = comm::connect(world, nameOf(experiment.backend), timeout);
+  }
+  if (world.rank == 0 && world.world_size > 1 && world.store_file.empty() && !world.agent_store &&
+      world.run_token.empty()) {
+    spdlog::warn(
+        "the store at {}:{} accepts any client that reaches the port: set GCRUN_RUN_TOKEN to the same "
+        "secret on every node to keep other clients out of the group",
+        world.master_addr, world.master_port);
+  }
+  auto monitor = comm::monitorPeers(world, timeout);
+  // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
+  // peer died must not cut short the report of which peer it was.
+  const SignalFlag stop_signals;
+  trace::Recorder recorder(traceOptionsOf(config, world.rank, simulated ? *simulated_comms.front() : *comm));
+  try {
+    return writingTrace(recorder, [&] {
+      if (simulated) return runSimulated(experiment, options, world, simulated_comms, stop_signals, recorder);
+      PlainWorker role;
+      return WorkerRun(experiment, options, *comm, workerDevice(config, world.local_rank), role,
+                       stopSignalOf(stop_signals), recorder)
+          .run();
+    });
+  } catch (const UserError&) {
+    throw;
+  } catch (const TrainingDiverged&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Most likely a collective that failed because a peer died: name the peer.
+    if (!monitor) throw;
+    const std::string failed_peers = monitor->diagnose();
+    if (failed_peers.empty()) throw;
+    throw std::runtime_error(failed_peers + "; this worker stops (" + firstLine(e.what()) + ")");
+  }
+}
+
+RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
+                    int local_rank) {
+  PlainWorker role;
+  trace::Recorder recorder(traceOptionsOf(experiment.config, comm.rank(), comm));
+  return writingTrace(recorder, [&] {
+    return WorkerRun(experiment, options, comm, workerDevice(experiment.config, local_rank), role, StopSignal(),
+                     recorder)
+        .run();
+  });
+}
+
+}  // namespace gcrun::experiments

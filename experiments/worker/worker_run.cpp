@@ -1,0 +1,221 @@
+#include "experiments/worker/worker_run.h"
+
+#include <cstring>
+#include <exception>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "experiments/trace/traced_communicator.h"
+#include "experiments/worker/run_info.h"
+#include "hyperparams/base/errors.h"
+#include "outputs/rank_logger.h"
+#include "outputs/run_directory.h"
+#include "outputs/run_record.h"
+#include "reducers/granularity.h"
+
+namespace gcrun::experiments {
+namespace {
+
+// Rank 0 picks the run directory; the others learn its path through the group.
+std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm) {
+  std::string path;
+  if (comm.rank() == 0) {
+    const bool made = options.resume || options.launcher_made;
+    path = made ? options.output_dir : outputs::RunDirectory::create(options.output_dir, config.experiment).path();
+  }
+  auto length = torch::tensor({static_cast<int64_t>(path.size())}, torch::kInt64);
+  comm.broadcast(length, 0);
+  auto bytes = torch::zeros({length.item<int64_t>()}, torch::kUInt8);
+  if (comm.rank() == 0) std::memcpy(bytes.data_ptr(), path.data(), path.size());
+  if (bytes.numel() > 0) comm.broadcast(bytes, 0);
+  path.assign(static_cast<const char*>(bytes.data_ptr()), bytes.numel());
+  std::filesystem::create_directories(path);  // a no-op unless this rank is on another machine
+  return path;
+}
+
+// The shared run directory, with this worker's log in it when its role writes the process's log.
+std::string openRunDirectory(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+                             const WorkerRole& role) {
+  auto run_dir = shareRunDirectory(config, options, comm);
+  if (role.logs()) outputs::installRankLogger(run_dir, comm.rank());
+  return run_dir;
+}
+
+// Every rank loads and checks its own checkpoint file, and all agree (one all-reduce) before any
+// file of the run is touched: a bad file on one rank leaves the run's record as it was. Rank 0
+// then takes the lock, if it is this process's to take; another gcrun holding it stops every rank.
+void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const RunOptions& options,
+                     comm::Communicator& comm, WorkerRole& role) {
+  const std::string& run_dir = options.output_dir;
+  std::string problem;
+  try {
+    const auto checkpoint = checkpoints.loadLatest(trainer.checkpointBytes());
+    if (!checkpoint) {
+      throw UserError("--resume " + run_dir + ": it has no complete checkpoint (checkpoints/manifest.json)");
+    }
+    auto turn = role.turn();  // simulated workers restore their shared parameters one at a time
+    trainer.resumeFrom(*checkpoint);
+  } catch (const UserError& e) {
+    problem = e.what();
+  }
+  agreeOnInput(comm, problem,
+               "--resume " + run_dir + ": another rank's checkpoint failed its checks (its message says why)");
+  try {
+    if (comm.rank() == 0 && options.lock_resumed) options.lock_resumed();
+  } catch (const UserError& e) {
+    problem = e.what();
+  }
+  agreeOnInput(comm, problem, "--resume " + run_dir + ": another gcrun is using this run directory");
+}
+
+std::unique_ptr<comm::Communicator> tracedIfOn(comm::Communicator& comm, trace::Recorder& recorder,
+                                               trace::WorkerTrace& trace) {
+  if (!recorder.enabled()) return nullptr;
+  return std::make_unique<TracedCommunicator>(comm, trace);
+}
+
+std::function<bool()> stopRequestOf(const StopSignal& stop_signal) {
+  if (!stop_signal) return {};
+  return [stop_signal] { return stop_signal() != 0; };
+}
+
+}  // namespace
+
+WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm,
+                                         comm::Communicator& reducer_comm, c10::Device device, WorkerRole& role) {
+  const auto& config = experiment.config;
+  Inputs inputs;
+  std::string problem;
+  {
+    auto turn = role.turn();  // simulated workers build their models in turn
+    try {
+      inputs.task = experiment.task.make(
+          tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), device});
+      tasks::batchesPerEpochOf(*inputs.task, {comm.rank(), comm.size()}, config.training.batch_size);
+      inputs.reducer = reducers::withGranularity(experiment.reducer.make(reducers::ReducerContext{
+                                                     reducer_comm, config.reducer, static_cast<uint64_t>(config.seed),
+                                                     reducers::parametersOf(inputs.task->model())}),
+                                                 config.reducer);
+    } catch (const UserError& e) {
+      problem = e.what();
+    }
+  }
+  role.settleInput(comm, problem, inputs.task.get());
+  return inputs;
+}
+
+WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
+                     c10::Device device, WorkerRole& role, StopSignal stop_signal, trace::Recorder& trace)
+    : experiment_(experiment),
+      config_(experiment.config),
+      options_(options),
+      comm_(comm),
+      role_(role),
+      stop_signal_(std::move(stop_signal)),
+      leader_(comm.rank() == 0),
+      trace_(trace.worker(comm.rank())),
+      traced_comm_(tracedIfOn(comm, trace, trace_)),
+      inputs_(buildInputs(experiment, comm, traced_comm_ ? *traced_comm_ : comm, device, role)),
+      run_dir_(openRunDirectory(config_, options, comm, role)),
+      checkpoints_(run_dir_, comm, comm.device()),
+      trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, experiment.reducer.lossless, timer_, sinks_,
+                           checkpoints_, role, stopRequestOf(stop_signal_), trace_, layer_stats_}),
+      record_(run_dir_, leader_) {
+  trace.setRunDirectory(run_dir_);
+#ifdef GCRUN_WITH_CUDA
+  // Kernels run asynchronously: without this the timer would charge them to whichever scope waits.
+  if (config_.device == Device::cuda) timer_.setSynchronize([] { torch::cuda::synchronize(); });
+#endif
+}
+
+void WorkerRun::logStart(const outputs::RunInfo& info) const {
+  const std::string simulated = info.simulated_workers == 1
+                                    ? ""
+                                    : fmt::format(" ({} processes x {} simulated, their compute in turn)",
+                                                  info.processes, info.simulated_workers);
+  spdlog::info("{}: {} workers{} on {}, {} parameters, reducer {}, run directory {}", config_.experiment, comm_.size(),
+               simulated, comm_.backend(), info.num_parameters, config_.reducer.name, run_dir_);
+  if (config_.task.synthetic) {
+    spdlog::info(
+        "synthetic data: random samples of the real shapes, evaluated on a small synthetic test split "
+        "(1,000 samples, or a fifth of task.synthetic_samples; for language models 50,000 tokens)");
+  }
+}
+
+RunResult WorkerRun::run() {
+  RunResult result;
+  result.run_dir = run_dir_;
+  if (options_.resume) {
+    resumeEveryRank(trainer_, checkpoints_, options_, comm_, role_);
+    if (trainer_.finished()) {
+      spdlog::info(
+          "{}: its checkpoint of step {} is where the run ends (training.epochs, training.max_steps): "
+          "nothing to do, nothing changed",
+          run_dir_, checkpoints_.lastStep());
+      return result;
+    }
+    spdlog::info("resuming {} from the checkpoint of step {}", run_dir_, checkpoints_.lastStep());
+  }
+  if (leader_) {
+    for (const auto& sink : experiment_.sinks) {
+      sinks_.push_back(sink.make({run_dir_, config_, options_.resume}));
+    }
+    if (config_.output.layer_stats_every_steps > 0) {
+      layer_stats_ = std::make_unique<outputs::LayerStatsFile>(run_dir_, options_.resume);
+    }
+  }
+
+  auto info = startInfo(config_, comm_, *inputs_.task);
+  record_.start(experiment_.config_yaml, info);
+  logStart(info);
+
+  std::exception_ptr failure;
+  try {
+    result.training = trainer_.run();
+    info.peak_rss_mib = gatherPeakRss(comm_);
+    result.stop_signal = result.training.stopped && stop_signal_ ? stop_signal_() : 0;
+    info.status = result.training.stopped ? "interrupted" : "completed";
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    info.status = "failed";
+    info.error = e.what();
+  }
+  info.end_time = outputs::isoTimeNow();
+  info.steps = result.training.steps;
+  info.epochs_done = result.training.epochs;
+  info.bits_sent = result.training.bits;
+  for (const auto& kv : result.training.last_train) info.final_metrics["train." + kv.first] = kv.second;
+  for (const auto& kv : result.training.last_validation) {
+    info.final_metrics["validation." + kv.first] = kv.second;
+  }
+  for (const auto& kv : result.training.last_test) info.final_metrics["test." + kv.first] = kv.second;
+  try {
+    for (auto& sink : sinks_) sink->close();
+  } catch (const std::exception& e) {
+    // A sink's last lines that did not fit on the disk fail the run; an earlier failure says more.
+    if (!failure) {
+      failure = std::current_exception();
+      info.status = outputs::run_status::kFailed;
+      info.error = e.what();
+    }
+  }
+  info.compute_per_batch_ms = role_.computePerBatchMs(timer_);
+  info.paper = record_.finish(config_.paper, info, timer_);
+  if (failure) std::rethrow_exception(failure);
+  if (result.training.stopped) {
+    // A worker that got no signal itself stops with the one that did (the stop is agreed on).
+    const std::string cause = result.stop_signal != 0 ? "by signal " + std::to_string(result.stop_signal)
+                                                      : "with a worker that received a stop signal";
+    spdlog::warn("stopped {} after step {}; checkpoint written, continue with --resume {}", cause, info.steps,
+                 run_dir_);
+    return result;
+  }
+  logPaperComparison(info.paper);
+  spdlog::info("done: {} steps, {:.1f} MB sent per worker, results in {}", info.steps, info.bits_sent / 8.0 / (1 << 20),
+               run_dir_);
+  return result;
+}
+
+}  // namespace gcrun::experiments
