@@ -49,9 +49,9 @@ void addReportCommand(CLI::App& app) {
     const auto result = outputs::writeReport(loaded.runs, options);
     // Names from the runs are printed on one line each: no terminal escapes, no forged lines.
     std::printf("%zu runs in %zu configurations\n", result.runs, result.configurations);
-    for (const auto& file : result.files) std::printf("  %s\n", outputs::oneLine(file).c_str());
-    for (const auto& line : loaded.skipped) std::printf("skipped: %s\n", outputs::oneLine(line).c_str());
-    if (!result.note.empty()) std::printf("note: %s\n", outputs::oneLine(result.note).c_str());
+    for (const auto& file : result.files) std::printf("  %s\n", oneLine(file).c_str());
+    for (const auto& line : loaded.skipped) std::printf("skipped: %s\n", oneLine(line).c_str());
+    if (!result.note.empty()) std::printf("note: %s\n", oneLine(result.note).c_str());
   });
 }
 

@@ -23,8 +23,6 @@ struct CalibrationPlan {
 // "4", "64KiB", "256MiB", "1GB" -> bytes. A UserError naming `what` unless it is a whole number of
 // float32 elements (a multiple of 4, at least 4) of at most 4 GiB.
 int64_t parseMessageBytes(const std::string& text, const std::string& what);
-// 4 -> "4", 65536 -> "64KiB": the binary unit when it is exact.
-std::string messageBytesText(int64_t bytes);
 
 // min_bytes, 4 * min_bytes, ... below max_bytes, then max_bytes.
 std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes);

@@ -87,7 +87,7 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
       for (const auto& item : value) {
         if (key == "bandwidth") {
           const auto bandwidth = text(item, where + ".bandwidth");
-          network::parseBandwidth(bandwidth, where + ".bandwidth");
+          units::parseBandwidth(bandwidth, where + ".bandwidth");
           prediction.bandwidths.push_back(bandwidth);
           continue;
         }
@@ -99,7 +99,7 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
       }
     } else if (key == "latency") {
       prediction.latency = text(value, where + ".latency");
-      network::parseDuration(prediction.latency, where + ".latency");
+      units::parseDuration(prediction.latency, where + ".latency");
     } else if (key == "headline") {
       prediction.headline = text(value, where + ".headline");
       performance::parseProjection(prediction.headline, where + ".headline");

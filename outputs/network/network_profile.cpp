@@ -15,6 +15,7 @@
 #include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/units.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/network/shortest_number.h"
@@ -114,8 +115,9 @@ Fit readFit(const ProfileReader& reader, const YAML::Node& node, const std::stri
   const std::string collective_key = key + ".collective";
   fit.collective = parseCollective(reader.text(node["collective"], collective_key), reader.what(collective_key));
   fit.world_size = reader.count(node["world_size"], key + ".world_size");
-  fit.latency_s = reader.number(node["latency_s"], key + ".latency_s", 0, kMaxLatency);
-  fit.seconds_per_byte = reader.number(node["seconds_per_byte"], key + ".seconds_per_byte", 0, 1 / kMinBandwidth);
+  fit.latency_s = reader.number(node["latency_s"], key + ".latency_s", 0, units::kMaxLatency);
+  fit.seconds_per_byte =
+      reader.number(node["seconds_per_byte"], key + ".seconds_per_byte", 0, 1 / units::kMinBandwidth);
   if (node["max_relative_residual"]) {
     fit.max_relative_residual =
         reader.number(node["max_relative_residual"], key + ".max_relative_residual", 0, kMaxResidual);
@@ -153,10 +155,10 @@ Fit readOverride(const ProfileReader& reader, const std::string& name, const YAM
   }
   const auto bandwidth = node["bandwidth"];
   const auto latency = node["latency"];
-  fit.seconds_per_byte =
-      1 / (bandwidth ? parseBandwidth(reader.text(bandwidth, key + ".bandwidth"), reader.what(key + ".bandwidth"))
-                     : profile.bandwidth_bytes_per_s);
-  fit.latency_s = latency ? parseDuration(reader.text(latency, key + ".latency"), reader.what(key + ".latency"))
+  fit.seconds_per_byte = 1 / (bandwidth ? units::parseBandwidth(reader.text(bandwidth, key + ".bandwidth"),
+                                                                reader.what(key + ".bandwidth"))
+                                        : profile.bandwidth_bytes_per_s);
+  fit.latency_s = latency ? units::parseDuration(reader.text(latency, key + ".latency"), reader.what(key + ".latency"))
                           : profile.latency_s;
   return fit;
 }
@@ -217,8 +219,8 @@ NetworkProfile parseProfile(const std::string& yaml_text, const std::string& sou
   }
   if (root["bandwidth"]) {
     profile.bandwidth_bytes_per_s =
-        parseBandwidth(reader.text(root["bandwidth"], "bandwidth"), reader.what("bandwidth"));
-    profile.latency_s = parseDuration(reader.text(root["latency"], "latency"), reader.what("latency"));
+        units::parseBandwidth(reader.text(root["bandwidth"], "bandwidth"), reader.what("bandwidth"));
+    profile.latency_s = units::parseDuration(reader.text(root["latency"], "latency"), reader.what("latency"));
   }
   if (const auto fits = root["fits"]) {
     if (!fits.IsSequence()) reader.fail("fits", "expected a list of fits");
@@ -256,8 +258,8 @@ std::string profileYaml(const NetworkProfile& profile) {
   std::string yaml;
   if (!profile.name.empty()) yaml += "name: " + scalarText(profile.name) + "\n";
   if (profile.latency_s >= 0) {
-    yaml += "bandwidth: " + bandwidthText(profile.bandwidth_bytes_per_s) + "\n";
-    yaml += "latency: " + durationText(profile.latency_s) + "\n";
+    yaml += "bandwidth: " + units::bandwidthText(profile.bandwidth_bytes_per_s) + "\n";
+    yaml += "latency: " + units::durationText(profile.latency_s) + "\n";
   }
   if (!profile.backend.empty()) yaml += "backend: " + scalarText(profile.backend) + "\n";
   if (!profile.fits.empty()) yaml += "fits:\n";
@@ -280,7 +282,7 @@ std::string profileYaml(const NetworkProfile& profile) {
 
 NetworkProfile linkProfile(double bandwidth_bytes_per_s, double latency_s) {
   NetworkProfile profile;
-  profile.name = bandwidthText(bandwidth_bytes_per_s) + "/" + durationText(latency_s);
+  profile.name = units::bandwidthText(bandwidth_bytes_per_s) + "/" + units::durationText(latency_s);
   profile.bandwidth_bytes_per_s = bandwidth_bytes_per_s;
   profile.latency_s = latency_s;
   return profile;

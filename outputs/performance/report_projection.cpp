@@ -5,6 +5,7 @@
 
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/units.h"
 #include "outputs/performance/prediction_output.h"
 
 namespace gcrun::performance {
@@ -52,8 +53,9 @@ ProjectionSpec parseProjection(const std::string& text, const std::string& what)
   if (values.count("network")) {
     spec.network = network::loadProfile(values["network"]);
   } else {
-    const double latency = network::parseDuration(values.count("latency") ? values["latency"] : "20us", what);
-    spec.network = network::linkProfile(network::parseBandwidth(values["bandwidth"], what), latency);
+    const double latency =
+        units::parseDuration(values.count("latency") ? values["latency"] : units::kDefaultLatency, what);
+    spec.network = network::linkProfile(units::parseBandwidth(values["bandwidth"], what), latency);
   }
   return spec;
 }

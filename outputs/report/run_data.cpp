@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/units.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json_document.h"
@@ -120,7 +121,7 @@ void readMetrics(const fs::path& path, RunData& run) {
     auto& point = by_step[step];
     point.step = step;
     point.epoch = numberAt(*event, "epoch").value_or(0);
-    point.mib = std::max(0.0, numberAt(*event, "bits").value_or(0)) / 8.0 / (1 << 20);
+    point.mib = units::mibOfBits(std::max(0.0, numberAt(*event, "bits").value_or(0)));
     if (event_name == name && event_split == split && value) {
       point.metric = *value;
       has_metric[step] = true;
@@ -234,7 +235,7 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
   const double bits = static_cast<double>(info->bits_sent);
   const double epochs = info->epochs_done;
   const auto finiteOr0 = [](double value) { return std::isfinite(value) ? value : 0.0; };
-  if (epochs > 0) run.mib_per_epoch = finiteOr0(bits / 8.0 / (1 << 20) / epochs);
+  if (epochs > 0) run.mib_per_epoch = finiteOr0(units::mibOfBits(bits) / epochs);
   const double sent_as_floats = 32.0 * static_cast<double>(info->num_parameters) * static_cast<double>(info->steps);
   if (bits > 0) run.compression = finiteOr0(sent_as_floats / bits);
   const fs::path timer_file = root / run_files::kTimerSummary;

@@ -8,6 +8,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "outputs/csv_field.h"
 #include "outputs/json.h"
 #include "outputs/report/safe_text.h"
 
@@ -296,14 +297,14 @@ std::string csvTable(const std::vector<ConfigGroup>& groups) {
   for (const auto& g : groups) {
     const auto& m = g.final_metric;
     const bool measured = m.count > 0;
-    out += csvText(g.name) + "," + csvText(g.reducer) + "," + csvText(g.settings) + "," + std::to_string(g.workers) +
-           "," + std::to_string(g.simulated_workers) + "," + std::to_string(m.count) + "," + csvText(g.status) + "," +
-           csvText(g.metric) + "," + (measured ? jsonNumber(m.mean) : "") + "," + (measured ? jsonNumber(m.std) : "") +
+    out += csvField(g.name) + "," + csvField(g.reducer) + "," + csvField(g.settings) + "," + std::to_string(g.workers) +
+           "," + std::to_string(g.simulated_workers) + "," + std::to_string(m.count) + "," + csvField(g.status) + "," +
+           csvField(g.metric) + "," + (measured ? jsonNumber(m.mean) : "") + "," + (measured ? jsonNumber(m.std) : "") +
            "," + (measured ? jsonNumber(m.min) : "") + "," + (measured ? jsonNumber(m.max) : "") + "," +
            opt(g.time_per_batch_ms) + "," + (g.simulated_workers > 1 ? jsonNumber(g.compute_per_batch_ms) : "") + "," +
            (measured ? jsonNumber(g.mib_per_epoch) : "") + "," + (g.compression > 0 ? jsonNumber(g.compression) : "") +
            "," + opt(g.paper_value) + "," + (g.paper_value && measured ? jsonNumber(m.mean - *g.paper_value) : "") +
-           "," + csvText(g.paper_source) + "," + opt(g.compression_vs_fp16) + "," +
+           "," + csvField(g.paper_source) + "," + opt(g.compression_vs_fp16) + "," +
            (g.time_to_target_s && g.reached_target > 0 ? jsonNumber(g.time_to_target_s->mean) : "") + "," +
            (g.time_to_target_s ? std::to_string(g.reached_target) : "") + "," + opt(g.projected_ms_per_batch) + "," +
            opt(g.projected_speedup_vs_exact) + "," + opt(g.projected_speedup_vs_fp16) + "," +

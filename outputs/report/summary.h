@@ -66,7 +66,7 @@ void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, cons
 
 // The report's table in the layout of the paper's Tables 3-7, as text cells (Markdown and HTML
 // render the same cells, each escaped for its format), and as CSV with raw numbers (text cells
-// neutralized against spreadsheet formulas: csvText).
+// neutralized against spreadsheet formulas: csvField).
 struct TextTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;

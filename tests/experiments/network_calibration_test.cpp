@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "experiments/network_bench.h"
+#include "hyperparams/base/units.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/user_error.h"
 
@@ -23,9 +24,9 @@ TEST(NetworkCalibration, MessageSizes) {
     expectMessageHas(userErrorOf([&] { parseMessageBytes(bad, "--max-bytes"); }),
                      {"--max-bytes", std::string("'") + bad + "'", "multiple of 4", "64KiB"});
   }
-  EXPECT_EQ(messageBytesText(4), "4");
-  EXPECT_EQ(messageBytesText(65536), "64KiB");
-  EXPECT_EQ(messageBytesText(268435456), "256MiB");
+  EXPECT_EQ(units::byteCountText(4), "4");
+  EXPECT_EQ(units::byteCountText(65536), "64KiB");
+  EXPECT_EQ(units::byteCountText(268435456), "256MiB");
   EXPECT_EQ(messageSizes(4, 256), (std::vector<int64_t>{4, 16, 64, 256}));
   EXPECT_EQ(messageSizes(4, 100), (std::vector<int64_t>{4, 16, 64, 100}));
   EXPECT_EQ(messageSizes(4, int64_t{256} << 20).size(), 14u);

@@ -21,6 +21,7 @@
 #include "outputs/run_directory.h"
 #include "outputs/statistics.h"
 #include "outputs/timer.h"
+#include "tests/support/json_string.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/user_error.h"
 

@@ -9,6 +9,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/csv_field.h"
 #include "outputs/report/plots.h"
 #include "outputs/report/report.h"
 #include "outputs/report/safe_text.h"
@@ -184,15 +185,18 @@ TEST(Report, NoRunsYetIsAnEmptyReport) {
 }
 
 TEST(Report, TextFromRunsStaysTextInEachFormat) {
-  EXPECT_EQ(gnuplotString("it's `id`\n@m"), "'it''s `id` @m'");
-  EXPECT_EQ(oneLine("a\r\nb\x1b[2J\xc2\x85"), "a  b [2J ");
+  EXPECT_EQ(gnuplotString("it's `id`\n@m"), "'it''s `id`\\n@m'");
+  EXPECT_EQ(oneLine("a\r\nb\x1b[2J\xc2\x85\xff"), "a\\r\\nb\\x1b[2J\\u0085\\xff");
   EXPECT_EQ(validUtf8("ok\xff\xc0\xaf\xed\xa0\x80é"), "ok\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD\uFFFDé");
-  EXPECT_EQ(markdownText("<b>|[x]#\n"), "&lt;b&gt;\\|\\[x\\]\\# ");
-  EXPECT_EQ(csvText("=1+1"), "\"'=1+1\"");
-  EXPECT_EQ(csvText("-x"), "\"'-x\"");
-  EXPECT_EQ(csvText("a\rb"), "\"'a\rb\"");
-  EXPECT_EQ(csvText("a,b"), "\"a,b\"");
-  EXPECT_EQ(csvText("plain"), "plain");
+  EXPECT_EQ(markdownText("<b>|[x]#\n"), "&lt;b&gt;\\|\\[x\\]\\#\\\\n");
+  EXPECT_EQ(csvField("=1+1"), "\"'=1+1\"");
+  EXPECT_EQ(csvField("-x"), "\"'-x\"");
+  EXPECT_EQ(csvField("a\rb"), "\"'a\rb\"");
+  EXPECT_EQ(csvField("a,b"), "\"a,b\"");
+  EXPECT_EQ(csvField("plain"), "plain");
+  EXPECT_EQ(csvField("bad\xff"), "bad\uFFFD");
+  EXPECT_EQ(csvFieldText("'=1+1"), "=1+1");
+  EXPECT_EQ(csvFieldText("'plain"), "'plain");
 }
 
 }  // namespace
