@@ -99,7 +99,7 @@ std::vector<std::string> networkBenchArguments(const NetworkBenchRequest& reques
   const auto& plan = request.plan;
   std::string collectives;
   for (const auto collective : plan.collectives) {
-    collectives += (collectives.empty() ? "" : ",") + network::collectiveName(collective);
+    collectives += (collectives.empty() ? "" : ",") + collectiveName(collective);
   }
   // --name=value: a value that begins with a dash stays one argument.
   std::vector<std::string> arguments = {"bench",

@@ -19,21 +19,22 @@
 namespace gcrun::experiments {
 namespace {
 
-using network::Collective;
-
 constexpr int64_t kMaxMessageBytes = int64_t{4} << 30;
 
 // Runs the collective once on `tensor`, waiting for the device when the group computes on one.
-void runOnce(comm::Communicator& comm, Collective collective, at::Tensor& tensor) {
+void runOnce(comm::Communicator& comm, CollectiveKind collective, at::Tensor& tensor) {
   switch (collective) {
-    case Collective::all_reduce:
+    case CollectiveKind::all_reduce:
       comm.allreduceSum(tensor);
       break;
-    case Collective::all_gather:
+    case CollectiveKind::all_gather:
       comm.allgather(tensor);
       break;
-    case Collective::broadcast:
+    case CollectiveKind::broadcast:
       comm.broadcast(tensor, 0);
+      break;
+    case CollectiveKind::barrier:
+      comm.barrier();
       break;
   }
 #ifdef GCRUN_WITH_CUDA
@@ -48,7 +49,7 @@ std::vector<double> slowestRank(comm::Communicator& comm, const std::vector<doub
   return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
 }
 
-SizeTiming timeOne(comm::Communicator& comm, Collective collective, int64_t bytes, const CalibrationPlan& plan) {
+SizeTiming timeOne(comm::Communicator& comm, CollectiveKind collective, int64_t bytes, const CalibrationPlan& plan) {
   auto tensor = torch::ones({bytes / 4}, torch::TensorOptions().dtype(torch::kFloat32).device(comm.device()));
   for (int i = 0; i < plan.warmup; ++i) runOnce(comm, collective, tensor);
   std::vector<double> seconds;
@@ -63,7 +64,7 @@ SizeTiming timeOne(comm::Communicator& comm, Collective collective, int64_t byte
   return {collective, bytes, outputs::median(runs), *fastest, *slowest};
 }
 
-const network::Fit& fitOf(const std::vector<network::Fit>& fits, Collective collective) {
+const network::Fit& fitOf(const std::vector<network::Fit>& fits, CollectiveKind collective) {
   return *std::find_if(fits.begin(), fits.end(), [&](const auto& fit) { return fit.collective == collective; });
 }
 
@@ -98,7 +99,7 @@ std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const Calibrat
 
 std::vector<network::Fit> fitTimings(const std::vector<SizeTiming>& timings, int world_size) {
   std::vector<network::Fit> fits;
-  std::vector<Collective> order;
+  std::vector<CollectiveKind> order;
   for (const auto& timing : timings) {
     if (std::find(order.begin(), order.end(), timing.collective) == order.end()) order.push_back(timing.collective);
   }
@@ -123,7 +124,7 @@ std::string formatCalibration(const std::vector<SizeTiming>& timings, const std:
     const auto& fit = fitOf(fits, timing.collective);
     const double fitted = fit.latency_s + fit.seconds_per_byte * static_cast<double>(timing.bytes);
     std::snprintf(line, sizeof(line), "%-11s %9s %11.4f %11.4f %11.4f %11.4f %+11.1f\n",
-                  network::collectiveName(timing.collective).c_str(), units::byteCountText(timing.bytes).c_str(),
+                  collectiveName(timing.collective).c_str(), units::byteCountText(timing.bytes).c_str(),
                   timing.median_s * 1e3, timing.min_s * 1e3, timing.max_s * 1e3, fitted * 1e3,
                   (fitted - timing.median_s) / timing.median_s * 100);
     out += line;
@@ -132,7 +133,7 @@ std::string formatCalibration(const std::vector<SizeTiming>& timings, const std:
     const std::string bandwidth =
         fit.seconds_per_byte > 0 ? units::roughBandwidthText(1 / fit.seconds_per_byte) : "unbounded";
     std::snprintf(line, sizeof(line), "%s at %d workers: latency %s, %.3g ns per byte (%s), max residual %.1f%%\n",
-                  network::collectiveName(fit.collective).c_str(), fit.world_size,
+                  collectiveName(fit.collective).c_str(), fit.world_size,
                   units::roughDurationText(fit.latency_s).c_str(), fit.seconds_per_byte * 1e9, bandwidth.c_str(),
                   fit.max_relative_residual * 100);
     out += line;

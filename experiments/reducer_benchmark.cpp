@@ -46,7 +46,7 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
   ReducerBenchmarkRow row;
   row.shapes = set.name;
   row.reducer = name;
-  row.collective = spec.collective;
+  row.collective = spec.collective ? collectiveName(*spec.collective) : "";
   row.workers = workers;
   ReducerOptions reducer_options = options.reducer;
   reducer_options.name = name;

@@ -23,7 +23,8 @@
 namespace gcrun::network {
 namespace {
 
-constexpr Collective kCollectives[] = {Collective::all_reduce, Collective::all_gather, Collective::broadcast};
+constexpr CollectiveKind kCollectives[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                           CollectiveKind::broadcast};
 // max_relative_residual is informative; a fit that far off is no fit.
 constexpr double kMaxResidual = 1e6;
 
@@ -174,19 +175,7 @@ std::string scalarText(const std::string& value) {
 
 }  // namespace
 
-std::string collectiveName(Collective collective) {
-  switch (collective) {
-    case Collective::all_reduce:
-      return "all-reduce";
-    case Collective::all_gather:
-      return "all-gather";
-    case Collective::broadcast:
-      return "broadcast";
-  }
-  throw std::logic_error("unknown collective");
-}
-
-Collective parseCollective(const std::string& name, const std::string& what) {
+CollectiveKind parseCollective(const std::string& name, const std::string& what) {
   for (const auto collective : kCollectives) {
     if (name == collectiveName(collective)) return collective;
   }
@@ -234,7 +223,7 @@ NetworkProfile parseProfile(const std::string& yaml_text, const std::string& sou
       profile.fits.push_back(readOverride(reader, entry.first.Scalar(), entry.second, profile));
     }
   }
-  std::set<std::pair<Collective, int>> seen;
+  std::set<std::pair<CollectiveKind, int>> seen;
   for (const auto& fit : profile.fits) {
     if (!seen.insert({fit.collective, fit.world_size}).second) {
       reader.fail(fit.world_size == 0 ? "collectives" : "fits",

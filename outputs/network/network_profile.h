@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "hyperparams/base/collective.h"
+
 namespace gcrun::network {
 
 // A network as the step model sees it: a latency (alpha, seconds per message) and a per-byte cost
@@ -23,12 +25,10 @@ namespace gcrun::network {
 //       latency_s: 8.1e-05
 //       seconds_per_byte: 1.7e-08
 //       max_relative_residual: 0.06   # informative
-enum class Collective { all_reduce, all_gather, broadcast };
 
-// "all-reduce", "all-gather", "broadcast".
-std::string collectiveName(Collective collective);
-// Throws UserError naming `what` and the accepted names.
-Collective parseCollective(const std::string& name, const std::string& what);
+// A collective a profile costs (every CollectiveKind but barrier): "all-reduce", "all-gather" or
+// "broadcast"; throws UserError naming `what` and the accepted names.
+CollectiveKind parseCollective(const std::string& name, const std::string& what);
 
 // One measured size: the median time of a collective whose message is `bytes` per worker.
 struct Sample {
@@ -37,7 +37,7 @@ struct Sample {
 };
 
 struct Fit {
-  Collective collective = Collective::all_reduce;
+  CollectiveKind collective = CollectiveKind::all_reduce;
   int world_size = 2;
   double latency_s = 0;
   double seconds_per_byte = 0;
@@ -83,6 +83,6 @@ NetworkProfile linkProfile(double bandwidth_bytes_per_s, double latency_s);
 // weighted by 1/seconds^2 (relative error), so that small messages count as much as large ones;
 // both coefficients are kept >= 0. max_relative_residual is max |fit - measured| / measured.
 // Needs samples of two or more sizes, each with a positive time (std::invalid_argument otherwise).
-Fit fitLatencyAndPerByte(Collective collective, int world_size, const std::vector<Sample>& samples);
+Fit fitLatencyAndPerByte(CollectiveKind collective, int world_size, const std::vector<Sample>& samples);
 
 }  // namespace gcrun::network

@@ -168,6 +168,15 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
 
 namespace {
 
+// A run.json from before runs recorded their reducer's baseline (format 1 without "baseline"):
+// the built-in baselines, which were the only ones then.
+Baseline baselineOfAnOldRun(const std::map<std::string, std::string>& settings) {
+  const auto reducer = settings.find("reducer.name");
+  if (reducer == settings.end()) return Baseline::none;
+  if (reducer->second == "exact") return Baseline::full_precision;
+  return reducer->second == "fp16" ? Baseline::half_precision : Baseline::none;
+}
+
 // The name, configuration, seed and paper target of a run, from its directory and config.yaml.
 void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, RunData& run,
                 std::string& paper_metric) {
@@ -177,6 +186,7 @@ void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, R
   run.name = std::regex_match(base, match, seed_suffix) ? match[1].str() : base;
   if (config && config->IsMap()) {
     flatten(*config, "", run.settings);
+    run.baseline = baselineOfAnOldRun(run.settings);
     run.seed = valueOr<int64_t>(child(*config, {"seed"}), 0);
     run.synthetic = valueOr<bool>(child(*config, {"task", "synthetic"}), false);
     paper_metric = valueOr<std::string>(child(*config, {"paper", "metric"}), "");
@@ -226,6 +236,7 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
   run.world_size = info->world_size;
   run.simulated_workers = info->simulated_workers;
   run.compute_per_batch_ms = info->compute_per_batch_ms;
+  if (info->baseline) run.baseline = *info->baseline;
   std::map<std::string, std::optional<double>> finals;
   for (const auto& [name, value] : info->final_metrics) {
     finals[name] = std::isfinite(value) ? std::optional<double>(value) : std::nullopt;

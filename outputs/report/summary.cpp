@@ -131,6 +131,7 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
     }
     const auto reducer = first.settings.find("reducer.name");
     group.reducer = reducer == first.settings.end() ? "" : reducer->second;
+    group.baseline = first.baseline;
     for (const auto& key : varying) {
       const auto found = first.settings.find(key);
       if (found == first.settings.end()) continue;
@@ -161,8 +162,8 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
 }
 
 void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, const ReportProjection* projection) {
-  const auto fp16 =
-      std::find_if(groups.begin(), groups.end(), [](const ConfigGroup& g) { return g.reducer == "fp16"; });
+  const auto fp16 = std::find_if(groups.begin(), groups.end(),
+                                 [](const ConfigGroup& g) { return g.baseline == Baseline::half_precision; });
   const double fp16_mib = fp16 == groups.end() ? 0 : fp16->mib_per_epoch;
   for (auto& group : groups) {
     if (fp16_mib > 0 && group.mib_per_epoch > 0) group.compression_vs_fp16 = fp16_mib / group.mib_per_epoch;
@@ -197,7 +198,7 @@ void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, cons
 
 std::string findingLine(const std::vector<ConfigGroup>& groups) {
   const auto exact = std::find_if(groups.begin(), groups.end(), [](const ConfigGroup& g) {
-    return g.reducer == "exact" && g.final_metric.count > 0 && g.mib_per_epoch > 0;
+    return g.baseline == Baseline::full_precision && g.final_metric.count > 0 && g.mib_per_epoch > 0;
   });
   if (exact == groups.end()) return "";
   const bool fraction = isFraction(exact->metric);

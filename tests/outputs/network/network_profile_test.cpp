@@ -17,7 +17,7 @@ using testing::expectMessageHas;
 using testing::userErrorOf;
 
 TEST(NetworkProfile, CollectiveNames) {
-  for (const auto collective : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+  for (const auto collective : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::broadcast}) {
     EXPECT_EQ(parseCollective(collectiveName(collective), "c"), collective);
   }
   expectMessageHas(userErrorOf([] { parseCollective("allreduce", "--collectives"); }),
@@ -51,9 +51,9 @@ TEST(NetworkProfile, RoundTripsExactly) {
   profile.bandwidth_bytes_per_s = 1.25e8;
   profile.latency_s = 5e-5;
   profile.fits = {
-      {Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {1000000, 0.01}, {268435456, 4.56789}}},
-      {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
-      {Collective::broadcast, 0, 0, 1e-9, 0, {}}};
+      {CollectiveKind::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {1000000, 0.01}, {268435456, 4.56789}}},
+      {CollectiveKind::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
+      {CollectiveKind::broadcast, 0, 0, 1e-9, 0, {}}};
   expectSameProfile(parseProfile(profileYaml(profile), "p.yaml"), profile);
   const auto link = linkProfile(1.25e9, 2e-5);
   EXPECT_EQ(link.name, "10gbit/20us");
@@ -69,7 +69,7 @@ TEST(NetworkProfile, HandWrittenLinkWithOverrides) {
   EXPECT_DOUBLE_EQ(profile.bandwidth_bytes_per_s, 1.25e9);
   EXPECT_DOUBLE_EQ(profile.latency_s, 2e-5);
   ASSERT_EQ(profile.fits.size(), 2u);
-  EXPECT_EQ(profile.fits[0].collective, Collective::all_gather);
+  EXPECT_EQ(profile.fits[0].collective, CollectiveKind::all_gather);
   EXPECT_EQ(profile.fits[0].world_size, 0);
   EXPECT_DOUBLE_EQ(profile.fits[0].latency_s, 4e-5);
   EXPECT_DOUBLE_EQ(profile.fits[0].seconds_per_byte, 1 / 1.25e9);

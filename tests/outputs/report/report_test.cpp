@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -170,6 +171,27 @@ TEST(Report, WritesTablesImagesAndOneSelfContainedPage) {
   EXPECT_TRUE(contains(readFile(dir.file("report/report.csv")), "configuration,reducer,settings"));
 }
 
+// The baselines are what run.json says (ReducerSpec::baseline), whatever the reducer's name; a
+// run.json without the key, as gcrun wrote before, falls back on the built-in baselines' names.
+TEST(Report, BaselinesAreWhatRunJsonRecords) {
+  TempDir dir;
+  writeRun(dir.file("runs/old-exact-seed1"), "exact", 1, 0.9, "completed");
+  writeRun(dir.file("runs/mine-seed1"), "my-exact", 1, 0.9, "completed");
+  writeRun(dir.file("runs/renamed-seed1"), "exact", 1, 0.9, "completed");
+  const auto recorded = [&](const std::string& run, const std::string& baseline) {
+    auto text = readFile(dir.file("runs/" + run + "/run.json"));
+    text.insert(text.find('{') + 1, "\"baseline\": \"" + baseline + "\", ");
+    std::ofstream(dir.file("runs/" + run + "/run.json")) << text;
+  };
+  recorded("mine-seed1", "full-precision");
+  recorded("renamed-seed1", "none");
+  std::map<std::string, Baseline> baselines;
+  for (const auto& run : load(dir)) baselines[run.name] = run.baseline;
+  EXPECT_EQ(baselines.at("old-exact"), Baseline::full_precision);
+  EXPECT_EQ(baselines.at("mine"), Baseline::full_precision);
+  EXPECT_EQ(baselines.at("renamed"), Baseline::none);
+}
+
 TEST(Report, UnknownFormatAndMissingDirectoryAreUserErrors) {
   TempDir dir;
   EXPECT_THROW(writeReport({}, {dir.file("r"), {"pdf"}, ""}), UserError);
@@ -209,6 +231,7 @@ ConfigGroup groupOf(const std::string& name, const std::string& reducer, double 
   ConfigGroup g;
   g.name = name;
   g.reducer = reducer;
+  g.baseline = reducer == "exact" ? Baseline::full_precision : Baseline::none;
   g.metric = "test.accuracy";
   g.final_metric = spreadOf({accuracy});
   g.mib_per_epoch = mib;
