@@ -11,7 +11,8 @@
 namespace gcrun::performance {
 namespace {
 
-const char kProjectionForm[] = "workers=N,bandwidth=10gbit[,latency=20us][,compute_ms=MS] or workers=N,network=FILE";
+const std::string kProjectionForm = std::string("workers=N,bandwidth=10gbit[,latency=") + units::kDefaultLatency +
+                                    "][,compute_ms=MS] or workers=N,network=FILE";
 
 // predictRuns over the runs that have a step timeline; the others have no row.
 std::vector<PredictionRow> predictTraced(const std::vector<outputs::RunData>& runs, const PredictOptions& options) {
