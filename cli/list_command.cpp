@@ -45,13 +45,18 @@ std::string joined(const std::vector<Granularity>& items) {
   return out;
 }
 
+// A wrapper's collective is that of the reducer it hands on to.
+std::string collectiveOf(const reducers::ReducerSpec& spec) {
+  return spec.collective ? collectiveName(*spec.collective) : "the collective of the reducer it wraps";
+}
+
 // Each reducer with what `gcrun experiment` needs to know to use it: its collective, whether it
 // takes error feedback, its granularities, and the keys it reads with their defaults.
 void printReducers() {
   for (const auto* entry : reducers::reducerRegistry().entries()) {
     const auto& spec = entry->factory;
     std::printf("  %-28s %s\n", entry->name.c_str(), entry->description.c_str());
-    std::printf("  %-28s   %s; error feedback: %s; granularity: %s\n", "", spec.collective.c_str(),
+    std::printf("  %-28s   %s; error feedback: %s; granularity: %s\n", "", collectiveOf(spec).c_str(),
                 spec.supports_memory ? "yes" : "no (needs optimizer.memory=false)", joined(spec.granularities).c_str());
     for (const auto& setting : spec.settings) {
       std::printf("  %-28s   reducer.%s = %s\n", "", setting.name.c_str(),

@@ -24,7 +24,7 @@ void checkCommand(const CLI::App& app, const std::string& name) {
 // newline in one must not cut the message, nor an escape sequence reach the terminal.
 std::string messageLine(std::string message) {
   while (!message.empty() && message.back() == '\n') message.pop_back();
-  return gcrun::printableText(message);
+  return gcrun::oneLine(message);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/units.h"
 #include "outputs/network/network_profile.h"
 #include "outputs/performance/prediction_output.h"
 #include "outputs/report/safe_text.h"
@@ -35,7 +36,7 @@ void addPredictCommand(CLI::App& app) {
     std::vector<std::string> workers;
     std::vector<std::string> networks;
     std::vector<std::string> bandwidths;
-    std::string latency = "20us";
+    std::string latency = units::kDefaultLatency;
     std::string compute_ms_per_batch;
     std::string target;
     std::string output_dir = ".";
@@ -52,7 +53,9 @@ void addPredictCommand(CLI::App& app) {
   command->add_option("--bandwidth", flags->bandwidths,
                       "Links to predict on, comma-separated, 1bit to 1000000gbit: 1gbit,10gbit,100gbit (default, "
                       "without --network)");
-  command->add_option("--latency", flags->latency, "The --bandwidth links' latency, 0s to 1000s (default 20us)");
+  command->add_option(
+      "--latency", flags->latency,
+      "The --bandwidth links' latency, 0s to 1000s (default " + std::string(units::kDefaultLatency) + ")");
   auto* compute =
       command->add_option("--compute-ms-per-batch", flags->compute_ms_per_batch,
                           "Scale each run's compute (and encode/decode) to this forward+backward+optimizer time "
@@ -72,17 +75,17 @@ void addPredictCommand(CLI::App& app) {
     for (const auto& path : flags->networks) options.networks.push_back(network::loadProfile(path));
     auto bandwidths = commaItems(flags->bandwidths, "--bandwidth");
     if (bandwidths.empty() && options.networks.empty()) bandwidths = {"1gbit", "10gbit", "100gbit"};
-    const double latency = network::parseDuration(flags->latency, "--latency");
+    const double latency = units::parseDuration(flags->latency, "--latency");
     for (const auto& bandwidth : bandwidths) {
-      options.networks.push_back(network::linkProfile(network::parseBandwidth(bandwidth, "--bandwidth"), latency));
+      options.networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "--bandwidth"), latency));
     }
     const auto result = performance::predictDirectories(flags->inputs, options, flags->output_dir);
     // Names from the runs reach the terminal one line each.
     const auto table = performance::predictionTable(result.rows, options.target.has_value());
     std::fputs(outputs::markdownTable(table).c_str(), stdout);
-    for (const auto& file : result.files.files) std::printf("  %s\n", outputs::oneLine(file).c_str());
-    for (const auto& line : result.skipped) std::printf("skipped: %s\n", outputs::oneLine(line).c_str());
-    if (!result.files.note.empty()) std::printf("note: %s\n", outputs::oneLine(result.files.note).c_str());
+    for (const auto& file : result.files.files) std::printf("  %s\n", oneLine(file).c_str());
+    for (const auto& line : result.skipped) std::printf("skipped: %s\n", oneLine(line).c_str());
+    if (!result.files.note.empty()) std::printf("note: %s\n", oneLine(result.files.note).c_str());
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/units.h"
 #include "outputs/performance/report_projection.h"
 #include "outputs/report/report.h"
 #include "outputs/report/safe_text.h"
@@ -29,8 +30,8 @@ void addReportCommand(CLI::App& app) {
       ->check(CLI::IsMember(outputs::reportFormats()));
   command->add_option("--target", flags->target, "METRIC=VALUE, e.g. test.accuracy=0.9: the time each run took to it");
   command->add_option("--predict", flags->predict,
-                      "Projected columns for traced runs: workers=16,bandwidth=10gbit[,latency=20us] or "
-                      "workers=16,network=FILE");
+                      std::string("Projected columns for traced runs: workers=16,bandwidth=10gbit[,latency=") +
+                          units::kDefaultLatency + "] or workers=16,network=FILE");
   command->callback([flags] {
     std::optional<outputs::Target> target;
     if (!flags->target.empty()) target = outputs::parseTarget(flags->target, "--target");
@@ -49,9 +50,9 @@ void addReportCommand(CLI::App& app) {
     const auto result = outputs::writeReport(loaded.runs, options);
     // Names from the runs are printed on one line each: no terminal escapes, no forged lines.
     std::printf("%zu runs in %zu configurations\n", result.runs, result.configurations);
-    for (const auto& file : result.files) std::printf("  %s\n", outputs::oneLine(file).c_str());
-    for (const auto& line : loaded.skipped) std::printf("skipped: %s\n", outputs::oneLine(line).c_str());
-    if (!result.note.empty()) std::printf("note: %s\n", outputs::oneLine(result.note).c_str());
+    for (const auto& file : result.files) std::printf("  %s\n", oneLine(file).c_str());
+    for (const auto& line : loaded.skipped) std::printf("skipped: %s\n", oneLine(line).c_str());
+    if (!result.note.empty()) std::printf("note: %s\n", oneLine(result.note).c_str());
   });
 }
 

@@ -14,7 +14,8 @@ set(GCRUN_PUBLIC_HEADERS
   reducers/reducer.h reducers/tensor_buffer.h reducers/comm/communicator.h
   tasks/task.h outputs/metric_sink.h
   hyperparams/config.h hyperparams/settings.h hyperparams/rules.h
-  hyperparams/base/registry.h hyperparams/base/errors.h hyperparams/base/tensor_map.h)
+  hyperparams/base/registry.h hyperparams/base/errors.h hyperparams/base/tensor_map.h
+  hyperparams/base/collective.h hyperparams/base/baseline.h)
 foreach(header ${GCRUN_PUBLIC_HEADERS})
   get_filename_component(folder ${header} DIRECTORY)
   install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gcrun/${folder})

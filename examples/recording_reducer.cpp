@@ -172,7 +172,7 @@ extern "C" void gcrun_register(void) {
                                      return std::make_unique<RecordingReducer>(
                                          context, settings().read(context.options.settings));
                                    },
-                                   "reducer.inner's",
+                                   std::nullopt,  // reducer.inner's
                                    settings().specs(),
                                    true,
                                    // Names need the model's tensors as they are.

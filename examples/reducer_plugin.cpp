@@ -112,7 +112,7 @@ extern "C" void gcrun_register(void) {
                                      return std::make_unique<Int8Reducer>(context.comm,
                                                                           settings().read(context.options.settings));
                                    },
-                                   "all-reduce",
+                                   gcrun::CollectiveKind::all_reduce,
                                    settings().specs(),
                                    true,
                                    {gcrun::Granularity::layer, gcrun::Granularity::model, gcrun::Granularity::bucket},

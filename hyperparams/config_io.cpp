@@ -185,13 +185,6 @@ void insert(YAML::Node node, const std::string& key, const YAML::Node& value) {
   insert(node[key.substr(0, dot)], key.substr(dot + 1), value);
 }
 
-// `text` on one line, so that a source (an assignment, a path) cannot end its YAML comment early.
-std::string oneLine(const std::string& text) {
-  std::string line;
-  for (char c : text) line += c == '\n' ? std::string("\\n") : c == '\r' ? std::string("\\r") : std::string(1, c);
-  return line;
-}
-
 // The comment toYaml() and toYamlWithSources() open with: the experiment's name, which no key holds.
 const char kExperimentHeader[] = "# experiment: ";
 

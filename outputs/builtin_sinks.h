@@ -18,14 +18,10 @@ std::unique_ptr<MetricSink> makeCsvSink(const SinkContext& context);
 
 // The console's text, as pure functions so that tests can check it without capturing stdout.
 
-// "45s", "1m23s", "2h05m".
-std::string formatDuration(double seconds);
-// Bits as MiB with one decimal, the unit of epochs.csv's mb_sent: "12.3 MB".
-std::string formatMegabytes(uint64_t bits);
 // "step 120/1000  epoch 1/10  loss 0.4123  1234 samples/s  ETA 1m05s"; with `bar_width` > 0 and
 // a known total, led by a "[#####-----] " bar.
 std::string formatProgressLine(const Progress& progress, int bar_width);
-// "epoch 3/10  train loss 0.4123 acc 85.21%  test loss 0.3871 acc 86.40%  sent 12.3 MB  1m23s",
+// "epoch 3/10  train loss 0.4123 acc 85.21%  test loss 0.3871 acc 86.40%  sent 12.3 MiB  1m23s",
 // led by "[synthetic data] " for runs on synthetic data.
 std::string formatEpochLine(const EpochSummary& summary, int64_t total_epochs, bool synthetic);
 

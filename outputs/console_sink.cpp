@@ -7,6 +7,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "hyperparams/base/units.h"
 #include "outputs/builtin_sinks.h"
 
 namespace gcrun::outputs {
@@ -112,18 +113,6 @@ class ConsoleSink : public MetricSink {
 
 }  // namespace
 
-std::string formatDuration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  auto total = static_cast<int64_t>(std::llround(seconds));
-  if (total < 60) return fmt::format("{}s", total);
-  if (total < 3600) return fmt::format("{}m{:02d}s", total / 60, total % 60);
-  return fmt::format("{}h{:02d}m", total / 3600, (total % 3600) / 60);
-}
-
-std::string formatMegabytes(uint64_t bits) {
-  return fmt::format("{:.1f} MB", static_cast<double>(bits) / 8.0 / (1024.0 * 1024.0));
-}
-
 std::string formatProgressLine(const Progress& progress, int bar_width) {
   const bool known_total = progress.total_steps > 0;
   std::string out;
@@ -137,7 +126,7 @@ std::string formatProgressLine(const Progress& progress, int bar_width) {
   if (known_total && progress.step > 0) {
     // Assumes the remaining steps go as fast as the ones done, evaluations included.
     double remaining = progress.elapsed_s * (progress.total_steps - progress.step) / progress.step;
-    out += "  ETA " + formatDuration(remaining);
+    out += "  ETA " + units::elapsedText(remaining);
   }
   return out;
 }
@@ -148,8 +137,8 @@ std::string formatEpochLine(const EpochSummary& summary, int64_t total_epochs, b
   if (!summary.train.empty()) out += "  train" + formatMetrics(summary.train);
   if (!summary.validation.empty()) out += "  validation" + formatMetrics(summary.validation);
   if (!summary.test.empty()) out += "  test" + formatMetrics(summary.test);
-  out += "  sent " + formatMegabytes(summary.bits);
-  out += "  " + formatDuration(summary.elapsed_s);
+  out += "  sent " + units::mibText(units::mibOfBits(static_cast<double>(summary.bits)));
+  out += "  " + units::elapsedText(summary.elapsed_s);
   return out;
 }
 

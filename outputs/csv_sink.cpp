@@ -2,6 +2,7 @@
 #include <sstream>
 #include <vector>
 
+#include "hyperparams/base/units.h"
 #include "outputs/builtin_sinks.h"
 #include "outputs/csv_field.h"
 #include "outputs/files/safe_files.h"
@@ -30,9 +31,8 @@ class CsvSink : public MetricSink {
     writeValues(summary.train, train_columns_);
     writeValues(summary.validation, validation_columns_);
     writeValues(summary.test, test_columns_);
-    const double mb_sent = static_cast<double>(summary.bits) / 8.0 / (1024.0 * 1024.0);
-    out_ << ',' << csvNumber(mb_sent) << ',' << csvNumber(summary.elapsed_s) << ',' << csvNumber(summary.learning_rate)
-         << '\n';
+    out_ << ',' << csvNumber(units::mibOfBits(static_cast<double>(summary.bits))) << ',' << csvNumber(summary.elapsed_s)
+         << ',' << csvNumber(summary.learning_rate) << '\n';
     file_.write(out_.str());
     out_.str("");
     file_.flush();
@@ -57,7 +57,7 @@ class CsvSink : public MetricSink {
       test_columns_.push_back(name);
       header << ',' << csvField("test_" + name);
     }
-    header << ",mb_sent,elapsed_s,learning_rate\n";
+    header << ",mib_sent,elapsed_s,learning_rate\n";
     if (!header_on_file_) out_ << header.str();
     header_written_ = true;
   }

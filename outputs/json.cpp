@@ -73,7 +73,7 @@ class LinearDocumentBuilder {
   bool end_object() { return close(); }
   bool end_array() { return close(); }
   bool key(std::string& name) {
-    if (!open_.back().keys.insert(name).second) return refuse("the key " + jsonString(name) + " appears twice");
+    if (!open_.back().keys.insert(name).second) return refuse("the key " + scalarText(Json(name)) + " appears twice");
     auto& object = open_.back().value->get_ref<Json::object_t&>();
     object.emplace_back(std::move(name), nullptr);
     next_member_ = &object.back().second;
@@ -129,8 +129,6 @@ class LinearDocumentBuilder {
 };
 
 }  // namespace
-
-std::string jsonString(const std::string& s) { return scalarText(Json(s)); }
 
 std::string jsonNumber(double value) {
   if (!std::isfinite(value)) return "null";

@@ -4,8 +4,6 @@
 
 namespace gcrun::outputs {
 
-// A JSON string literal (quoted, escaped), for text that quotes a value the way JSON does.
-std::string jsonString(const std::string& s);
 // A number as gcrun writes it in JSON and CSV: integers without a fraction, the shortest text that
 // reads back as the same double otherwise; NaN and infinities, which JSON lacks, become null.
 std::string jsonNumber(double value);

@@ -40,7 +40,7 @@ class RunFileSink : public spdlog::sinks::base_sink<std::mutex> {
 void reportLogFailure(const std::string& what) {
   static std::once_flag once;
   std::call_once(once, [&] {
-    std::fprintf(stderr, "gcrun: warning: %s; the log goes on on the console only\n", printableText(what).c_str());
+    std::fprintf(stderr, "gcrun: warning: %s; the log goes on on the console only\n", oneLine(what).c_str());
   });
 }
 

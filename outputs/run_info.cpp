@@ -49,6 +49,7 @@ std::string runInfoJson(const RunInfo& info) {
     for (const auto& [name, value] : info.paper.numbers) paper[name] = value;
   }
   if (!info.sources.empty()) json["sources"] = info.sources;
+  if (info.baseline) json["baseline"] = baselineName(*info.baseline);
   return jsonText(json, 2) + "\n";
 }
 
@@ -96,6 +97,7 @@ std::optional<RunInfo> parseRunInfo(std::string_view text) {
       if (it->is_string()) info.sources[it.key()] = it->get<std::string>();
     }
   }
+  info.baseline = baselineOf(stringOr(*json, "baseline", ""));
   return info;
 }
 

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hyperparams/base/baseline.h"
+
 namespace gcrun::outputs {
 
 // A run's status in run.json, from its start to its end.
@@ -54,6 +56,9 @@ struct RunInfo {
   // Where each configuration key's value came from (ExperimentConfig::sources); run.json's
   // "sources" object, left out when empty.
   std::map<std::string, std::string> sources;
+  // The reducer's ReducerSpec::baseline, run.json's "baseline"; nothing when the run.json has none
+  // (a refused run, or one written before gcrun recorded it).
+  std::optional<Baseline> baseline;
 };
 
 // run.json's text for `info`.

@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "hyperparams/base/units.h"
 #include "outputs/run_info.h"
 
 namespace gcrun::outputs {
@@ -39,7 +40,7 @@ PaperComparison comparePaper(const PaperResult& paper, const RunInfo& info, cons
   }
   if (paper.data_per_epoch_mb > 0) numbers["data_per_epoch_mb"] = paper.data_per_epoch_mb;
   if (info.epochs_done > 0) {
-    numbers["run_data_per_epoch_mb"] = static_cast<double>(info.bits_sent) / 8.0 / (1 << 20) / info.epochs_done;
+    numbers["run_data_per_epoch_mb"] = units::mibOfBits(static_cast<double>(info.bits_sent)) / info.epochs_done;
   }
   if (paper.time_per_batch_ms > 0) numbers["time_per_batch_ms"] = paper.time_per_batch_ms;
   const auto batch = timer.stats().find("batch");

@@ -193,7 +193,12 @@ ReducerSpec atomoSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<AtomoReducer>(context, atomoSettings().read(context.options.settings));
   };
-  return {make, "all-gather", atomoSettings().specs(), false, {Granularity::layer, Granularity::model}, "AtomoReducer"};
+  return {make,
+          CollectiveKind::all_gather,
+          atomoSettings().specs(),
+          false,
+          {Granularity::layer, Granularity::model},
+          "AtomoReducer"};
 }
 
 }  // namespace gcrun::reducers

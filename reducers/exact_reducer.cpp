@@ -100,8 +100,14 @@ std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context) {
 }
 
 ReducerSpec exactSpec() {
-  return {makeExactReducer, "all-reduce", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket},
-          "ExactReducer",   true};
+  return {makeExactReducer,
+          CollectiveKind::all_reduce,
+          {},
+          true,
+          {Granularity::layer, Granularity::model, Granularity::bucket},
+          "ExactReducer",
+          true,
+          Baseline::full_precision};
 }
 
 }  // namespace gcrun::reducers

@@ -87,7 +87,7 @@ ReducerSpec globalTopKSpec() {
                                                globalTopKSettings().read(context.options.settings).compression);
   };
   return {make,
-          "all-gather",
+          CollectiveKind::all_gather,
           globalTopKSettings().specs(),
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},

@@ -270,14 +270,17 @@ ReducerSpec fp16Spec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<LowPrecisionReducer>(context.comm, at::kHalf);
   };
-  return {make, "all-reduce", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
+  return {
+      make,  CollectiveKind::all_reduce, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, "",
+      false, Baseline::half_precision};
 }
 
 ReducerSpec bf16Spec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<LowPrecisionReducer>(context.comm, at::kBFloat16);
   };
-  return {make, "all-reduce", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
+  return {make, CollectiveKind::all_reduce, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket},
+          ""};
 }
 
 }  // namespace gcrun::reducers

@@ -243,7 +243,7 @@ ReducerSpec powerSgdSpec() {
     return std::make_unique<PowerSgdReducer>(context, powerSgdSettings().read(context.options.settings));
   };
   return {make,
-          "all-reduce",
+          CollectiveKind::all_reduce,
           powerSgdSettings().specs(),
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},

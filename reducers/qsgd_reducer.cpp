@@ -96,9 +96,12 @@ ReducerSpec qsgdSpec() {
         context.comm, std::make_unique<QsgdCodec>(qsgdSettings().read(context.options.settings).quantization_levels,
                                                   workerGenerator(context.seed, context.comm.rank())));
   };
-  return {
-      make, "all-gather", qsgdSettings().specs(), true, {Granularity::layer, Granularity::model, Granularity::bucket},
-      ""};
+  return {make,
+          CollectiveKind::all_gather,
+          qsgdSettings().specs(),
+          true,
+          {Granularity::layer, Granularity::model, Granularity::bucket},
+          ""};
 }
 
 }  // namespace gcrun::reducers

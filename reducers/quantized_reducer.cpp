@@ -111,16 +111,6 @@ at::Tensor packBits(const at::Tensor& codes, int64_t bits) {
   return packed.to(codes.device());
 }
 
-at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits) {
-  const auto cpu = bytes.to(at::kCPU).contiguous();
-  auto codes = at::empty({count}, at::kLong);
-  int64_t* code = codes.data_ptr<int64_t>();
-  for (int64_t i = 0; i < count; ++i) {
-    code[i] = static_cast<int64_t>(fieldAt(cpu.data_ptr<uint8_t>(), cpu.numel(), i, static_cast<int>(bits)));
-  }
-  return codes.to(bytes.device());
-}
-
 std::vector<uint64_t> scaledCodesBits(const std::vector<int64_t>& counts, int64_t bits) {
   int64_t total = 0;
   for (int64_t n : counts) total += n;
@@ -128,8 +118,6 @@ std::vector<uint64_t> scaledCodesBits(const std::vector<int64_t>& counts, int64_
   for (auto& part : parts) part += 32;
   return parts;
 }
-
-at::Tensor floatsAsBytes(const at::Tensor& floats) { return floats.to(at::kFloat).contiguous().view(at::kByte); }
 
 at::Tensor bytesAsFloats(const at::Tensor& bytes) {
   // view(dtype) needs the bytes to start on a float boundary of their storage: a copy has offset 0.

@@ -41,8 +41,6 @@ std::unique_ptr<Reducer> makeAllGatherReducer(Communicator& comm, std::unique_pt
 // [i * bits, (i + 1) * bits), least significant bit first; stream bit j is bit (j % 8) of byte
 // j / 8, and the last byte is zero-padded. So ceil(count * bits / 8) bytes.
 at::Tensor packBits(const at::Tensor& codes, int64_t bits);
-// The inverse: `count` int64 codes of `bits` bits from a uint8 tensor made by packBits.
-at::Tensor unpackBits(const at::Tensor& bytes, int64_t count, int64_t bits);
 inline int64_t packedBytes(int64_t count, int64_t bits) { return (count * bits + 7) / 8; }
 
 // The bits of encodeScaledCodes' message by tensor: its scale, and its elements' share of the codes.
@@ -65,8 +63,7 @@ template <class Value>
 void decodeScaledCodes(const at::Tensor& message, const std::vector<at::Tensor>& tensors, int64_t bits,
                        const Value& value, double divisor = 1.0);
 
-// A float32 tensor's bytes in native order (all workers share one architecture), and back.
-at::Tensor floatsAsBytes(const at::Tensor& floats);
+// A float32 message's bytes (native order: all workers share one architecture) as a float tensor.
 at::Tensor bytesAsFloats(const at::Tensor& bytes);
 
 // A generator of this worker's own: stochastic rounding must be independent across workers for the

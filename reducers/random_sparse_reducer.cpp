@@ -118,7 +118,7 @@ ReducerSpec randomSparseSpec(IndexSampler sampler, std::string reference_name) {
                                                  sampler);
   };
   return {make,
-          "all-reduce",
+          CollectiveKind::all_reduce,
           randomSparseSettings().specs(),
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},

@@ -4,11 +4,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "hyperparams/base/baseline.h"
+#include "hyperparams/base/collective.h"
 #include "hyperparams/base/registry.h"
 #include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
@@ -110,8 +113,9 @@ std::vector<ParameterInfo> parametersOf(const torch::nn::Module& model);
 // How a reducer is registered: its factory and what gcrun must know about it without building one.
 struct ReducerSpec {
   std::function<std::unique_ptr<Reducer>(const ReducerContext&)> make;
-  // "all-reduce" (summable messages) or "all-gather" (each worker decompresses every message).
-  std::string collective = "all-reduce";
+  // all_reduce (summable messages) or all_gather (each worker decompresses every message); nothing
+  // when it depends on the settings (a wrapper of another reducer).
+  std::optional<CollectiveKind> collective = CollectiveKind::all_reduce;
   // The settings it reads, keys reducer.<name> once the spec is registered (the key table is
   // computed from the registries: experiments::configKeys()): `--set`, `gcrun show`,
   // `gcrun list keys|reducers` and the reference's aliases come from here.
@@ -126,6 +130,8 @@ struct ReducerSpec {
   // Delivers the exact average, so the memory it leaves is always zero (not worth logging), and
   // the trainer hands it the gradients as both send and out (see Reducer's contract).
   bool lossless = false;
+  // Whether the report and gcrun predict compare the other reducers with this one, and as what.
+  Baseline baseline = Baseline::none;
 };
 
 // The reducers gcrun knows; the built-ins are registered on first use. User code adds its own with

@@ -90,7 +90,7 @@ ReducerSpec signNormSpec() {
     return std::make_unique<SignNormReducer>(context.comm);
   };
   return {make,
-          "all-gather",
+          CollectiveKind::all_gather,
           {},
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},

@@ -67,7 +67,7 @@ ReducerSpec signumSpec() {
     return std::make_unique<SignumReducer>(context.comm);
   };
   return {make,
-          "all-gather",
+          CollectiveKind::all_gather,
           {},
           false,
           {Granularity::layer, Granularity::model, Granularity::bucket},

@@ -117,7 +117,9 @@ ReducerSpec svdSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<SvdReducer>(context, svdSettings().read(context.options.settings));
   };
-  return {make, "all-gather", svdSettings().specs(), true, {Granularity::layer, Granularity::model}, "SVDReducer"};
+  return {
+      make,        CollectiveKind::all_gather, svdSettings().specs(), true, {Granularity::layer, Granularity::model},
+      "SVDReducer"};
 }
 
 }  // namespace gcrun::reducers

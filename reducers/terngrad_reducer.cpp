@@ -76,7 +76,8 @@ ReducerSpec ternGradSpec() {
     return makeAllGatherReducer(context.comm,
                                 std::make_unique<TernGradCodec>(workerGenerator(context.seed, context.comm.rank())));
   };
-  return {make, "all-gather", {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
+  return {make, CollectiveKind::all_gather, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket},
+          ""};
 }
 
 }  // namespace gcrun::reducers

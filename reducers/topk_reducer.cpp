@@ -111,7 +111,7 @@ ReducerSpec topKSpec() {
     return std::make_unique<TopKReducer>(context.comm, topKSettings().read(context.options.settings).compression);
   };
   return {make,
-          "all-gather",
+          CollectiveKind::all_gather,
           topKSettings().specs(),
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},

@@ -158,7 +158,7 @@ ReducerSpec unbiasedRankSpec() {
     return std::make_unique<UnbiasedRankReducer>(context, unbiasedRankSettings().read(context.options.settings));
   };
   return {make,
-          "all-reduce",
+          CollectiveKind::all_reduce,
           unbiasedRankSettings().specs(),
           true,
           {Granularity::layer, Granularity::model},

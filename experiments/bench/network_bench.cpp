@@ -19,6 +19,7 @@
 #include "experiments/training/worker_role.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/process.h"
+#include "hyperparams/base/units.h"
 #include "outputs/files/safe_files.h"
 #include "reducers/comm/process_group.h"
 
@@ -55,8 +56,8 @@ std::optional<NetworkProfile> checkOutput(const NetworkBenchRequest& request) {
 void checkRequest(const NetworkBenchRequest& request) {
   const auto& plan = request.plan;
   if (plan.min_bytes >= plan.max_bytes) {
-    throw UserError("--min-bytes " + messageBytesText(plan.min_bytes) + " is not below --max-bytes " +
-                    messageBytesText(plan.max_bytes) + ": the fit needs two sizes or more");
+    throw UserError("--min-bytes " + units::byteCountText(plan.min_bytes) + " is not below --max-bytes " +
+                    units::byteCountText(plan.max_bytes) + ": the fit needs two sizes or more");
   }
   if (request.backend == "nccl" && !comm::ncclAvailable()) {
     throw UserError("--backend nccl: not available in this build (LibTorch without CUDA/NCCL); use gloo");
@@ -98,7 +99,7 @@ std::vector<std::string> networkBenchArguments(const NetworkBenchRequest& reques
   const auto& plan = request.plan;
   std::string collectives;
   for (const auto collective : plan.collectives) {
-    collectives += (collectives.empty() ? "" : ",") + network::collectiveName(collective);
+    collectives += (collectives.empty() ? "" : ",") + collectiveName(collective);
   }
   // --name=value: a value that begins with a dash stays one argument.
   std::vector<std::string> arguments = {"bench",

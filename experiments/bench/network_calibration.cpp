@@ -11,35 +11,30 @@
 #include <torch/cuda.h>
 #endif
 
-#include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/units.h"
+#include "outputs/statistics.h"
 
 namespace gcrun::experiments {
 namespace {
 
-using network::Collective;
-
 constexpr int64_t kMaxMessageBytes = int64_t{4} << 30;
 
-struct ByteUnit {
-  const char* name;
-  int64_t scale;
-};
-constexpr ByteUnit kByteUnits[] = {{"GiB", int64_t{1} << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1000000000},
-                                   {"MB", 1000000},           {"KB", 1000},     {"B", 1},         {"", 1}};
-
 // Runs the collective once on `tensor`, waiting for the device when the group computes on one.
-void runOnce(comm::Communicator& comm, Collective collective, at::Tensor& tensor) {
+void runOnce(comm::Communicator& comm, CollectiveKind collective, at::Tensor& tensor) {
   switch (collective) {
-    case Collective::all_reduce:
+    case CollectiveKind::all_reduce:
       comm.allreduceSum(tensor);
       break;
-    case Collective::all_gather:
+    case CollectiveKind::all_gather:
       comm.allgather(tensor);
       break;
-    case Collective::broadcast:
+    case CollectiveKind::broadcast:
       comm.broadcast(tensor, 0);
+      break;
+    case CollectiveKind::barrier:
+      comm.barrier();
       break;
   }
 #ifdef GCRUN_WITH_CUDA
@@ -54,7 +49,7 @@ std::vector<double> slowestRank(comm::Communicator& comm, const std::vector<doub
   return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
 }
 
-SizeTiming timeOne(comm::Communicator& comm, Collective collective, int64_t bytes, const CalibrationPlan& plan) {
+SizeTiming timeOne(comm::Communicator& comm, CollectiveKind collective, int64_t bytes, const CalibrationPlan& plan) {
   auto tensor = torch::ones({bytes / 4}, torch::TensorOptions().dtype(torch::kFloat32).device(comm.device()));
   for (int i = 0; i < plan.warmup; ++i) runOnce(comm, collective, tensor);
   std::vector<double> seconds;
@@ -64,63 +59,25 @@ SizeTiming timeOne(comm::Communicator& comm, Collective collective, int64_t byte
     runOnce(comm, collective, tensor);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  auto runs = slowestRank(comm, seconds);
-  std::sort(runs.begin(), runs.end());
-  const size_t middle = runs.size() / 2;
-  const double median = runs.size() % 2 ? runs[middle] : (runs[middle - 1] + runs[middle]) / 2;
-  return {collective, bytes, median, runs.front(), runs.back()};
+  const auto runs = slowestRank(comm, seconds);
+  const auto [fastest, slowest] = std::minmax_element(runs.begin(), runs.end());
+  return {collective, bytes, outputs::median(runs), *fastest, *slowest};
 }
 
-// "9.41gbit/s", "812us": three significant digits, for people.
-std::string roughBandwidth(double bytes_per_s) {
-  const double bits = bytes_per_s * 8;
-  char text[32];
-  if (bits >= 1e9) {
-    std::snprintf(text, sizeof(text), "%.3g gbit/s", bits / 1e9);
-  } else if (bits >= 1e6) {
-    std::snprintf(text, sizeof(text), "%.3g mbit/s", bits / 1e6);
-  } else {
-    std::snprintf(text, sizeof(text), "%.3g kbit/s", bits / 1e3);
-  }
-  return text;
-}
-
-std::string roughDuration(double seconds) {
-  char text[32];
-  if (seconds >= 1e-3) {
-    std::snprintf(text, sizeof(text), "%.3g ms", seconds * 1e3);
-  } else {
-    std::snprintf(text, sizeof(text), "%.3g us", seconds * 1e6);
-  }
-  return text;
-}
-
-const network::Fit& fitOf(const std::vector<network::Fit>& fits, Collective collective) {
+const network::Fit& fitOf(const std::vector<network::Fit>& fits, CollectiveKind collective) {
   return *std::find_if(fits.begin(), fits.end(), [&](const auto& fit) { return fit.collective == collective; });
 }
 
 }  // namespace
 
 int64_t parseMessageBytes(const std::string& text, const std::string& what) {
-  const std::string accepted = "; expected a size in bytes, a multiple of 4 from 4 to 4GiB, e.g. 4, 64KiB or 256MiB";
-  const size_t length = decimalLength(text);
-  const auto number = parseWholeNumber(std::string_view(text).substr(0, length));
-  if (!number || *number <= 0) throw UserError(what + ": '" + clipForMessage(text, 60) + "' is not a size" + accepted);
-  for (const auto& unit : kByteUnits) {
-    if (text.substr(length) != unit.name) continue;
-    if (*number > kMaxMessageBytes / unit.scale || *number * unit.scale % 4 != 0) break;
-    return *number * unit.scale;
+  const auto bytes = units::parseByteCount(text);
+  if (!bytes || *bytes <= 0 || *bytes > kMaxMessageBytes || *bytes % 4 != 0) {
+    throw UserError(
+        what + ": '" + clipForMessage(text, 60) +
+        "' is not a size; expected a size in bytes, a multiple of 4 from 4 to 4GiB, e.g. 4, 64KiB or 256MiB");
   }
-  throw UserError(what + ": '" + clipForMessage(text, 60) + "' is not a size" + accepted);
-}
-
-std::string messageBytesText(int64_t bytes) {
-  for (const auto& unit : kByteUnits) {
-    if (unit.scale > 1 && unit.name[1] == 'i' && bytes % unit.scale == 0) {
-      return std::to_string(bytes / unit.scale) + unit.name;
-    }
-  }
-  return std::to_string(bytes);
+  return *bytes;
 }
 
 std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes) {
@@ -142,7 +99,7 @@ std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const Calibrat
 
 std::vector<network::Fit> fitTimings(const std::vector<SizeTiming>& timings, int world_size) {
   std::vector<network::Fit> fits;
-  std::vector<Collective> order;
+  std::vector<CollectiveKind> order;
   for (const auto& timing : timings) {
     if (std::find(order.begin(), order.end(), timing.collective) == order.end()) order.push_back(timing.collective);
   }
@@ -167,16 +124,18 @@ std::string formatCalibration(const std::vector<SizeTiming>& timings, const std:
     const auto& fit = fitOf(fits, timing.collective);
     const double fitted = fit.latency_s + fit.seconds_per_byte * static_cast<double>(timing.bytes);
     std::snprintf(line, sizeof(line), "%-11s %9s %11.4f %11.4f %11.4f %11.4f %+11.1f\n",
-                  network::collectiveName(timing.collective).c_str(), messageBytesText(timing.bytes).c_str(),
+                  collectiveName(timing.collective).c_str(), units::byteCountText(timing.bytes).c_str(),
                   timing.median_s * 1e3, timing.min_s * 1e3, timing.max_s * 1e3, fitted * 1e3,
                   (fitted - timing.median_s) / timing.median_s * 100);
     out += line;
   }
   for (const auto& fit : fits) {
-    const std::string bandwidth = fit.seconds_per_byte > 0 ? roughBandwidth(1 / fit.seconds_per_byte) : "unbounded";
+    const std::string bandwidth =
+        fit.seconds_per_byte > 0 ? units::roughBandwidthText(1 / fit.seconds_per_byte) : "unbounded";
     std::snprintf(line, sizeof(line), "%s at %d workers: latency %s, %.3g ns per byte (%s), max residual %.1f%%\n",
-                  network::collectiveName(fit.collective).c_str(), fit.world_size, roughDuration(fit.latency_s).c_str(),
-                  fit.seconds_per_byte * 1e9, bandwidth.c_str(), fit.max_relative_residual * 100);
+                  collectiveName(fit.collective).c_str(), fit.world_size,
+                  units::roughDurationText(fit.latency_s).c_str(), fit.seconds_per_byte * 1e9, bandwidth.c_str(),
+                  fit.max_relative_residual * 100);
     out += line;
   }
   return out;

@@ -12,8 +12,8 @@ namespace gcrun::experiments {
 // What `gcrun bench network` measures: each collective at message sizes from min_bytes to
 // max_bytes (factors of 4), `warmup` untimed then `repeats` timed runs of each.
 struct CalibrationPlan {
-  std::vector<network::Collective> collectives = {network::Collective::all_reduce, network::Collective::all_gather,
-                                                  network::Collective::broadcast};
+  std::vector<CollectiveKind> collectives = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                             CollectiveKind::broadcast};
   int64_t min_bytes = 4;
   int64_t max_bytes = int64_t{256} << 20;
   int warmup = 1;
@@ -23,8 +23,6 @@ struct CalibrationPlan {
 // "4", "64KiB", "256MiB", "1GB" -> bytes. A UserError naming `what` unless it is a whole number of
 // float32 elements (a multiple of 4, at least 4) of at most 4 GiB.
 int64_t parseMessageBytes(const std::string& text, const std::string& what);
-// 4 -> "4", 65536 -> "64KiB": the binary unit when it is exact.
-std::string messageBytesText(int64_t bytes);
 
 // min_bytes, 4 * min_bytes, ... below max_bytes, then max_bytes.
 std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes);
@@ -32,7 +30,7 @@ std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes);
 // One collective at one size: the time of each run is the slowest rank's (a barrier before each),
 // and over the runs its median, minimum and maximum. For all-gather, bytes is each rank's message.
 struct SizeTiming {
-  network::Collective collective = network::Collective::all_reduce;
+  CollectiveKind collective = CollectiveKind::all_reduce;
   int64_t bytes = 0;
   double median_s = 0;
   double min_s = 0;

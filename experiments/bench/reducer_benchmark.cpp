@@ -12,6 +12,7 @@
 
 #include "experiments/setup/resolved_experiment.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/units.h"
 #include "hyperparams/config_io.h"
 #include "outputs/json_document.h"
 #include "outputs/statistics.h"
@@ -45,7 +46,7 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
   ReducerBenchmarkRow row;
   row.shapes = set.name;
   row.reducer = name;
-  row.collective = spec.collective;
+  row.collective = spec.collective ? collectiveName(*spec.collective) : "";
   row.workers = workers;
   ReducerOptions reducer_options = options.reducer;
   reducer_options.name = name;
@@ -164,16 +165,10 @@ std::string formatBenchmarkHeader() {
 }
 
 std::string formatBenchmarkRow(const ReducerBenchmarkRow& row) {
-  const double mib = static_cast<double>(row.bytes) / (1024.0 * 1024.0);
+  const double mib = units::mibOfBits(8.0 * static_cast<double>(row.bytes));
   return fmt::format("{:<10} {:<14} {:>7} {:<10} {:<8} {:>10.2f} {:>8.3f} MiB {:>8.1f}x {:>9.4f}  {}\n", row.shapes,
                      row.reducer, row.workers, row.collective, row.granularity, 1000.0 * row.seconds, mib,
                      row.compression_ratio, row.relative_error, row.note);
-}
-
-std::string formatBenchmarkTable(const std::vector<ReducerBenchmarkRow>& rows) {
-  std::string out = formatBenchmarkHeader();
-  for (const auto& row : rows) out += formatBenchmarkRow(row);
-  return out;
 }
 
 std::string benchmarkJson(const std::vector<ReducerBenchmarkRow>& rows, const std::vector<std::string>& notes) {

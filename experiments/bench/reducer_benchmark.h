@@ -58,7 +58,6 @@ std::vector<ReducerBenchmarkRow> benchmarkReducers(const std::vector<ShapeSet>& 
 // A fixed-width table: the header line, then one line per row.
 std::string formatBenchmarkHeader();
 std::string formatBenchmarkRow(const ReducerBenchmarkRow& row);
-std::string formatBenchmarkTable(const std::vector<ReducerBenchmarkRow>& rows);
 // {"rows": [{...}], "notes": [...]}
 std::string benchmarkJson(const std::vector<ReducerBenchmarkRow>& rows, const std::vector<std::string>& notes);
 

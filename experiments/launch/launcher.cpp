@@ -179,7 +179,7 @@ void recordWorkerFailure(const LaunchOptions& options, int rank, int exit_code) 
     dir.writeInfo(*info);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gcrun: warning: the run's failure could not be recorded in run.json: %s\n",
-                 printableText(firstLine(e.what())).c_str());
+                 oneLine(firstLine(e.what())).c_str());
   }
 }
 

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "hyperparams/base/units.h"
+
 namespace gcrun::experiments {
 
 // A study: the configurations of a paper table (or any comparison), each run with several seeds.
@@ -43,7 +45,7 @@ struct StudySpec {
   struct Prediction {
     std::vector<int> workers;
     std::vector<std::string> bandwidths;
-    std::string latency = "20us";
+    std::string latency = units::kDefaultLatency;
     std::string headline;
   };
   std::optional<Prediction> predict;

@@ -13,9 +13,9 @@ void addPrediction(const StudySpec::Prediction& prediction, const std::string& d
                    const std::vector<outputs::RunData>& runs, outputs::ReportOptions& report) {
   performance::PredictOptions options;
   options.workers = prediction.workers;
-  const double latency = network::parseDuration(prediction.latency, "predict.latency");
+  const double latency = units::parseDuration(prediction.latency, "predict.latency");
   for (const auto& bandwidth : prediction.bandwidths) {
-    options.networks.push_back(network::linkProfile(network::parseBandwidth(bandwidth, "predict.bandwidth"), latency));
+    options.networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "predict.bandwidth"), latency));
   }
   report.sections.push_back(performance::predictionSection(runs, options));
   if (!prediction.headline.empty()) {

@@ -1,7 +1,6 @@
 #include "experiments/study/study_progress.h"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <ctime>
 #include <filesystem>
@@ -12,6 +11,7 @@
 #include "experiments/study/study.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/units.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json.h"
 #include "outputs/json_document.h"
@@ -31,14 +31,6 @@ std::optional<double> secondsOf(const std::string& iso) {
   if (iso.size() < 19 || !strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return std::nullopt;
   if (tm.tm_year < 70 || tm.tm_year > 1099) return std::nullopt;
   return static_cast<double>(timegm(&tm));
-}
-
-double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
-
-std::string duration(double seconds) {
-  if (seconds < 90) return fmt::format("{:.0f} s", seconds);
-  if (seconds < 5400) return fmt::format("{:.0f} min", seconds / 60);
-  return fmt::format("{:.1f} h", seconds / 3600);
 }
 
 // A status is one word of run_status; someone else's file may hold anything.
@@ -78,7 +70,7 @@ void updateFromRunInfo(const std::string& run_dir, StudyRunState& state) {
   const auto start = secondsOf(info->start_time);
   const auto end = secondsOf(info->end_time);
   if (start && end && state.status != run_status::kRunning) state.seconds = *end - *start;
-  if (start && state.status == run_status::kRunning) state.seconds = now() - *start;
+  if (start && state.status == run_status::kRunning) state.seconds = units::unixSeconds() - *start;
 }
 
 }  // namespace
@@ -155,8 +147,8 @@ std::string progressLine(const StudyProgress& progress, int parallel) {
   std::string line = fmt::format("{} of {} done, {} failed, {} running, {} left", progress.completed, progress.total,
                                  progress.failed, progress.running, progress.left);
   if (progress.eta_seconds && (progress.left > 0 || progress.running > 0)) {
-    line += fmt::format("; ETA {} (mean {} a run, {} at a time)", duration(*progress.eta_seconds),
-                        duration(*progress.mean_seconds), std::max(1, parallel));
+    line += fmt::format("; ETA {} (mean {} a run, {} at a time)", units::elapsedText(*progress.eta_seconds),
+                        units::elapsedText(*progress.mean_seconds), std::max(1, parallel));
   }
   return line;
 }
@@ -166,8 +158,9 @@ std::string studyStatusText(const std::string& dir) {
   std::string out;
   for (const auto& run : runs) {
     const bool timed = run.seconds > 0 && run.status != "pending";
-    out += fmt::format("{:<12} {:<40} {}{}\n", outputs::oneLine(run.status), outputs::oneLine(run.dir),
-                       timed ? duration(run.seconds) : "", run.error.empty() ? "" : "  " + outputs::oneLine(run.error));
+    out +=
+        fmt::format("{:<12} {:<40} {}{}\n", oneLine(run.status), oneLine(run.dir),
+                    timed ? units::elapsedText(run.seconds) : "", run.error.empty() ? "" : "  " + oneLine(run.error));
   }
   const int parallel = std::max<int>(1, static_cast<int>(progressOf(runs, 1).running));
   return out + "study: " + progressLine(progressOf(runs, parallel), parallel) + "\n";

@@ -81,7 +81,7 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
       for (const auto& item : value) {
         if (key == "bandwidth") {
           const auto bandwidth = text(item, where + ".bandwidth");
-          network::parseBandwidth(bandwidth, where + ".bandwidth");
+          units::parseBandwidth(bandwidth, where + ".bandwidth");
           prediction.bandwidths.push_back(bandwidth);
           continue;
         }
@@ -93,7 +93,7 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
       }
     } else if (key == "latency") {
       prediction.latency = text(value, where + ".latency");
-      network::parseDuration(prediction.latency, where + ".latency");
+      units::parseDuration(prediction.latency, where + ".latency");
     } else if (key == "headline") {
       prediction.headline = text(value, where + ".headline");
       performance::parseProjection(prediction.headline, where + ".headline");
@@ -120,7 +120,8 @@ YAML::Node loadRoot(const std::string& yaml, const std::string& source) {
                     " values once its YAML aliases are expanded; a study needs far fewer");
   }
   if (!root.IsMap())
-    throw UserError(source + ": a study is a YAML mapping (description, base, set, runs, grid, seeds, processes, predict)");
+    throw UserError(source +
+                    ": a study is a YAML mapping (description, base, set, runs, grid, seeds, processes, predict)");
   for (const auto& key : keysOf(root, source)) {
     if (std::find(kStudyKeys.begin(), kStudyKeys.end(), key) == kStudyKeys.end()) {
       throw UserError(source + ": unknown key '" + clipForMessage(key) +
@@ -153,7 +154,8 @@ std::vector<StudySpec::Entry> runsOf(const YAML::Node& runs, const StudySpec& sp
 }
 
 // grid: {key: [values]}, the values kept as YAML text.
-std::vector<std::pair<std::string, std::vector<std::string>>> gridOf(const YAML::Node& grid, const std::string& source) {
+std::vector<std::pair<std::string, std::vector<std::string>>> gridOf(const YAML::Node& grid,
+                                                                     const std::string& source) {
   if (!grid.IsMap()) throw UserError(source + ": `grid` must map keys to lists of values");
   std::vector<std::pair<std::string, std::vector<std::string>>> axes;
   for (const auto& key : keysOf(grid, source + ": grid")) {

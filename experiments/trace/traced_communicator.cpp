@@ -36,7 +36,7 @@ class TracedPending : public comm::PendingCollective {
 }  // namespace
 
 template <class Call>
-auto TracedCommunicator::blocking(const char* kind, const at::Tensor* tensor, Call&& call) {
+auto TracedCommunicator::blocking(CollectiveKind kind, const at::Tensor* tensor, Call&& call) {
   if (!trace_.recording()) return call();
   const double issued_us = trace_.now();
   auto finish = [&] {
@@ -54,7 +54,7 @@ auto TracedCommunicator::blocking(const char* kind, const at::Tensor* tensor, Ca
 }
 
 void TracedCommunicator::allreduceSum(at::Tensor& tensor) {
-  blocking("all-reduce", &tensor, [&] { inner_.allreduceSum(tensor); });
+  blocking(CollectiveKind::all_reduce, &tensor, [&] { inner_.allreduceSum(tensor); });
 }
 
 std::unique_ptr<comm::PendingCollective> TracedCommunicator::allreduceSumAsync(at::Tensor& tensor) {
@@ -62,21 +62,21 @@ std::unique_ptr<comm::PendingCollective> TracedCommunicator::allreduceSumAsync(a
   const double issued_us = trace_.now();
   auto pending = inner_.allreduceSumAsync(tensor);
   const double returned_us = trace_.now();
-  const auto index =
-      trace_.issued({"all-reduce", bytesOf(&tensor), inner_.size(), 0, true, issued_us, 0, 0}, returned_us);
+  const auto index = trace_.issued(
+      {CollectiveKind::all_reduce, bytesOf(&tensor), inner_.size(), 0, true, issued_us, 0, 0}, returned_us);
   return std::make_unique<TracedPending>(std::move(pending), trace_, index);
 }
 
 std::vector<at::Tensor> TracedCommunicator::allgather(const at::Tensor& tensor) {
-  return blocking("all-gather", &tensor, [&] { return inner_.allgather(tensor); });
+  return blocking(CollectiveKind::all_gather, &tensor, [&] { return inner_.allgather(tensor); });
 }
 
 void TracedCommunicator::broadcast(at::Tensor& tensor, int root) {
-  blocking("broadcast", &tensor, [&] { inner_.broadcast(tensor, root); });
+  blocking(CollectiveKind::broadcast, &tensor, [&] { inner_.broadcast(tensor, root); });
 }
 
 void TracedCommunicator::barrier() {
-  blocking("barrier", nullptr, [&] { inner_.barrier(); });
+  blocking(CollectiveKind::barrier, nullptr, [&] { inner_.barrier(); });
 }
 
 }  // namespace gcrun::experiments

@@ -30,7 +30,7 @@ class TracedCommunicator : public comm::Communicator {
  private:
   // Runs the blocking `call` and records it as one collective of `kind` over `tensor`'s bytes.
   template <class Call>
-  auto blocking(const char* kind, const at::Tensor* tensor, Call&& call);
+  auto blocking(CollectiveKind kind, const at::Tensor* tensor, Call&& call);
 
   comm::Communicator& inner_;
   trace::WorkerTrace& trace_;

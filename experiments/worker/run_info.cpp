@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "outputs/statistics.h"
+#include "reducers/reducer.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -43,6 +44,7 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& c
   info.status = outputs::run_status::kRunning;
   info.start_time = outputs::isoTimeNow();
   info.sources = config.sources;
+  info.baseline = reducers::reducerRegistry().at(config.reducer.name).factory.baseline;
   return info;
 }
 

@@ -52,7 +52,8 @@ void limitThreads(const comm::WorldSpec& world, int simulated) {
 // The process's output.trace recorder; `comm` is one of its workers' (all see the same group).
 trace::Recorder::Options traceOptionsOf(const ExperimentConfig& config, int process_rank,
                                         const comm::Communicator& comm) {
-  const bool summable = reducers::reducerRegistry().at(config.reducer.name).factory.collective == "all-reduce";
+  const bool summable =
+      reducers::reducerRegistry().at(config.reducer.name).factory.collective == CollectiveKind::all_reduce;
   return {
       parseStepWindow(config.output.trace), process_rank, comm.size(), config.reducer.name, summable, comm.backend()};
 }

@@ -10,6 +10,7 @@
 #include "experiments/trace/traced_communicator.h"
 #include "experiments/worker/run_info.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/units.h"
 #include "outputs/rank_logger.h"
 #include "outputs/run_directory.h"
 #include "outputs/run_record.h"
@@ -213,8 +214,8 @@ RunResult WorkerRun::run() {
     return result;
   }
   logPaperComparison(info.paper);
-  spdlog::info("done: {} steps, {:.1f} MB sent per worker, results in {}", info.steps, info.bits_sent / 8.0 / (1 << 20),
-               run_dir_);
+  spdlog::info("done: {} steps, {} sent per worker, results in {}", info.steps,
+               units::mibText(units::mibOfBits(static_cast<double>(info.bits_sent))), run_dir_);
   return result;
 }
 

@@ -43,7 +43,7 @@ std::string escaped(const char* format, unsigned value) {
 
 std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-std::string printableText(const std::string& text) {
+std::string oneLine(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
@@ -69,8 +69,25 @@ std::string printableText(const std::string& text) {
   return out;
 }
 
+std::string validUtf8(const std::string& text) {
+  constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8SequenceLength(text, i);
+    if (length == 0) {
+      out += kReplacement;
+      ++i;
+    } else {
+      out.append(text, i, length);
+      i += length;
+    }
+  }
+  return out;
+}
+
 std::string clipForMessage(const std::string& value, size_t limit) {
-  std::string out = printableText(value.substr(0, limit));
+  std::string out = oneLine(value.substr(0, limit));
   if (value.size() > limit) out += "... (" + std::to_string(value.size()) + " characters)";
   return out;
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "outputs/csv_field.h"
 #include "outputs/json.h"
 #include "outputs/run_directory.h"
@@ -17,13 +18,6 @@ namespace {
 
 // A layer row is short; a longer line is not gcrun's.
 constexpr size_t kMaxRowBytes = 4 << 10;
-
-// `text` on one line, for a file read line by line: control characters become '?'.
-std::string oneLineText(const std::string& text) {
-  std::string clean;
-  for (char c : text) clean += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
-  return clean;
-}
 
 // The fields of a CSV line, quotes undone; nothing for an unterminated quote.
 std::optional<std::vector<std::string>> splitCsv(const std::string& line) {
@@ -111,7 +105,7 @@ std::string shapeText(const std::vector<int64_t>& shape) {
 
 std::string formatLayerStatsRow(const LayerStatsRow& row) {
   const auto integer = [](auto value) { return std::to_string(value); };
-  return std::to_string(row.step) + ',' + csvField(oneLineText(row.parameter)) + ',' + shapeText(row.shape) + ',' +
+  return std::to_string(row.step) + ',' + csvField(oneLine(row.parameter)) + ',' + shapeText(row.shape) + ',' +
          std::to_string(row.elements) + ',' + cell(row.bits, integer) + ',' + jsonNumber(row.grad_norm) + ',' +
          cell(row.rel_compression_error, jsonNumber) + ',' + cell(row.rank, integer);
 }
@@ -127,7 +121,7 @@ std::optional<LayerStatsRow> parseLayerStatsRow(const std::string& line) {
   const auto grad_norm = finiteOf(f[5]);
   if (!step || f[1].empty() || !shape || !elements || *elements < 0 || !grad_norm) return std::nullopt;
   row.step = *step;
-  row.parameter = f[1];
+  row.parameter = csvFieldText(f[1]);
   row.shape = *shape;
   row.elements = *elements;
   row.grad_norm = *grad_norm;

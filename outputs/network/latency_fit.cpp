@@ -45,7 +45,7 @@ Line unconstrained(const std::vector<Sample>& samples, const Moments& m) {
 
 }  // namespace
 
-Fit fitLatencyAndPerByte(Collective collective, int world_size, const std::vector<Sample>& samples) {
+Fit fitLatencyAndPerByte(CollectiveKind collective, int world_size, const std::vector<Sample>& samples) {
   const auto distinct = [&] {
     for (const auto& sample : samples) {
       if (sample.bytes != samples.front().bytes) return true;

@@ -15,6 +15,7 @@
 #include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/units.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/network/shortest_number.h"
@@ -22,7 +23,8 @@
 namespace gcrun::network {
 namespace {
 
-constexpr Collective kCollectives[] = {Collective::all_reduce, Collective::all_gather, Collective::broadcast};
+constexpr CollectiveKind kCollectives[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                           CollectiveKind::broadcast};
 // max_relative_residual is informative; a fit that far off is no fit.
 constexpr double kMaxResidual = 1e6;
 
@@ -114,8 +116,9 @@ Fit readFit(const ProfileReader& reader, const YAML::Node& node, const std::stri
   const std::string collective_key = key + ".collective";
   fit.collective = parseCollective(reader.text(node["collective"], collective_key), reader.what(collective_key));
   fit.world_size = reader.count(node["world_size"], key + ".world_size");
-  fit.latency_s = reader.number(node["latency_s"], key + ".latency_s", 0, kMaxLatency);
-  fit.seconds_per_byte = reader.number(node["seconds_per_byte"], key + ".seconds_per_byte", 0, 1 / kMinBandwidth);
+  fit.latency_s = reader.number(node["latency_s"], key + ".latency_s", 0, units::kMaxLatency);
+  fit.seconds_per_byte =
+      reader.number(node["seconds_per_byte"], key + ".seconds_per_byte", 0, 1 / units::kMinBandwidth);
   if (node["max_relative_residual"]) {
     fit.max_relative_residual =
         reader.number(node["max_relative_residual"], key + ".max_relative_residual", 0, kMaxResidual);
@@ -153,10 +156,10 @@ Fit readOverride(const ProfileReader& reader, const std::string& name, const YAM
   }
   const auto bandwidth = node["bandwidth"];
   const auto latency = node["latency"];
-  fit.seconds_per_byte =
-      1 / (bandwidth ? parseBandwidth(reader.text(bandwidth, key + ".bandwidth"), reader.what(key + ".bandwidth"))
-                     : profile.bandwidth_bytes_per_s);
-  fit.latency_s = latency ? parseDuration(reader.text(latency, key + ".latency"), reader.what(key + ".latency"))
+  fit.seconds_per_byte = 1 / (bandwidth ? units::parseBandwidth(reader.text(bandwidth, key + ".bandwidth"),
+                                                                reader.what(key + ".bandwidth"))
+                                        : profile.bandwidth_bytes_per_s);
+  fit.latency_s = latency ? units::parseDuration(reader.text(latency, key + ".latency"), reader.what(key + ".latency"))
                           : profile.latency_s;
   return fit;
 }
@@ -172,19 +175,7 @@ std::string scalarText(const std::string& value) {
 
 }  // namespace
 
-std::string collectiveName(Collective collective) {
-  switch (collective) {
-    case Collective::all_reduce:
-      return "all-reduce";
-    case Collective::all_gather:
-      return "all-gather";
-    case Collective::broadcast:
-      return "broadcast";
-  }
-  throw std::logic_error("unknown collective");
-}
-
-Collective parseCollective(const std::string& name, const std::string& what) {
+CollectiveKind parseCollective(const std::string& name, const std::string& what) {
   for (const auto collective : kCollectives) {
     if (name == collectiveName(collective)) return collective;
   }
@@ -217,8 +208,8 @@ NetworkProfile parseProfile(const std::string& yaml_text, const std::string& sou
   }
   if (root["bandwidth"]) {
     profile.bandwidth_bytes_per_s =
-        parseBandwidth(reader.text(root["bandwidth"], "bandwidth"), reader.what("bandwidth"));
-    profile.latency_s = parseDuration(reader.text(root["latency"], "latency"), reader.what("latency"));
+        units::parseBandwidth(reader.text(root["bandwidth"], "bandwidth"), reader.what("bandwidth"));
+    profile.latency_s = units::parseDuration(reader.text(root["latency"], "latency"), reader.what("latency"));
   }
   if (const auto fits = root["fits"]) {
     if (!fits.IsSequence()) reader.fail("fits", "expected a list of fits");
@@ -232,7 +223,7 @@ NetworkProfile parseProfile(const std::string& yaml_text, const std::string& sou
       profile.fits.push_back(readOverride(reader, entry.first.Scalar(), entry.second, profile));
     }
   }
-  std::set<std::pair<Collective, int>> seen;
+  std::set<std::pair<CollectiveKind, int>> seen;
   for (const auto& fit : profile.fits) {
     if (!seen.insert({fit.collective, fit.world_size}).second) {
       reader.fail(fit.world_size == 0 ? "collectives" : "fits",
@@ -256,8 +247,8 @@ std::string profileYaml(const NetworkProfile& profile) {
   std::string yaml;
   if (!profile.name.empty()) yaml += "name: " + scalarText(profile.name) + "\n";
   if (profile.latency_s >= 0) {
-    yaml += "bandwidth: " + bandwidthText(profile.bandwidth_bytes_per_s) + "\n";
-    yaml += "latency: " + durationText(profile.latency_s) + "\n";
+    yaml += "bandwidth: " + units::bandwidthText(profile.bandwidth_bytes_per_s) + "\n";
+    yaml += "latency: " + units::durationText(profile.latency_s) + "\n";
   }
   if (!profile.backend.empty()) yaml += "backend: " + scalarText(profile.backend) + "\n";
   if (!profile.fits.empty()) yaml += "fits:\n";
@@ -280,7 +271,7 @@ std::string profileYaml(const NetworkProfile& profile) {
 
 NetworkProfile linkProfile(double bandwidth_bytes_per_s, double latency_s) {
   NetworkProfile profile;
-  profile.name = bandwidthText(bandwidth_bytes_per_s) + "/" + durationText(latency_s);
+  profile.name = units::bandwidthText(bandwidth_bytes_per_s) + "/" + units::durationText(latency_s);
   profile.bandwidth_bytes_per_s = bandwidth_bytes_per_s;
   profile.latency_s = latency_s;
   return profile;

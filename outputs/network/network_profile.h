@@ -4,11 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "hyperparams/base/collective.h"
+
 namespace gcrun::network {
 
 // A network as the step model sees it: a latency (alpha, seconds per message) and a per-byte cost
 // (beta, seconds per byte) per collective, fitted by `gcrun bench network` at a world size, or
-// written by hand as one bandwidth and latency for every collective.
+// written by hand as one bandwidth and latency for every collective (units:
+// hyperparams/base/units.h).
 //
 // network.yaml, as gcrun writes it (a hand-written profile may give only `bandwidth` and `latency`,
 // and may override them per collective under `collectives:`):
@@ -22,12 +25,10 @@ namespace gcrun::network {
 //       latency_s: 8.1e-05
 //       seconds_per_byte: 1.7e-08
 //       max_relative_residual: 0.06   # informative
-enum class Collective { all_reduce, all_gather, broadcast };
 
-// "all-reduce", "all-gather", "broadcast".
-std::string collectiveName(Collective collective);
-// Throws UserError naming `what` and the accepted names.
-Collective parseCollective(const std::string& name, const std::string& what);
+// A collective a profile costs (every CollectiveKind but barrier): "all-reduce", "all-gather" or
+// "broadcast"; throws UserError naming `what` and the accepted names.
+CollectiveKind parseCollective(const std::string& name, const std::string& what);
 
 // One measured size: the median time of a collective whose message is `bytes` per worker.
 struct Sample {
@@ -36,7 +37,7 @@ struct Sample {
 };
 
 struct Fit {
-  Collective collective = Collective::all_reduce;
+  CollectiveKind collective = CollectiveKind::all_reduce;
   int world_size = 2;
   double latency_s = 0;
   double seconds_per_byte = 0;
@@ -58,23 +59,8 @@ struct NetworkProfile {
   std::vector<Fit> fits;
 };
 
-// What network.yaml, --bandwidth and --latency accept: far past any real network on both sides,
-// yet bounded, so that no prediction on them overflows into inf or nan.
-inline constexpr double kMinBandwidth = 1.0 / 8;   // bytes/s: 1 bit/s
-inline constexpr double kMaxBandwidth = 1e15 / 8;  // bytes/s: 1 Pbit/s
-inline constexpr double kMaxLatency = 1000;        // seconds
 // Worker counts: a fit's world_size, and those a prediction is made at.
 inline constexpr int kMaxWorkers = 1 << 20;
-
-// "10gbit" -> 1.25e9 bytes/s; throws UserError naming `what`, the value and what is accepted (an
-// unknown unit such as "10gbps", a number that is no plain decimal, one outside kMinBandwidth to
-// kMaxBandwidth).
-double parseBandwidth(const std::string& text, const std::string& what);
-// "20us" -> 2e-5 s; throws UserError for an unknown unit or a value outside 0 to kMaxLatency.
-double parseDuration(const std::string& text, const std::string& what);
-// 1.25e9 -> "10gbit"; 2e-5 -> "20us": the shortest exact spelling, for names and tables.
-std::string bandwidthText(double bytes_per_s);
-std::string durationText(double seconds);
 
 // A fit's samples: sizes in whole bytes from 0 to 1 PB, times above 0 up to 1e6 s.
 inline constexpr double kMaxSampleBytes = 1e15;
@@ -83,7 +69,7 @@ inline constexpr double kMaxSampleSeconds = 1e6;
 // Parses network.yaml's text; `source` (the file's name) prefixes every error, which names the
 // key and what would be accepted. Refused: a profile with neither a link nor fits, a key given
 // twice, a number that is no plain decimal or is outside its range (a fit's latency_s 0 to
-// kMaxLatency, seconds_per_byte 0 to 1/kMinBandwidth, its samples as above), and a document of
+// units::kMaxLatency, seconds_per_byte 0 to 1/units::kMinBandwidth, its samples as above), and a document of
 // more than hyperparams::kMaxYamlValues values once its aliases are expanded.
 NetworkProfile parseProfile(const std::string& yaml_text, const std::string& source);
 // Reads and parses a file (bounded read); a missing or unreadable file is a UserError.
@@ -97,6 +83,6 @@ NetworkProfile linkProfile(double bandwidth_bytes_per_s, double latency_s);
 // weighted by 1/seconds^2 (relative error), so that small messages count as much as large ones;
 // both coefficients are kept >= 0. max_relative_residual is max |fit - measured| / measured.
 // Needs samples of two or more sizes, each with a positive time (std::invalid_argument otherwise).
-Fit fitLatencyAndPerByte(Collective collective, int world_size, const std::vector<Sample>& samples);
+Fit fitLatencyAndPerByte(CollectiveKind collective, int world_size, const std::vector<Sample>& samples);
 
 }  // namespace gcrun::network

@@ -8,10 +8,9 @@
 namespace gcrun::performance {
 namespace {
 
-using network::Collective;
 using network::Fit;
 
-const Fit* nearestFit(const network::NetworkProfile& profile, Collective collective, int workers) {
+const Fit* nearestFit(const network::NetworkProfile& profile, CollectiveKind collective, int workers) {
   const Fit* best = nullptr;
   for (const auto& fit : profile.fits) {
     if (fit.collective != collective || fit.world_size < 2) continue;
@@ -24,7 +23,7 @@ const Fit* nearestFit(const network::NetworkProfile& profile, Collective collect
   return best;
 }
 
-const Fit* overrideOf(const network::NetworkProfile& profile, Collective collective) {
+const Fit* overrideOf(const network::NetworkProfile& profile, CollectiveKind collective) {
   for (const auto& fit : profile.fits) {
     if (fit.collective == collective && fit.world_size == 0) return &fit;
   }
@@ -45,14 +44,15 @@ double interpolate(const std::vector<network::Sample>& samples, double bytes) {
 
 }  // namespace
 
-CostFactors costFactors(Collective collective, int workers) {
+CostFactors costFactors(CollectiveKind collective, int workers) {
   const double p = workers;
   switch (collective) {
-    case Collective::all_reduce:
+    case CollectiveKind::all_reduce:
+    case CollectiveKind::barrier:  // an all-reduce of 4 bytes
       return {2 * (p - 1), 2 * (p - 1) / p};
-    case Collective::all_gather:
+    case CollectiveKind::all_gather:
       return {p - 1, p - 1};
-    case Collective::broadcast: {
+    case CollectiveKind::broadcast: {
       const double hops = std::ceil(std::log2(p));
       return {hops, hops};
     }
@@ -60,7 +60,7 @@ CostFactors costFactors(Collective collective, int workers) {
   return {};
 }
 
-double collectiveSeconds(const network::NetworkProfile& profile, Collective collective, double bytes, int workers) {
+double collectiveSeconds(const network::NetworkProfile& profile, CollectiveKind collective, double bytes, int workers) {
   if (workers <= 1) return 0;
   const auto at = costFactors(collective, workers);
   if (const Fit* fit = nearestFit(profile, collective, workers)) {
@@ -77,14 +77,14 @@ double collectiveSeconds(const network::NetworkProfile& profile, Collective coll
   if (profile.bandwidth_bytes_per_s > 0) {
     return at.latency * profile.latency_s + at.bytes * bytes / profile.bandwidth_bytes_per_s;
   }
-  throw UserError("network profile '" + profile.name + "' gives no cost for " + network::collectiveName(collective) +
+  throw UserError("network profile '" + profile.name + "' gives no cost for " + collectiveName(collective) +
                   ": add a bandwidth and latency, or calibrate it with `gcrun bench network`");
 }
 
 double latencyOf(const network::NetworkProfile& profile, int workers) {
   if (profile.latency_s >= 0 && profile.bandwidth_bytes_per_s > 0) return profile.latency_s;
-  if (const Fit* fit = nearestFit(profile, Collective::all_reduce, workers)) {
-    return fit->latency_s / costFactors(Collective::all_reduce, fit->world_size).latency;
+  if (const Fit* fit = nearestFit(profile, CollectiveKind::all_reduce, workers)) {
+    return fit->latency_s / costFactors(CollectiveKind::all_reduce, fit->world_size).latency;
   }
   return 0;
 }

@@ -24,15 +24,14 @@ namespace gcrun::performance {
 //  4. the profile's link: alpha = latency, beta = 1 / bandwidth.
 // One worker sends nothing: 0. A profile with no coefficients for the collective is a UserError
 // naming the profile and the collective.
-double collectiveSeconds(const network::NetworkProfile& profile, network::Collective collective, double bytes,
-                         int workers);
+double collectiveSeconds(const network::NetworkProfile& profile, CollectiveKind collective, double bytes, int workers);
 
 // The formula's multipliers of alpha and of n beta, for p workers.
 struct CostFactors {
   double latency = 0;
   double bytes = 0;
 };
-CostFactors costFactors(network::Collective collective, int workers);
+CostFactors costFactors(CollectiveKind collective, int workers);
 
 // The profile's latency for break-even searches: the link's, else the all-reduce fit's alpha at
 // the nearest world size to `workers`, else 0.

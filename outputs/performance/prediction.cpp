@@ -228,12 +228,11 @@ StepPrediction predictRun(const RunTimeline& timeline, int workers, const networ
 std::vector<PredictionRow> predictRuns(const std::vector<outputs::RunData>& runs,
                                        const std::vector<RunTimeline>& timelines, const PredictOptions& options) {
   if (runs.size() != timelines.size()) throw std::invalid_argument("predictRuns: one timeline per run");
-  // The first exact and fp16 run of each comparison: the baselines.
+  // The first full- and half-precision run of each comparison: the baselines.
   std::map<std::string, size_t> exact, fp16;
   for (size_t i = 0; i < runs.size(); ++i) {
-    const auto reducer = reducerOf(runs[i]);
-    if (reducer == "exact") exact.emplace(comparisonOf(runs[i]), i);
-    if (reducer == "fp16") fp16.emplace(comparisonOf(runs[i]), i);
+    if (runs[i].baseline == Baseline::full_precision) exact.emplace(comparisonOf(runs[i]), i);
+    if (runs[i].baseline == Baseline::half_precision) fp16.emplace(comparisonOf(runs[i]), i);
   }
   std::vector<PredictionRow> rows;
   for (size_t i = 0; i < runs.size(); ++i) {

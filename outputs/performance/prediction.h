@@ -48,7 +48,8 @@ struct PredictionRow {
   std::optional<double> measured_ms_per_batch;  // the run's own median, on its own machine and network
   StepPrediction predicted;
   double mib_per_step = 0;  // sent by one worker
-  // The exact all-reduce's and fp16's predicted time over this one's, for comparable runs.
+  // The full- and half-precision baselines' (exact's and fp16's; RunData::baseline) predicted time
+  // over this one's, for comparable runs.
   std::optional<double> speedup_vs_exact, speedup_vs_fp16;
   // The bandwidth (bytes/s) below which this run's method is faster than the baseline, at this
   // worker count and the network's latency; +inf: faster at every bandwidth searched

@@ -7,6 +7,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/csv_field.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/performance/collective_cost.h"
 #include "outputs/report/safe_text.h"
@@ -90,8 +91,8 @@ std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_targ
   if (with_target) out += ",steps_to_target,predicted_time_to_target_s,measured_time_to_target_s";
   out += "\n";
   for (const auto& row : rows) {
-    out += fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{}", outputs::csvText(row.run),
-                       outputs::csvText(row.reducer), row.workers, outputs::csvText(row.network),
+    out += fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{}", outputs::csvField(row.run),
+                       outputs::csvField(row.reducer), row.workers, outputs::csvField(row.network),
                        number(row.measured_ms_per_batch), row.predicted.total_ms, row.predicted.compute_ms,
                        row.predicted.exposed_comm_ms, row.predicted.codec_ms, row.mib_per_step,
                        number(row.speedup_vs_exact), number(row.speedup_vs_fp16), gbit(row.break_even_vs_exact),

@@ -11,7 +11,7 @@ namespace gcrun::performance {
 
 // The prediction table: one row per run x workers x network, text cells (Markdown escapes them).
 outputs::TextTable predictionTable(const std::vector<PredictionRow>& rows, bool with_target);
-// predict.csv: the same rows with raw numbers; text cells through csvText. Columns: run, reducer,
+// predict.csv: the same rows with raw numbers; text cells through csvField. Columns: run, reducer,
 // workers, network, measured_ms_per_batch, predicted_ms_per_batch, compute_ms, exposed_comm_ms,
 // codec_ms, mib_per_step, speedup_vs_exact, speedup_vs_fp16, break_even_vs_exact_gbit,
 // break_even_vs_fp16_gbit (inf: always, 0: never), and with a target steps_to_target,

@@ -5,12 +5,14 @@
 
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
+#include "hyperparams/base/units.h"
 #include "outputs/performance/prediction_output.h"
 
 namespace gcrun::performance {
 namespace {
 
-const char kProjectionForm[] = "workers=N,bandwidth=10gbit[,latency=20us][,compute_ms=MS] or workers=N,network=FILE";
+const std::string kProjectionForm = std::string("workers=N,bandwidth=10gbit[,latency=") + units::kDefaultLatency +
+                                    "][,compute_ms=MS] or workers=N,network=FILE";
 
 // predictRuns over the runs that have a step timeline; the others have no row.
 std::vector<PredictionRow> predictTraced(const std::vector<outputs::RunData>& runs, const PredictOptions& options) {
@@ -52,8 +54,9 @@ ProjectionSpec parseProjection(const std::string& text, const std::string& what)
   if (values.count("network")) {
     spec.network = network::loadProfile(values["network"]);
   } else {
-    const double latency = network::parseDuration(values.count("latency") ? values["latency"] : "20us", what);
-    spec.network = network::linkProfile(network::parseBandwidth(values["bandwidth"], what), latency);
+    const double latency =
+        units::parseDuration(values.count("latency") ? values["latency"] : units::kDefaultLatency, what);
+    spec.network = network::linkProfile(units::parseBandwidth(values["bandwidth"], what), latency);
   }
   return spec;
 }

@@ -16,9 +16,9 @@ struct ProjectionSpec {
   network::NetworkProfile network;
   double compute_ms_per_batch = 0;
 };
-// Keys: workers (parseWorkerCount), bandwidth and latency (default 20us), or network (a profile
-// file), and compute_ms (parseComputeMsPerBatch). Throws UserError naming `what`, the key and
-// what would be accepted.
+// Keys: workers (parseWorkerCount), bandwidth and latency (default units::kDefaultLatency), or
+// network (a profile file), and compute_ms (parseComputeMsPerBatch). Throws UserError naming
+// `what`, the key and what would be accepted.
 ProjectionSpec parseProjection(const std::string& text, const std::string& what);
 
 // The runs' projections: those with a step timeline; the others are left out.

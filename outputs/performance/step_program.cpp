@@ -121,11 +121,10 @@ std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool 
     const auto own = collectives.find(step);
     for (const auto* collective : own == collectives.end() ? kNone : own->second) {
       const auto& c = *collective;
-      if (c.issued_us < begin || c.done_us > end || c.kind == "barrier") continue;
+      if (c.issued_us < begin || c.done_us > end || c.kind == CollectiveKind::barrier) continue;
       const size_t index = program.collectives.size();
-      const auto kind = network::parseCollective(c.kind, "trace collective");
-      const bool swap = summable && kind == network::Collective::all_gather && c.group_size == 2;
-      program.collectives.push_back({kind, double(c.bytes), swap});
+      const bool swap = summable && c.kind == CollectiveKind::all_gather && c.group_size == 2;
+      program.collectives.push_back({c.kind, double(c.bytes), swap});
       if (c.async) {
         marks.push_back({c.issued_us, c.issued_us, StepItem::Kind::issue, index});
         marks.push_back({c.wait_us, c.done_us, StepItem::Kind::wait, index});

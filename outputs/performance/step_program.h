@@ -27,13 +27,13 @@ struct StepItem {
 };
 
 struct CollectiveOp {
-  network::Collective kind = network::Collective::all_reduce;
+  CollectiveKind kind = CollectiveKind::all_reduce;
   double bytes = 0;  // per worker
   // An all-gather of summable messages between 2 workers (ProcessTimeline::summable): costed as
   // traced at 2 workers, as an all-reduce of the same bytes at any other count.
   bool stands_for_sum = false;
-  network::Collective kindAt(int workers) const {
-    return stands_for_sum && workers != 2 ? network::Collective::all_reduce : kind;
+  CollectiveKind kindAt(int workers) const {
+    return stands_for_sum && workers != 2 ? CollectiveKind::all_reduce : kind;
   }
 };
 

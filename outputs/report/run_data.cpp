@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/units.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/json_document.h"
@@ -120,7 +121,7 @@ void readMetrics(const fs::path& path, RunData& run) {
     auto& point = by_step[step];
     point.step = step;
     point.epoch = numberAt(*event, "epoch").value_or(0);
-    point.mib = std::max(0.0, numberAt(*event, "bits").value_or(0)) / 8.0 / (1 << 20);
+    point.mib = units::mibOfBits(std::max(0.0, numberAt(*event, "bits").value_or(0)));
     if (event_name == name && event_split == split && value) {
       point.metric = *value;
       has_metric[step] = true;
@@ -167,6 +168,15 @@ std::vector<std::string> findRunDirectories(const std::vector<std::string>& path
 
 namespace {
 
+// A run.json from before runs recorded their reducer's baseline (format 1 without "baseline"):
+// the built-in baselines, which were the only ones then.
+Baseline baselineOfAnOldRun(const std::map<std::string, std::string>& settings) {
+  const auto reducer = settings.find("reducer.name");
+  if (reducer == settings.end()) return Baseline::none;
+  if (reducer->second == "exact") return Baseline::full_precision;
+  return reducer->second == "fp16" ? Baseline::half_precision : Baseline::none;
+}
+
 // The name, configuration, seed and paper target of a run, from its directory and config.yaml.
 void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, RunData& run,
                 std::string& paper_metric) {
@@ -176,6 +186,7 @@ void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, R
   run.name = std::regex_match(base, match, seed_suffix) ? match[1].str() : base;
   if (config && config->IsMap()) {
     flatten(*config, "", run.settings);
+    run.baseline = baselineOfAnOldRun(run.settings);
     run.seed = valueOr<int64_t>(child(*config, {"seed"}), 0);
     run.synthetic = valueOr<bool>(child(*config, {"task", "synthetic"}), false);
     paper_metric = valueOr<std::string>(child(*config, {"paper", "metric"}), "");
@@ -225,6 +236,7 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
   run.world_size = info->world_size;
   run.simulated_workers = info->simulated_workers;
   run.compute_per_batch_ms = info->compute_per_batch_ms;
+  if (info->baseline) run.baseline = *info->baseline;
   std::map<std::string, std::optional<double>> finals;
   for (const auto& [name, value] : info->final_metrics) {
     finals[name] = std::isfinite(value) ? std::optional<double>(value) : std::nullopt;
@@ -234,7 +246,7 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
   const double bits = static_cast<double>(info->bits_sent);
   const double epochs = info->epochs_done;
   const auto finiteOr0 = [](double value) { return std::isfinite(value) ? value : 0.0; };
-  if (epochs > 0) run.mib_per_epoch = finiteOr0(bits / 8.0 / (1 << 20) / epochs);
+  if (epochs > 0) run.mib_per_epoch = finiteOr0(units::mibOfBits(bits) / epochs);
   const double sent_as_floats = 32.0 * static_cast<double>(info->num_parameters) * static_cast<double>(info->steps);
   if (bits > 0) run.compression = finiteOr0(sent_as_floats / bits);
   const fs::path timer_file = root / run_files::kTimerSummary;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hyperparams/base/baseline.h"
 #include "outputs/layers/layer_stats.h"
 
 namespace gcrun::outputs {
@@ -33,6 +34,7 @@ struct RunData {
   std::string name;        // the directory's name without its -seed<k> suffix
   std::string config_key;  // the resolved configuration without its seed: runs that share it differ only by seed
   std::map<std::string, std::string> settings;  // the configuration, flattened: "reducer.rank" -> "2"
+  Baseline baseline = Baseline::none;           // the reducer's, as run.json records it
   int64_t seed = 0;
   std::string status;  // completed, failed, interrupted, running; "unreadable" when run.json is not JSON
   std::string error;

@@ -8,6 +8,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "outputs/csv_field.h"
 #include "outputs/json.h"
 #include "outputs/report/safe_text.h"
 
@@ -130,6 +131,7 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
     }
     const auto reducer = first.settings.find("reducer.name");
     group.reducer = reducer == first.settings.end() ? "" : reducer->second;
+    group.baseline = first.baseline;
     for (const auto& key : varying) {
       const auto found = first.settings.find(key);
       if (found == first.settings.end()) continue;
@@ -160,8 +162,8 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
 }
 
 void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, const ReportProjection* projection) {
-  const auto fp16 =
-      std::find_if(groups.begin(), groups.end(), [](const ConfigGroup& g) { return g.reducer == "fp16"; });
+  const auto fp16 = std::find_if(groups.begin(), groups.end(),
+                                 [](const ConfigGroup& g) { return g.baseline == Baseline::half_precision; });
   const double fp16_mib = fp16 == groups.end() ? 0 : fp16->mib_per_epoch;
   for (auto& group : groups) {
     if (fp16_mib > 0 && group.mib_per_epoch > 0) group.compression_vs_fp16 = fp16_mib / group.mib_per_epoch;
@@ -196,7 +198,7 @@ void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, cons
 
 std::string findingLine(const std::vector<ConfigGroup>& groups) {
   const auto exact = std::find_if(groups.begin(), groups.end(), [](const ConfigGroup& g) {
-    return g.reducer == "exact" && g.final_metric.count > 0 && g.mib_per_epoch > 0;
+    return g.baseline == Baseline::full_precision && g.final_metric.count > 0 && g.mib_per_epoch > 0;
   });
   if (exact == groups.end()) return "";
   const bool fraction = isFraction(exact->metric);
@@ -296,14 +298,14 @@ std::string csvTable(const std::vector<ConfigGroup>& groups) {
   for (const auto& g : groups) {
     const auto& m = g.final_metric;
     const bool measured = m.count > 0;
-    out += csvText(g.name) + "," + csvText(g.reducer) + "," + csvText(g.settings) + "," + std::to_string(g.workers) +
-           "," + std::to_string(g.simulated_workers) + "," + std::to_string(m.count) + "," + csvText(g.status) + "," +
-           csvText(g.metric) + "," + (measured ? jsonNumber(m.mean) : "") + "," + (measured ? jsonNumber(m.std) : "") +
+    out += csvField(g.name) + "," + csvField(g.reducer) + "," + csvField(g.settings) + "," + std::to_string(g.workers) +
+           "," + std::to_string(g.simulated_workers) + "," + std::to_string(m.count) + "," + csvField(g.status) + "," +
+           csvField(g.metric) + "," + (measured ? jsonNumber(m.mean) : "") + "," + (measured ? jsonNumber(m.std) : "") +
            "," + (measured ? jsonNumber(m.min) : "") + "," + (measured ? jsonNumber(m.max) : "") + "," +
            opt(g.time_per_batch_ms) + "," + (g.simulated_workers > 1 ? jsonNumber(g.compute_per_batch_ms) : "") + "," +
            (measured ? jsonNumber(g.mib_per_epoch) : "") + "," + (g.compression > 0 ? jsonNumber(g.compression) : "") +
            "," + opt(g.paper_value) + "," + (g.paper_value && measured ? jsonNumber(m.mean - *g.paper_value) : "") +
-           "," + csvText(g.paper_source) + "," + opt(g.compression_vs_fp16) + "," +
+           "," + csvField(g.paper_source) + "," + opt(g.compression_vs_fp16) + "," +
            (g.time_to_target_s && g.reached_target > 0 ? jsonNumber(g.time_to_target_s->mean) : "") + "," +
            (g.time_to_target_s ? std::to_string(g.reached_target) : "") + "," + opt(g.projected_ms_per_batch) + "," +
            opt(g.projected_speedup_vs_exact) + "," + opt(g.projected_speedup_vs_fp16) + "," +

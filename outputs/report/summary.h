@@ -23,6 +23,7 @@ struct ConfigGroup {
   std::vector<const RunData*> runs;  // ordered by seed
   std::string settings;              // the settings that tell this configuration from the others
   std::string reducer;
+  Baseline baseline = Baseline::none;  // the first run's
   std::string metric;
   Spread final_metric;                      // over the completed runs that reported it
   std::optional<double> time_per_batch_ms;  // mean of the runs' medians
@@ -61,12 +62,13 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs);
 
 // The optional columns: measured time to `target` (runs loaded with its metric), the projection's
 // time per batch and speedups (the mean over a configuration's seeds), the paper's time per batch,
-// and the data sent against fp16 where a configuration of the fp16 reducer is among them.
+// and the data sent against the half-precision baseline (fp16) where a configuration of it is among
+// them (ConfigGroup::baseline).
 void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, const ReportProjection* projection);
 
 // The report's table in the layout of the paper's Tables 3-7, as text cells (Markdown and HTML
 // render the same cells, each escaped for its format), and as CSV with raw numbers (text cells
-// neutralized against spreadsheet formulas: csvText).
+// neutralized against spreadsheet formulas: csvField).
 struct TextTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
@@ -74,7 +76,8 @@ struct TextTable {
 // The report's opening line: the configuration that sends least while staying within a point of
 // exact averaging's final metric (1% of it for a loss or perplexity), "rank2 is within 0.4 points
 // of exact at 1/54 of the data"; where none does, the best of the others and how far it is. Empty
-// without a completed exact configuration and another one to compare with it.
+// without a completed full-precision baseline (exact; ConfigGroup::baseline) and another
+// configuration to compare with it.
 std::string findingLine(const std::vector<ConfigGroup>& groups);
 
 TextTable resultTable(const std::vector<ConfigGroup>& groups, const std::string& projection_label = "");

@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 
+#include "hyperparams/base/units.h"
 #include "hyperparams/rules.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/run_directory.h"
@@ -12,8 +12,6 @@
 
 namespace gcrun::outputs::tensorboard {
 namespace {
-
-double unixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string hostName() {
   char name[256] = {};
@@ -48,13 +46,14 @@ class TensorboardSink : public MetricSink {
   }
 
   void metric(const MetricEvent& event) override {
-    const double now = unixNow();
+    const double now = units::unixSeconds();
     if (const auto scalar = scalarOf(event)) {
       append(scalarEvent(now, event.step, scalar->tag, static_cast<float>(scalar->value)));
     }
     if (event.step != last_mib_step_) {
       last_mib_step_ = event.step;
-      append(scalarEvent(now, event.step, kMibSentTag, static_cast<float>(event.bits / 8.0 / (1 << 20))));
+      append(scalarEvent(now, event.step, kMibSentTag,
+                         static_cast<float>(units::mibOfBits(static_cast<double>(event.bits)))));
     }
     if (event.window > 0) flush();
   }
@@ -67,7 +66,7 @@ class TensorboardSink : public MetricSink {
   }
 
   void close() override {
-    const double now = unixNow();
+    const double now = units::unixSeconds();
     append(sessionEndEvent(now, finished_ ? SessionStatus::success : SessionStatus::failure, now));
     flush();
   }
@@ -81,7 +80,7 @@ class TensorboardSink : public MetricSink {
     buffer_.clear();
   }
 
-  const double start_time_ = unixNow();
+  const double start_time_ = units::unixSeconds();
   files::UniqueFd file_;
   std::string path_;
   std::string buffer_;

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "hyperparams/base/collective.h"
+
 namespace gcrun::trace {
 
 // What one logical worker did during the traced steps, as the step model reads it back from a
@@ -21,12 +23,12 @@ struct Span {
   double end_us() const { return start_us + duration_us; }
 };
 
-// One collective the worker took part in. kind: "all-reduce", "all-gather", "broadcast" or
-// "barrier"; bytes: this worker's tensor (for all-gather its own message, not the result).
+// One collective the worker took part in. bytes: this worker's tensor (for all-gather its own
+// message, not the result).
 // A blocking call is issued, waited for and done in one call (wait_us == issued_us); an async
 // all-reduce is issued during backward and waited for in the reduce.
 struct Collective {
-  std::string kind;
+  CollectiveKind kind = CollectiveKind::all_reduce;
   uint64_t bytes = 0;
   int group_size = 1;
   int64_t step = 0;
@@ -47,7 +49,7 @@ struct ProcessTimeline {
   int rank = 0;        // the process's rank
   int world_size = 1;  // logical workers in the whole run
   std::string reducer;
-  // The reducer's messages sum (its ReducerSpec::collective is "all-reduce"): an all-gather of
+  // The reducer's messages sum (its ReducerSpec::collective is all-reduce): an all-gather of
   // them between 2 workers is a swap that stands in for the sum (fp16 does so), an all-reduce at
   // other worker counts.
   bool summable = false;

@@ -41,15 +41,16 @@ void addWorker(const WorkerTimeline& worker, int pid, int64_t& next_id, Json& ev
   }
   for (const auto& c : worker.collectives) {
     const int64_t id = next_id++;
-    auto begin = event("b", c.kind, kCollective, pid, tid, c.issued_us);
+    const std::string kind = collectiveName(c.kind);
+    auto begin = event("b", kind, kCollective, pid, tid, c.issued_us);
     begin["id"] = id;
-    begin["args"] = {{"kind", c.kind}, {"bytes", c.bytes}, {"group_size", c.group_size},
+    begin["args"] = {{"kind", kind},   {"bytes", c.bytes}, {"group_size", c.group_size},
                      {"step", c.step}, {"async", c.async}, {"wait_us", microseconds(c.wait_us)}};
     events.push_back(std::move(begin));
-    auto wait = event("X", "wait " + c.kind, kWait, pid, tid, c.wait_us);
+    auto wait = event("X", "wait " + kind, kWait, pid, tid, c.wait_us);
     wait["dur"] = microseconds(c.done_us - c.wait_us);
     events.push_back(std::move(wait));
-    auto end = event("e", c.kind, kCollective, pid, tid, c.done_us);
+    auto end = event("e", kind, kCollective, pid, tid, c.done_us);
     end["id"] = id;
     events.push_back(std::move(end));
   }
@@ -102,13 +103,14 @@ int intOf(const TraceReader& reader, const Json& object, const char* key, size_t
 }
 
 // The kinds Recorder writes.
-std::string collectiveKind(const TraceReader& reader, const Json& args, size_t index) {
-  auto kind = reader.text(args, "kind", index);
-  if (kind != "all-reduce" && kind != "all-gather" && kind != "broadcast" && kind != "barrier") {
-    reader.failAt(index, "\"kind\" '" + clipForMessage(kind, 60) +
+CollectiveKind collectiveKind(const TraceReader& reader, const Json& args, size_t index) {
+  const auto name = reader.text(args, "kind", index);
+  const auto kind = collectiveKindOf(name);
+  if (!kind) {
+    reader.failAt(index, "\"kind\" '" + clipForMessage(name, 60) +
                              "' is not a collective gcrun traces (all-reduce, all-gather, broadcast, barrier)");
   }
-  return kind;
+  return *kind;
 }
 
 }  // namespace

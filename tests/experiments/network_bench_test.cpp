@@ -68,7 +68,7 @@ TEST(BenchNetwork, MergeKeepsOtherWorldSizes) {
   ASSERT_EQ(runCommand(kGcrun + kSmall + " --collectives broadcast --output " + file).exit_code, 0);
   const auto fresh = network::loadProfile(file);
   ASSERT_EQ(fresh.fits.size(), 1u);
-  EXPECT_EQ(fresh.fits[0].collective, network::Collective::broadcast);
+  EXPECT_EQ(fresh.fits[0].collective, CollectiveKind::broadcast);
   EXPECT_EQ(fresh.latency_s, -1);
 }
 

@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "experiments/bench/network_bench.h"
+#include "hyperparams/base/units.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/user_error.h"
 
 namespace gcrun::experiments {
 namespace {
 
-using network::Collective;
 using testing::expectMessageHas;
 using testing::userErrorOf;
 
@@ -23,9 +23,9 @@ TEST(NetworkCalibration, MessageSizes) {
     expectMessageHas(userErrorOf([&] { parseMessageBytes(bad, "--max-bytes"); }),
                      {"--max-bytes", std::string("'") + bad + "'", "multiple of 4", "64KiB"});
   }
-  EXPECT_EQ(messageBytesText(4), "4");
-  EXPECT_EQ(messageBytesText(65536), "64KiB");
-  EXPECT_EQ(messageBytesText(268435456), "256MiB");
+  EXPECT_EQ(units::byteCountText(4), "4");
+  EXPECT_EQ(units::byteCountText(65536), "64KiB");
+  EXPECT_EQ(units::byteCountText(268435456), "256MiB");
   EXPECT_EQ(messageSizes(4, 256), (std::vector<int64_t>{4, 16, 64, 256}));
   EXPECT_EQ(messageSizes(4, 100), (std::vector<int64_t>{4, 16, 64, 100}));
   EXPECT_EQ(messageSizes(4, int64_t{256} << 20).size(), 14u);
@@ -53,7 +53,7 @@ TEST(NetworkCalibration, TimesEveryCollectiveAndSizeAlikeOnEveryRank) {
 
 TEST(NetworkCalibration, FitsEachCollectiveAndTablesTheResiduals) {
   std::vector<SizeTiming> timings;
-  for (const auto collective : {Collective::broadcast, Collective::all_reduce}) {
+  for (const auto collective : {CollectiveKind::broadcast, CollectiveKind::all_reduce}) {
     for (const int64_t bytes : {4, 1024, 65536}) {
       const double seconds = 1e-4 + 1e-8 * static_cast<double>(bytes);
       timings.push_back({collective, bytes, seconds, seconds * 0.9, seconds * 1.2});
@@ -61,7 +61,7 @@ TEST(NetworkCalibration, FitsEachCollectiveAndTablesTheResiduals) {
   }
   const auto fits = fitTimings(timings, 4);
   ASSERT_EQ(fits.size(), 2u);
-  EXPECT_EQ(fits[0].collective, Collective::broadcast);
+  EXPECT_EQ(fits[0].collective, CollectiveKind::broadcast);
   EXPECT_EQ(fits[1].world_size, 4);
   EXPECT_NEAR(fits[1].latency_s, 1e-4, 1e-12);
   const auto table = formatCalibration(timings, fits);
@@ -76,10 +76,10 @@ TEST(NetworkCalibration, MergeKeepsWhatThisRunDoesNotReplace) {
   previous.name = "old";
   previous.bandwidth_bytes_per_s = 1.25e8;
   previous.latency_s = 1e-4;
-  previous.fits = {{Collective::all_reduce, 4, 1, 1, 0}, {Collective::all_reduce, 2, 9, 9, 0}};
+  previous.fits = {{CollectiveKind::all_reduce, 4, 1, 1, 0}, {CollectiveKind::all_reduce, 2, 9, 9, 0}};
   NetworkBenchRequest request;
   request.output = "/tmp/lab-link.yaml";
-  const std::vector<network::Fit> fits = {{Collective::all_reduce, 2, 2e-5, 1e-9, 0.1}};
+  const std::vector<network::Fit> fits = {{CollectiveKind::all_reduce, 2, 2e-5, 1e-9, 0.1}};
   const auto merged = calibratedProfile(fits, request, &previous);
   EXPECT_EQ(merged.name, "old");
   EXPECT_EQ(merged.backend, "gloo");

@@ -21,6 +21,7 @@
 #include "outputs/run_directory.h"
 #include "outputs/statistics.h"
 #include "outputs/timer.h"
+#include "tests/support/json_string.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/user_error.h"
 
@@ -268,8 +269,10 @@ TEST(RunFiles, RunInfoReadsBackAsWritten) {
   info.error = "task.data_dir: no such directory";
   info.final_metrics = {{"test.accuracy", 0.875}, {"test.loss", NAN}};
   info.paper = {"test.accuracy", "Table 3", {{"value", 0.9}}};
+  info.baseline = Baseline::half_precision;
   const std::string json = runInfoJson(info);
   EXPECT_NE(json.find("\"peak_rss_mib\": [100.5, 200]"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"baseline\": \"half-precision\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"test.loss\": null"), std::string::npos) << json;
   const auto back = parseRunInfo(json);
   ASSERT_TRUE(back);
@@ -284,7 +287,11 @@ TEST(RunFiles, RunInfoReadsBackAsWritten) {
   EXPECT_EQ(back->final_metrics.at("test.accuracy"), 0.875);
   EXPECT_TRUE(std::isnan(back->final_metrics.at("test.loss")));
   EXPECT_EQ(back->paper.numbers, info.paper.numbers);
+  EXPECT_EQ(back->baseline, Baseline::half_precision);
   EXPECT_EQ(runInfoJson(*back), json);
+  // A run.json from before the key, or with a value of another gcrun: no baseline recorded.
+  EXPECT_FALSE(parseRunInfo("{\"status\": \"completed\"}")->baseline);
+  EXPECT_FALSE(parseRunInfo("{\"baseline\": \"exact\"}")->baseline);
   // Not JSON, or not an object: nothing; fields of another type keep their defaults.
   EXPECT_FALSE(parseRunInfo("{\"status\": "));
   EXPECT_FALSE(parseRunInfo("[1, 2]"));

@@ -71,10 +71,33 @@ TEST(Sinks, CsvWritesOneRowPerEpochWithFixedColumns) {
   auto lines = readLines(dir.file("epochs.csv"));
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0],
-            "epoch,step,train_accuracy,train_cross_entropy,test_accuracy,mb_sent,elapsed_s,"
+            "epoch,step,train_accuracy,train_cross_entropy,test_accuracy,mib_sent,elapsed_s,"
             "learning_rate");
   EXPECT_EQ(lines[1], "1,390,0.75,0.5,0.8,3,12.5,0.1");
   EXPECT_EQ(lines[2], "2,780,0.75,0.5,,0.5,12.5,0.1");
+}
+
+// A run written before the column was named mib_sent (its values were MiB already) and resumed
+// now: its rows go on under the header it has, which still names every column rightly.
+TEST(Sinks, CsvResumedFromAnOldFileKeepsItsMbSentHeader) {
+  TempDir dir;
+  const std::string old_header = "epoch,step,train_accuracy,mb_sent,elapsed_s,learning_rate";
+  std::ofstream(dir.file("epochs.csv")) << old_header << "\n1,390,0.75,3,12.5,0.1\n";
+  ExperimentConfig config;
+  SinkContext context{dir.path().string(), config};
+  context.resume = true;
+  auto sink = sinkRegistry().at("csv").factory.make(context);
+  EpochSummary second;
+  second.epoch = 2;
+  second.step = 780;
+  second.train = {{"accuracy", 0.8}};
+  second.bits = 8 * 1024 * 1024;
+  second.elapsed_s = 25;
+  second.learning_rate = 0.1;
+  sink->epochEnd(second);
+  sink->close();
+  EXPECT_EQ(readLines(dir.file("epochs.csv")),
+            (std::vector<std::string>{old_header, "1,390,0.75,3,12.5,0.1", "2,780,0.8,1,25,0.1"}));
 }
 
 TEST(Sinks, FileSinkInUnwritableDirectoryFailsNamingTheFile) {
@@ -111,16 +134,7 @@ TEST(Sinks, ConsoleOffTerminalPrintsEveryNStepsTheLastStepAndEpochLines) {
             "step 2/5  epoch 1/1  loss 0.5000  100 samples/s  ETA 3s\n"
             "step 4/5  epoch 1/1  loss 0.2500  100 samples/s  ETA 1s\n"
             "step 5/5  epoch 1/1  loss 0.2000  100 samples/s  ETA 0s\n"
-            "epoch 1/1  sent 0.0 MB  5s\n");
-}
-
-TEST(ConsoleFormat, Duration) {
-  EXPECT_EQ(formatDuration(0), "0s");
-  EXPECT_EQ(formatDuration(45.4), "45s");
-  EXPECT_EQ(formatDuration(59.6), "1m00s");
-  EXPECT_EQ(formatDuration(83), "1m23s");
-  EXPECT_EQ(formatDuration(7500), "2h05m");
-  EXPECT_EQ(formatDuration(-1), "?");
+            "epoch 1/1  sent 0.0 MiB  5s\n");
 }
 
 TEST(ConsoleFormat, EpochLineWithAccuracy) {
@@ -131,7 +145,7 @@ TEST(ConsoleFormat, EpochLineWithAccuracy) {
   summary.bits = static_cast<uint64_t>(12.3 * 8 * 1024 * 1024);
   summary.elapsed_s = 83;
   EXPECT_EQ(formatEpochLine(summary, 10, false),
-            "epoch 3/10  train loss 0.4123 acc 85.21%  test loss 0.3871 acc 86.40%  sent 12.3 MB  "
+            "epoch 3/10  train loss 0.4123 acc 85.21%  test loss 0.3871 acc 86.40%  sent 12.3 MiB  "
             "1m23s");
   EXPECT_EQ(formatEpochLine(summary, 10, true).rfind("[synthetic data] epoch 3/10  train", 0), 0u);
 }
@@ -142,7 +156,7 @@ TEST(ConsoleFormat, EpochLineShowsOtherMetricsByName) {
   summary.train = {{"cross_entropy", 4.5}, {"perplexity", 90.0171}};
   summary.bits = 0;
   summary.elapsed_s = 3725;
-  EXPECT_EQ(formatEpochLine(summary, 2, false), "epoch 1/2  train loss 4.5000 perplexity 90.02  sent 0.0 MB  1h02m");
+  EXPECT_EQ(formatEpochLine(summary, 2, false), "epoch 1/2  train loss 4.5000 perplexity 90.02  sent 0.0 MiB  1h02m");
 }
 
 TEST(ConsoleFormat, ProgressLineWithBarAndEta) {

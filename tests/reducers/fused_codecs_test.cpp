@@ -14,6 +14,7 @@
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
 #include "reducers/top_magnitudes.h"
+#include "tests/support/bit_packing.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/reducer_fixtures.h"
 #include "tests/support/reducer_inputs.h"

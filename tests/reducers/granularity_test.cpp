@@ -14,6 +14,7 @@
 #include "hyperparams/base/errors.h"
 #include "reducers/granularity.h"
 #include "reducers/reducer.h"
+#include "tests/support/benchmark_table.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/temp_dir.h"
 

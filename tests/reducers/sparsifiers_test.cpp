@@ -8,6 +8,7 @@
 #include "reducers/quantized_reducer.h"
 #include "reducers/random_sparse_reducer.h"
 #include "reducers/reducer.h"
+#include "tests/support/bit_packing.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/reducer_fixtures.h"
 

@@ -60,7 +60,7 @@ TEST(StudyProgress, CountsEveryStateAndEstimatesTheRest) {
   EXPECT_DOUBLE_EQ(*progress.mean_seconds, 200);
   EXPECT_DOUBLE_EQ(*progress.eta_seconds, (2 + 0.5) * 200 / 2);
   EXPECT_EQ(progressLine(progress, 2),
-            "2 of 6 done, 1 failed, 1 running, 2 left; ETA 4 min (mean 3 min a run, 2 at a time)");
+            "2 of 6 done, 1 failed, 1 running, 2 left; ETA 4m10s (mean 3m20s a run, 2 at a time)");
 }
 
 TEST(StudyProgress, StatusTextHasALinePerRunAndNoForgedLines) {

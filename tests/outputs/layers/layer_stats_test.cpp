@@ -53,7 +53,14 @@ TEST(LayerStats, RowsReadBackAsWritten) {
   const auto line = formatLayerStatsRow(odd);
   EXPECT_EQ(line.find('\n'), std::string::npos) << line;
   ASSERT_TRUE(parseLayerStatsRow(line));
-  EXPECT_EQ(parseLayerStatsRow(line)->parameter, "a,\"b\"?c");
+  EXPECT_EQ(parseLayerStatsRow(line)->parameter, "a,\"b\"\\nc");
+  // A name a spreadsheet would run as a formula is guarded, and read back as it was.
+  const auto formula = row(1, "=HYPERLINK(\"x\")", {2}, 64, -0.5, std::nullopt);
+  const auto guarded = formatLayerStatsRow(formula);
+  EXPECT_EQ(guarded.rfind("1,\"'=HYPERLINK(\"\"x\"\")\",2,", 0), 0u) << guarded;
+  EXPECT_NE(guarded.find(",-0.5,"), std::string::npos) << "numbers stay numbers: " << guarded;
+  ASSERT_TRUE(parseLayerStatsRow(guarded));
+  EXPECT_EQ(parseLayerStatsRow(guarded)->parameter, "=HYPERLINK(\"x\")");
   // Lines that are no whole row: cut short, or other columns.
   for (const char* bad : {"50,conv1.weight,32x1x5x5,800,3712", "50,w,2x,2,64,0.5,,", "x,w,2,2,64,0.5,,",
                           "1,\"w,2,2,64,0.5,,", "1,w,2,2,-64,0.5,,", "1,w,2,2,64,nan,,"}) {

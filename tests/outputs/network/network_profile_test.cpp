@@ -1,4 +1,4 @@
-// network.yaml's units, its reader (every error class, through a real file too) and writer.
+// network.yaml's reader (every error class, through a real file too) and writer.
 #include "outputs/network/network_profile.h"
 
 #include <sys/stat.h>
@@ -16,65 +16,8 @@ namespace {
 using testing::expectMessageHas;
 using testing::userErrorOf;
 
-TEST(NetworkUnits, EveryBandwidthUnit) {
-  EXPECT_DOUBLE_EQ(parseBandwidth("10gbit", "bw"), 1.25e9);
-  EXPECT_DOUBLE_EQ(parseBandwidth("100mbit", "bw"), 12.5e6);
-  EXPECT_DOUBLE_EQ(parseBandwidth("8kbit", "bw"), 1000);
-  EXPECT_DOUBLE_EQ(parseBandwidth("800bit", "bw"), 100);
-  EXPECT_DOUBLE_EQ(parseBandwidth("1Gbit", "bw"), 1.25e8);
-  EXPECT_DOUBLE_EQ(parseBandwidth("125MB", "bw"), 1.25e8);
-  EXPECT_DOUBLE_EQ(parseBandwidth("2GB", "bw"), 2e9);
-  EXPECT_DOUBLE_EQ(parseBandwidth("3KB", "bw"), 3000);
-  EXPECT_DOUBLE_EQ(parseBandwidth("7B", "bw"), 7);
-  EXPECT_DOUBLE_EQ(parseBandwidth("1GiB", "bw"), 1073741824.0);
-  EXPECT_DOUBLE_EQ(parseBandwidth("1.5MiB", "bw"), 1.5 * 1048576);
-  EXPECT_DOUBLE_EQ(parseBandwidth("2KiB", "bw"), 2048);
-}
-
-TEST(NetworkUnits, EveryDurationUnit) {
-  EXPECT_DOUBLE_EQ(parseDuration("2s", "lat"), 2);
-  EXPECT_DOUBLE_EQ(parseDuration("1.5ms", "lat"), 1.5e-3);
-  EXPECT_DOUBLE_EQ(parseDuration("20us", "lat"), 2e-5);
-  EXPECT_DOUBLE_EQ(parseDuration("500ns", "lat"), 5e-7);
-  EXPECT_DOUBLE_EQ(parseDuration("0s", "lat"), 0);
-}
-
-TEST(NetworkUnits, BadValuesNameWhatTheValueAndTheUnits) {
-  expectMessageHas(userErrorOf([] { parseBandwidth("10gbps", "bandwidth"); }),
-                   {"bandwidth", "10gbps", "unknown unit 'gbps'", "gbit", "MiB"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("10", "bandwidth"); }), {"bandwidth", "'10'", "no unit"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("0gbit", "bandwidth"); }),
-                   {"bandwidth", "0gbit", "from 1bit to 1000000gbit"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("-1gbit", "bandwidth"); }), {"-1gbit", "from 1bit"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("1e-300bit", "bandwidth"); }), {"1e-300bit", "from 1bit"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("2000000gbit", "bandwidth"); }), {"2000000gbit", "1 Pbit/s"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("0x10gbit", "bandwidth"); }), {"'0x10gbit'", "unknown unit"});
-  expectMessageHas(userErrorOf([] { parseBandwidth(" 1gbit", "bandwidth"); }), {"' 1gbit'", "is not a bandwidth"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("fast", "bandwidth"); }), {"'fast'", "is not a bandwidth"});
-  expectMessageHas(userErrorOf([] { parseBandwidth("1mb", "bandwidth"); }), {"unknown unit 'mb'"});
-  expectMessageHas(userErrorOf([] { parseDuration("-5us", "latency"); }), {"latency", "-5us", "from 0s to 1000s"});
-  expectMessageHas(userErrorOf([] { parseDuration("1e308s", "latency"); }), {"1e308s", "from 0s to 1000s"});
-  expectMessageHas(userErrorOf([] { parseDuration("inf s", "latency"); }), {"'inf s'", "is not a duration"});
-  expectMessageHas(userErrorOf([] { parseDuration("5sec", "latency"); }), {"latency", "5sec", "s, ms, us, ns"});
-  expectMessageHas(userErrorOf([] { parseDuration("nan", "latency"); }), {"'nan'", "is not a duration"});
-}
-
-TEST(NetworkUnits, TextIsTheShortestExactSpelling) {
-  EXPECT_EQ(bandwidthText(1.25e9), "10gbit");
-  EXPECT_EQ(bandwidthText(1.25e8), "1gbit");
-  EXPECT_EQ(bandwidthText(1.25e7), "100mbit");  // bits per second, though "12.5MB" is shorter
-  EXPECT_EQ(bandwidthText(1073741824.0), "1GiB");
-  EXPECT_EQ(durationText(2e-5), "20us");
-  EXPECT_EQ(durationText(1.5e-3), "1.5ms");
-  EXPECT_EQ(durationText(0), "0s");
-  for (const double value : {1.7e8, 123456789.123, 3.3e3 / 7})
-    EXPECT_EQ(parseBandwidth(bandwidthText(value), "bw"), value);
-  for (const double value : {1.7e2, 123.456789123, 3.3e-3 / 7})
-    EXPECT_EQ(parseDuration(durationText(value), "lat"), value);
-}
-
 TEST(NetworkProfile, CollectiveNames) {
-  for (const auto collective : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+  for (const auto collective : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::broadcast}) {
     EXPECT_EQ(parseCollective(collectiveName(collective), "c"), collective);
   }
   expectMessageHas(userErrorOf([] { parseCollective("allreduce", "--collectives"); }),
@@ -108,9 +51,9 @@ TEST(NetworkProfile, RoundTripsExactly) {
   profile.bandwidth_bytes_per_s = 1.25e8;
   profile.latency_s = 5e-5;
   profile.fits = {
-      {Collective::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {1000000, 0.01}, {268435456, 4.56789}}},
-      {Collective::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
-      {Collective::broadcast, 0, 0, 1e-9, 0, {}}};
+      {CollectiveKind::all_reduce, 2, 8.1e-5, 1.7e-8, 0.06, {{4, 8.2e-5}, {1000000, 0.01}, {268435456, 4.56789}}},
+      {CollectiveKind::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
+      {CollectiveKind::broadcast, 0, 0, 1e-9, 0, {}}};
   expectSameProfile(parseProfile(profileYaml(profile), "p.yaml"), profile);
   const auto link = linkProfile(1.25e9, 2e-5);
   EXPECT_EQ(link.name, "10gbit/20us");
@@ -126,7 +69,7 @@ TEST(NetworkProfile, HandWrittenLinkWithOverrides) {
   EXPECT_DOUBLE_EQ(profile.bandwidth_bytes_per_s, 1.25e9);
   EXPECT_DOUBLE_EQ(profile.latency_s, 2e-5);
   ASSERT_EQ(profile.fits.size(), 2u);
-  EXPECT_EQ(profile.fits[0].collective, Collective::all_gather);
+  EXPECT_EQ(profile.fits[0].collective, CollectiveKind::all_gather);
   EXPECT_EQ(profile.fits[0].world_size, 0);
   EXPECT_DOUBLE_EQ(profile.fits[0].latency_s, 4e-5);
   EXPECT_DOUBLE_EQ(profile.fits[0].seconds_per_byte, 1 / 1.25e9);

@@ -14,7 +14,6 @@
 namespace gcrun::performance {
 namespace {
 
-using network::Collective;
 using Kind = StepItem::Kind;
 using Part = StepItem::Part;
 
@@ -32,7 +31,7 @@ RunTimeline blockingRun(double compute_ms, double codec_ms, double bytes) {
       p.items = {{Kind::compute, Part::compute, 1000 * compute_ms, 0},
                  {Kind::compute, Part::codec, 1000 * codec_ms, 0},
                  {Kind::call, Part::compute, 0, 0}};
-      p.collectives = {{Collective::all_reduce, bytes}};
+      p.collectives = {{CollectiveKind::all_reduce, bytes}};
       steps.push_back(p);
     }
     timeline.workers.push_back(steps);
@@ -47,6 +46,7 @@ outputs::RunData runOf(const std::string& dir, const std::string& reducer) {
   run.world_size = 2;
   run.time_per_batch_ms = 123;
   run.settings = {{"reducer.name", reducer}, {"task.name", "fashion-mnist"}, {"training.batch_size", "64"}};
+  run.baseline = reducer == "exact" ? Baseline::full_precision : Baseline::none;
   run.metric = "test.accuracy";
   run.epochs = {{100, 1, 0.5, 0, 10}, {200, 2, 0.8, 0, 21}, {300, 3, 0.9, 0, 33}};
   return run;

@@ -9,7 +9,6 @@
 namespace gcrun::performance {
 namespace {
 
-using network::Collective;
 using Kind = StepItem::Kind;
 using Part = StepItem::Part;
 
@@ -31,36 +30,37 @@ double allReduceMs(double bytes, int workers = 2) {
 TEST(CollectiveCost, RingAllReduceAllGatherAndBroadcastOnALink) {
   const double n = 8e6;
   for (const int p : {2, 3, 16, 64}) {
-    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), Collective::all_reduce, n, p),
+    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), CollectiveKind::all_reduce, n, p),
                      2 * (p - 1) * kLatency + 2.0 * (p - 1) / p * n / kBandwidth);
-    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), Collective::all_gather, n, p), (p - 1) * (kLatency + n / kBandwidth));
-    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), Collective::broadcast, n, p),
+    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), CollectiveKind::all_gather, n, p),
+                     (p - 1) * (kLatency + n / kBandwidth));
+    EXPECT_DOUBLE_EQ(collectiveSeconds(link(), CollectiveKind::broadcast, n, p),
                      std::ceil(std::log2(p)) * (kLatency + n / kBandwidth));
   }
-  EXPECT_EQ(collectiveSeconds(link(), Collective::all_reduce, n, 1), 0);
+  EXPECT_EQ(collectiveSeconds(link(), CollectiveKind::all_reduce, n, 1), 0);
 }
 
 TEST(CollectiveCost, AFitIsUsedAsMeasuredAndScaledToOtherWorldSizes) {
   network::NetworkProfile profile;
   profile.name = "fitted";
-  profile.fits.push_back({Collective::all_reduce, 2, 3e-4, 2e-9, 0, {}});
-  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 1e6, 2), 3e-4 + 2e-9 * 1e6);
+  profile.fits.push_back({CollectiveKind::all_reduce, 2, 3e-4, 2e-9, 0, {}});
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, CollectiveKind::all_reduce, 1e6, 2), 3e-4 + 2e-9 * 1e6);
   // At 2 workers the ring's factors are 2 (latency) and 1 (bytes): alpha = 1.5e-4, beta = 2e-9.
-  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 1e6, 4), 6 * 1.5e-4 + 1.5 * 1e6 * 2e-9);
-  EXPECT_THROW(collectiveSeconds(profile, Collective::all_gather, 1e6, 2), std::exception);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, CollectiveKind::all_reduce, 1e6, 4), 6 * 1.5e-4 + 1.5 * 1e6 * 2e-9);
+  EXPECT_THROW(collectiveSeconds(profile, CollectiveKind::all_gather, 1e6, 2), std::exception);
 }
 
 TEST(CollectiveCost, MeasuredMediansAreInterpolatedAtTheirWorldSize) {
   network::NetworkProfile profile;
   profile.name = "measured";
-  network::Fit fit{Collective::all_reduce, 2, 1e-4, 1e-9, 0.5, {{4, 1e-4}, {1024, 2e-4}, {1 << 20, 3e-3}}};
+  network::Fit fit{CollectiveKind::all_reduce, 2, 1e-4, 1e-9, 0.5, {{4, 1e-4}, {1024, 2e-4}, {1 << 20, 3e-3}}};
   profile.fits.push_back(fit);
-  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 1, 2), 1e-4);
-  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 514, 2), 1.5e-4);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, CollectiveKind::all_reduce, 1, 2), 1e-4);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, CollectiveKind::all_reduce, 514, 2), 1.5e-4);
   const double slope = (3e-3 - 2e-4) / ((1 << 20) - 1024);
-  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 2 << 20, 2), 3e-3 + slope * (1 << 20));
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, CollectiveKind::all_reduce, 2 << 20, 2), 3e-3 + slope * (1 << 20));
   // Another world size goes through the fitted line: alpha = 1e-4 / 2, beta = 1e-9.
-  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, Collective::all_reduce, 1e6, 4), 6 * 0.5e-4 + 1.5 * 1e6 * 1e-9);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(profile, CollectiveKind::all_reduce, 1e6, 4), 6 * 0.5e-4 + 1.5 * 1e6 * 1e-9);
 }
 
 StepProgram program(std::vector<StepItem> items, std::vector<CollectiveOp> collectives) {
@@ -73,7 +73,7 @@ StepProgram program(std::vector<StepItem> items, std::vector<CollectiveOp> colle
 
 TEST(StepModel, ABlockingAllReduceAfterBackwardIsFullyExposed) {
   const double n = 4e7;
-  const auto p = program({compute(10), compute(100), call(0), compute(5)}, {{Collective::all_reduce, n}});
+  const auto p = program({compute(10), compute(100), call(0), compute(5)}, {{CollectiveKind::all_reduce, n}});
   const auto predicted = predictStep({&p}, 2, link());
   EXPECT_NEAR(predicted.total_ms, 115 + allReduceMs(n), 1e-9);
   EXPECT_NEAR(predicted.exposed_comm_ms, allReduceMs(n), 1e-9);
@@ -82,7 +82,7 @@ TEST(StepModel, ABlockingAllReduceAfterBackwardIsFullyExposed) {
 
 TEST(StepModel, AnAllReduceHiddenBehindBackwardCostsNothing) {
   const double n = 2e7;  // 20 ms at 2 workers, issued 50 ms before backward ends
-  const auto p = program({compute(10), compute(50), issue(0), compute(50), wait(0)}, {{Collective::all_reduce, n}});
+  const auto p = program({compute(10), compute(50), issue(0), compute(50), wait(0)}, {{CollectiveKind::all_reduce, n}});
   const auto predicted = predictStep({&p}, 2, link());
   EXPECT_NEAR(predicted.total_ms, 110, 1e-9);
   EXPECT_NEAR(predicted.exposed_comm_ms, 0, 1e-9);
@@ -90,7 +90,7 @@ TEST(StepModel, AnAllReduceHiddenBehindBackwardCostsNothing) {
 
 TEST(StepModel, PartialOverlapExposesWhatOutlastsBackward) {
   const double n = 1.5e8;  // 150 ms + latency, issued at backward's start (100 ms)
-  const auto p = program({compute(10), issue(0), compute(100), wait(0)}, {{Collective::all_reduce, n}});
+  const auto p = program({compute(10), issue(0), compute(100), wait(0)}, {{CollectiveKind::all_reduce, n}});
   const auto predicted = predictStep({&p}, 2, link());
   EXPECT_NEAR(predicted.total_ms, 10 + allReduceMs(n), 1e-9);
   EXPECT_NEAR(predicted.exposed_comm_ms, allReduceMs(n) - 100, 1e-9);
@@ -99,15 +99,15 @@ TEST(StepModel, PartialOverlapExposesWhatOutlastsBackward) {
 TEST(StepModel, BucketsQueueOneAfterAnother) {
   const double n = 6e7;  // 60 ms each: the second starts when the first is done
   const auto p = program({issue(0), compute(10), issue(1), compute(90), wait(0), wait(1)},
-                         {{Collective::all_reduce, n}, {Collective::all_reduce, n}});
+                         {{CollectiveKind::all_reduce, n}, {CollectiveKind::all_reduce, n}});
   const auto predicted = predictStep({&p}, 2, link());
   EXPECT_NEAR(predicted.total_ms, 2 * allReduceMs(n), 1e-9);
 }
 
 TEST(StepModel, ACollectiveStartsWhenTheSlowestWorkerIssuesIt) {
   const double n = 1e7;
-  const auto fast = program({compute(50), call(0)}, {{Collective::all_reduce, n}});
-  const auto slow = program({compute(80), call(0)}, {{Collective::all_reduce, n}});
+  const auto fast = program({compute(50), call(0)}, {{CollectiveKind::all_reduce, n}});
+  const auto slow = program({compute(80), call(0)}, {{CollectiveKind::all_reduce, n}});
   for (const int workers : {2, 8}) {
     const auto predicted = predictStep({&fast, &slow}, workers, link());
     EXPECT_NEAR(predicted.total_ms, 80 + allReduceMs(n, workers), 1e-9) << workers;
@@ -116,7 +116,7 @@ TEST(StepModel, ACollectiveStartsWhenTheSlowestWorkerIssuesIt) {
 
 TEST(StepModel, AllGatherGrowsWithTheWorkersAndComputeScales) {
   const double n = 1e6;
-  const auto p = program({compute(20), call(0), compute(4, Part::codec)}, {{Collective::all_gather, n}});
+  const auto p = program({compute(20), call(0), compute(4, Part::codec)}, {{CollectiveKind::all_gather, n}});
   const auto at16 = predictStep({&p}, 16, link(), 0.5);
   EXPECT_NEAR(at16.total_ms, 10 + 15 * 1000 * (kLatency + n / kBandwidth) + 2, 1e-9);
   EXPECT_NEAR(at16.codec_ms, 2, 1e-9);
@@ -124,8 +124,8 @@ TEST(StepModel, AllGatherGrowsWithTheWorkersAndComputeScales) {
 }
 
 TEST(StepModel, WorkersMustShareTheirCollectives) {
-  const auto a = program({call(0)}, {{Collective::all_reduce, 8}});
-  const auto b = program({call(0)}, {{Collective::all_gather, 8}});
+  const auto a = program({call(0)}, {{CollectiveKind::all_reduce, 8}});
+  const auto b = program({call(0)}, {{CollectiveKind::all_gather, 8}});
   EXPECT_THROW(predictStep({&a, &b}, 2, link()), std::invalid_argument);
 }
 
@@ -142,9 +142,9 @@ trace::WorkerTimeline timeline() {
   span("backward", 10, 110);
   span("reduce", 112, 140);
   span("optimizer", 140, 150);
-  worker.collectives.push_back({"all-reduce", 4000, 2, 3, true, 60e3, 112e3, 125e3});
-  worker.collectives.push_back({"all-gather", 100, 2, 3, false, 130e3, 130e3, 135e3});
-  worker.collectives.push_back({"all-reduce", 8, 2, 3, false, 151e3, 151e3, 152e3});  // after the batch
+  worker.collectives.push_back({CollectiveKind::all_reduce, 4000, 2, 3, true, 60e3, 112e3, 125e3});
+  worker.collectives.push_back({CollectiveKind::all_gather, 100, 2, 3, false, 130e3, 130e3, 135e3});
+  worker.collectives.push_back({CollectiveKind::all_reduce, 8, 2, 3, false, 151e3, 151e3, 152e3});  // after the batch
   return worker;
 }
 
@@ -154,7 +154,7 @@ TEST(StepProgram, ATimelineBecomesComputeIssuesCallsAndWaits) {
   const auto& p = programs.front();
   EXPECT_EQ(p.step, 3);
   ASSERT_EQ(p.collectives.size(), 2u);
-  EXPECT_EQ(p.collectives[0].kind, Collective::all_reduce);
+  EXPECT_EQ(p.collectives[0].kind, CollectiveKind::all_reduce);
   EXPECT_EQ(p.collectives[1].bytes, 100);
   const std::vector<std::tuple<Kind, Part, double>> expected = {
       {Kind::compute, Part::compute, 60e3},  // forward and backward up to the issue
@@ -183,8 +183,8 @@ TEST(StepProgram, ATwoWorkerSwapOfSummableMessagesIsAnAllReduceElsewhere) {
   const auto swapped = stepPrograms(timeline(), true, true).front();
   ASSERT_TRUE(swapped.collectives[1].stands_for_sum);
   EXPECT_FALSE(stepPrograms(timeline(), true, false).front().collectives[1].stands_for_sum);
-  EXPECT_EQ(swapped.collectives[1].kindAt(2), Collective::all_gather);
-  EXPECT_EQ(swapped.collectives[1].kindAt(16), Collective::all_reduce);
+  EXPECT_EQ(swapped.collectives[1].kindAt(2), CollectiveKind::all_gather);
+  EXPECT_EQ(swapped.collectives[1].kindAt(16), CollectiveKind::all_reduce);
   const auto gathered = stepPrograms(timeline(), true, false).front();
   // At 16 workers the swap costs an all-reduce of its 100 bytes, not an all-gather.
   const double difference =

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <spdlog/fmt/fmt.h>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/csv_field.h"
 #include "outputs/report/plots.h"
 #include "outputs/report/report.h"
 #include "outputs/report/safe_text.h"
@@ -169,6 +171,27 @@ TEST(Report, WritesTablesImagesAndOneSelfContainedPage) {
   EXPECT_TRUE(contains(readFile(dir.file("report/report.csv")), "configuration,reducer,settings"));
 }
 
+// The baselines are what run.json says (ReducerSpec::baseline), whatever the reducer's name; a
+// run.json without the key, as gcrun wrote before, falls back on the built-in baselines' names.
+TEST(Report, BaselinesAreWhatRunJsonRecords) {
+  TempDir dir;
+  writeRun(dir.file("runs/old-exact-seed1"), "exact", 1, 0.9, "completed");
+  writeRun(dir.file("runs/mine-seed1"), "my-exact", 1, 0.9, "completed");
+  writeRun(dir.file("runs/renamed-seed1"), "exact", 1, 0.9, "completed");
+  const auto recorded = [&](const std::string& run, const std::string& baseline) {
+    auto text = readFile(dir.file("runs/" + run + "/run.json"));
+    text.insert(text.find('{') + 1, "\"baseline\": \"" + baseline + "\", ");
+    std::ofstream(dir.file("runs/" + run + "/run.json")) << text;
+  };
+  recorded("mine-seed1", "full-precision");
+  recorded("renamed-seed1", "none");
+  std::map<std::string, Baseline> baselines;
+  for (const auto& run : load(dir)) baselines[run.name] = run.baseline;
+  EXPECT_EQ(baselines.at("old-exact"), Baseline::full_precision);
+  EXPECT_EQ(baselines.at("mine"), Baseline::full_precision);
+  EXPECT_EQ(baselines.at("renamed"), Baseline::none);
+}
+
 TEST(Report, UnknownFormatAndMissingDirectoryAreUserErrors) {
   TempDir dir;
   EXPECT_THROW(writeReport({}, {dir.file("r"), {"pdf"}, ""}), UserError);
@@ -184,15 +207,18 @@ TEST(Report, NoRunsYetIsAnEmptyReport) {
 }
 
 TEST(Report, TextFromRunsStaysTextInEachFormat) {
-  EXPECT_EQ(gnuplotString("it's `id`\n@m"), "'it''s `id` @m'");
-  EXPECT_EQ(oneLine("a\r\nb\x1b[2J\xc2\x85"), "a  b [2J ");
+  EXPECT_EQ(gnuplotString("it's `id`\n@m"), "'it''s `id`\\n@m'");
+  EXPECT_EQ(oneLine("a\r\nb\x1b[2J\xc2\x85\xff"), "a\\r\\nb\\x1b[2J\\u0085\\xff");
   EXPECT_EQ(validUtf8("ok\xff\xc0\xaf\xed\xa0\x80é"), "ok\uFFFD\uFFFD\uFFFD\uFFFD\uFFFD\uFFFDé");
-  EXPECT_EQ(markdownText("<b>|[x]#\n"), "&lt;b&gt;\\|\\[x\\]\\# ");
-  EXPECT_EQ(csvText("=1+1"), "\"'=1+1\"");
-  EXPECT_EQ(csvText("-x"), "\"'-x\"");
-  EXPECT_EQ(csvText("a\rb"), "\"'a\rb\"");
-  EXPECT_EQ(csvText("a,b"), "\"a,b\"");
-  EXPECT_EQ(csvText("plain"), "plain");
+  EXPECT_EQ(markdownText("<b>|[x]#\n"), "&lt;b&gt;\\|\\[x\\]\\#\\\\n");
+  EXPECT_EQ(csvField("=1+1"), "\"'=1+1\"");
+  EXPECT_EQ(csvField("-x"), "\"'-x\"");
+  EXPECT_EQ(csvField("a\rb"), "\"'a\rb\"");
+  EXPECT_EQ(csvField("a,b"), "\"a,b\"");
+  EXPECT_EQ(csvField("plain"), "plain");
+  EXPECT_EQ(csvField("bad\xff"), "bad\uFFFD");
+  EXPECT_EQ(csvFieldText("'=1+1"), "=1+1");
+  EXPECT_EQ(csvFieldText("'plain"), "'plain");
 }
 
 }  // namespace
@@ -205,6 +231,7 @@ ConfigGroup groupOf(const std::string& name, const std::string& reducer, double 
   ConfigGroup g;
   g.name = name;
   g.reducer = reducer;
+  g.baseline = reducer == "exact" ? Baseline::full_precision : Baseline::none;
   g.metric = "test.accuracy";
   g.final_metric = spreadOf({accuracy});
   g.mib_per_epoch = mib;

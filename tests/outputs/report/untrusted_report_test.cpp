@@ -16,6 +16,7 @@
 #include "outputs/json.h"
 #include "tests/support/command.h"
 #include "tests/support/gnuplot.h"
+#include "tests/support/json_string.h"
 #include "tests/support/temp_dir.h"
 
 namespace gcrun::outputs {

@@ -24,8 +24,8 @@ ProcessTimeline sampleTimeline() {
   ProcessTimeline timeline{1, 4, "powersgd", true, "gloo", false, {}};
   WorkerTimeline worker{2, {}, {}};
   worker.spans = {{"forward", 3, 10.5, 100.25}, {"backward", 3, 110.75, 200}, {"evaluation", 3, 400, 0}};
-  worker.collectives = {{"all-reduce", 4096, 2, 3, true, 150, 320.5, 330},
-                        {"all-gather", 12, 2, 3, false, 340, 340, 345.125}};
+  worker.collectives = {{CollectiveKind::all_reduce, 4096, 2, 3, true, 150, 320.5, 330},
+                        {CollectiveKind::all_gather, 12, 2, 3, false, 340, 340, 345.125}};
   timeline.workers = {worker, WorkerTimeline{3, {{"batch", 3, 0, 500}}, {}}};
   return timeline;
 }
@@ -159,7 +159,7 @@ TEST(Recorder, OffRecordsNothing) {
   trace.setStep(1);
   EXPECT_FALSE(trace.recording());
   { auto span = trace.span("forward"); }
-  EXPECT_FALSE(trace.issued({"all-reduce", 4, 2, 0, false, 0, 0, 0}, 0));
+  EXPECT_FALSE(trace.issued({CollectiveKind::all_reduce, 4, 2, 0, false, 0, 0, 0}, 0));
   EXPECT_TRUE(recorder.timeline().workers[0].spans.empty());
 }
 
@@ -176,7 +176,7 @@ TEST(Recorder, CodecIsTheReduceOutsideItsCollectives) {
     while (trace.now() < issued + 200) {
     }
     const double done = trace.now();
-    trace.issued({"all-reduce", 8, 2, 0, false, issued, issued, done}, done);
+    trace.issued({CollectiveKind::all_reduce, 8, 2, 0, false, issued, issued, done}, done);
     const double after = trace.now();
     while (trace.now() < after + 200) {
     }

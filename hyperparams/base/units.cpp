@@ -1,17 +1,21 @@
-// Bandwidths and durations as people write them ("10gbit", "125MB", "20us"), both ways.
+#include "hyperparams/base/units.h"
+
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
+
+#include <spdlog/fmt/fmt.h>
 
 #include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
-#include "outputs/network/network_profile.h"
 
-namespace gcrun::network {
+namespace gcrun::units {
 namespace {
 
 // number * multiply / divide: both exact in a double, so that "20us" is the double nearest 2e-5.
@@ -22,13 +26,23 @@ struct Unit {
   double apply(double number) const { return number * multiply / divide; }
 };
 
-// Bit rates first: where a bit and a byte spelling are as short, the bit rate is the usual one.
-const std::vector<Unit>& bandwidthUnits() {
-  static const std::vector<Unit> units = {
-      {"gbit", 1e9, 8}, {"mbit", 1e6, 8},    {"kbit", 1e3, 8},    {"bit", 1, 8},       {"GB", 1e9, 1}, {"MB", 1e6, 1},
-      {"KB", 1e3, 1},   {"GiB", 1 << 30, 1}, {"MiB", 1 << 20, 1}, {"KiB", 1 << 10, 1}, {"B", 1, 1}};
+// Decimal, then binary, each largest first.
+const std::vector<Unit>& byteUnits() {
+  static const std::vector<Unit> units = {{"GB", 1e9, 1},      {"MB", 1e6, 1},      {"KB", 1e3, 1}, {"GiB", 1 << 30, 1},
+                                          {"MiB", 1 << 20, 1}, {"KiB", 1 << 10, 1}, {"B", 1, 1}};
   return units;
 }
+
+// Bit rates first: where a bit and a byte spelling are as short, the bit rate is the usual one.
+const std::vector<Unit>& bandwidthUnits() {
+  static const std::vector<Unit> units = [] {
+    std::vector<Unit> all = {{"gbit", 1e9, 8}, {"mbit", 1e6, 8}, {"kbit", 1e3, 8}, {"bit", 1, 8}};
+    all.insert(all.end(), byteUnits().begin(), byteUnits().end());
+    return all;
+  }();
+  return units;
+}
+constexpr size_t kBitRateUnits = 4;  // the first bandwidthUnits()
 
 const std::vector<Unit>& durationUnits() {
   static const std::vector<Unit> units = {{"s", 1, 1}, {"ms", 1, 1e3}, {"us", 1, 1e6}, {"ns", 1, 1e9}};
@@ -123,7 +137,7 @@ double parseDuration(const std::string& text, const std::string& what) {
 // "0.1gbit" or "12.5MB"), unless that is much longer than the shortest spelling.
 std::string bandwidthText(double bytes_per_s) {
   std::string in_bits;
-  for (size_t k = 0; k < 4; ++k) {
+  for (size_t k = 0; k < kBitRateUnits; ++k) {
     const auto text = shortestSpelling(bytes_per_s, {bandwidthUnits()[k]});
     const bool whole = text.find_first_of(".e") == std::string::npos;
     const bool best_whole = !in_bits.empty() && in_bits.find_first_of(".e") == std::string::npos;
@@ -137,4 +151,56 @@ std::string bandwidthText(double bytes_per_s) {
 
 std::string durationText(double seconds) { return shortestSpelling(seconds, durationUnits()); }
 
-}  // namespace gcrun::network
+std::string mibText(double mib) { return fmt::format("{:.1f} MiB", mib); }
+
+std::optional<int64_t> parseByteCount(const std::string& text) {
+  const size_t length = decimalLength(text);
+  const auto number = parseWholeNumber(std::string_view(text).substr(0, length));
+  const std::string unit = text.substr(length);
+  if (!number) return std::nullopt;
+  if (unit.empty()) return number;
+  for (const auto& known : byteUnits()) {
+    if (unit != known.name) continue;
+    const auto scale = static_cast<int64_t>(known.multiply);
+    if (*number > std::numeric_limits<int64_t>::max() / scale ||
+        *number < std::numeric_limits<int64_t>::min() / scale) {
+      return std::nullopt;
+    }
+    return *number * scale;
+  }
+  return std::nullopt;
+}
+
+std::string byteCountText(int64_t bytes) {
+  for (const auto& unit : byteUnits()) {
+    const auto scale = static_cast<int64_t>(unit.multiply);
+    if (unit.name[1] == 'i' && bytes % scale == 0 && bytes != 0) return std::to_string(bytes / scale) + unit.name;
+  }
+  return std::to_string(bytes);
+}
+
+std::string roughBandwidthText(double bytes_per_s) {
+  const double bits = bytes_per_s * 8;
+  if (bits >= 1e9) return fmt::format("{:.3g} gbit/s", bits / 1e9);
+  if (bits >= 1e6) return fmt::format("{:.3g} mbit/s", bits / 1e6);
+  return fmt::format("{:.3g} kbit/s", bits / 1e3);
+}
+
+std::string roughDurationText(double seconds) {
+  if (seconds >= 1e-3) return fmt::format("{:.3g} ms", seconds * 1e3);
+  return fmt::format("{:.3g} us", seconds * 1e6);
+}
+
+std::string elapsedText(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto total = static_cast<int64_t>(std::llround(seconds));
+  if (total < 60) return fmt::format("{}s", total);
+  if (total < 3600) return fmt::format("{}m{:02d}s", total / 60, total % 60);
+  return fmt::format("{}h{:02d}m", total / 3600, (total % 3600) / 60);
+}
+
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace gcrun::units
