@@ -4,7 +4,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "hyperparams/base/registry.h"
 #include "hyperparams/config.h"
@@ -46,14 +48,33 @@ struct EpochSummary {
   double learning_rate = 0;
 };
 
+// One parameter at one sampled step (output.layer_stats_every_steps), from rank 0's own tensors: a
+// row of layers.csv.
+struct LayerStatsRow {
+  int64_t step = 0;
+  std::string parameter;  // as torch::nn::Module::named_parameters() names it
+  std::vector<int64_t> shape;
+  int64_t elements = 0;
+  std::optional<uint64_t> bits;  // what this worker sent for it that step; unknown if its reducer does not say
+  double grad_norm = 0;          // ||gradient||, this worker's, before the reduce
+  // ||memory|| / ||send||: the share of what this worker sent that the reduce lost (0 for exact
+  // averaging); unknown when the send is zero.
+  std::optional<double> rel_compression_error;
+  std::optional<int64_t> rank;  // of its low-rank approximation; unknown when it was not factorised
+};
+
 // A MetricSink receives everything a run reports. Sinks run on rank 0 only and in the training
 // thread, so they should be quick; close() is called once at the end of the run (also when it fails).
+// Only metric() must be implemented: a sink ignores the events it does not override.
 class MetricSink {
  public:
   virtual ~MetricSink() = default;
   virtual void metric(const MetricEvent& event) = 0;
   virtual void progress(const Progress& progress) {}
   virtual void epochEnd(const EpochSummary& summary) {}
+  // Every parameter's row of one sampled step, in parameter order: once every
+  // output.layer_stats_every_steps steps, never when it is 0.
+  virtual void layerStats(const std::vector<LayerStatsRow>& rows) {}
   virtual void close() {}
 };
 
@@ -75,6 +96,8 @@ struct SinkSpec {
 
 // The sinks `output.sinks` may name; built-ins (console, jsonl, csv) are registered on first use.
 // Registering a name again replaces it: that is how user code swaps a built-in for its own.
+// layers.csv's sink (outputs/layers/layer_stats.h) has no name here: resolve() adds it to any
+// output.sinks whenever output.layer_stats_every_steps is on.
 Registry<SinkSpec>& sinkRegistry();
 
 }  // namespace gcrun::outputs

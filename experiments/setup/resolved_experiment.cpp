@@ -6,6 +6,7 @@
 
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
+#include "outputs/layers/layer_stats.h"
 #include "reducers/comm/process_group.h"
 
 namespace gcrun::experiments {
@@ -87,6 +88,7 @@ ResolvedExperiment resolve(const ExperimentConfig& config) {
   experiment.reducer = reducers::reducerRegistry().at(config.reducer.name).factory;
   checkReducer(config, experiment.reducer);
   for (const auto& sink : config.output.sinks) experiment.sinks.push_back(outputs::sinkRegistry().at(sink).factory);
+  if (config.output.layer_stats_every_steps > 0) experiment.sinks.push_back({outputs::makeLayerStatsSink});
   experiment.backend = backendFor(config);
   checkDevice(config, experiment.backend);
   experiment.config_yaml = hyperparams::toYaml(config, keys);

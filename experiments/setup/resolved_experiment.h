@@ -20,10 +20,12 @@ hyperparams::ConfigKeys configKeys();
 // (the launcher, a worker, a study's plan) takes instead of looking the names up again.
 struct ResolvedExperiment {
   ExperimentConfig config;
-  reducers::ReducerSpec reducer;         // reducer.name's
-  tasks::TaskSpec task;                  // task.name's
-  std::vector<outputs::SinkSpec> sinks;  // output.sinks', in order
-  Backend backend = Backend::gloo;       // distributed.backend, with auto decided for the device
+  reducers::ReducerSpec reducer;  // reducer.name's
+  tasks::TaskSpec task;           // task.name's
+  // output.sinks', in order, then layers.csv's (outputs/layers/) when output.layer_stats_every_steps
+  // is on, whatever output.sinks says.
+  std::vector<outputs::SinkSpec> sinks;
+  Backend backend = Backend::gloo;  // distributed.backend, with auto decided for the device
   // config.yaml: the built-in keys, the chosen reducer's, task's and sinks' own settings, and any
   // other setting given (hyperparams::toYaml).
   std::string config_yaml;

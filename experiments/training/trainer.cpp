@@ -91,7 +91,7 @@ struct Trainer::State : TrainerDeps {
   // The same, parameter by parameter, every output.layer_stats_every_steps steps.
   bool layerStatsDue() const {
     const int64_t every = config.output.layer_stats_every_steps;
-    return layer_stats && every > 0 && (at.step + 1) % every == 0;
+    return !sinks.empty() && every > 0 && (at.step + 1) % every == 0;
   }
   // What the step about to run samples.
   bool sample_metrics = false, sample_layers = false;
@@ -138,7 +138,7 @@ struct Trainer::State : TrainerDeps {
       }
       rows.push_back(std::move(row));
     }
-    layer_stats->write(rows);
+    for (auto& sink : sinks) sink->layerStats(rows);
   }
 
   // Every output.log_every_steps steps, on every rank (one all-reduce): the training loss averaged

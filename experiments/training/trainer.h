@@ -11,7 +11,6 @@
 #include "experiments/training/checkpoint.h"
 #include "experiments/training/worker_role.h"
 #include "hyperparams/config.h"
-#include "outputs/layers/layer_stats.h"
 #include "outputs/metric_sink.h"
 #include "outputs/timer.h"
 #include "outputs/trace/recorder.h"
@@ -55,9 +54,6 @@ struct TrainerDeps {
   std::function<bool()> stop_requested;
   // This worker's output.trace recording: the phases of the steps in its window.
   trace::WorkerTrace& trace;
-  // Rank 0's layers.csv under output.layer_stats_every_steps, opened by the time run() starts;
-  // null on the other ranks and when it is off.
-  const std::unique_ptr<outputs::LayerStatsFile>& layer_stats;
 };
 
 // The reference's training loop (powersgd.md 1.3) for one worker. Every worker runs it in

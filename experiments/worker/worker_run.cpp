@@ -122,7 +122,7 @@ WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& opt
       run_dir_(openRunDirectory(config_, options, comm, role)),
       checkpoints_(run_dir_, comm, comm.device()),
       trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, experiment.reducer.lossless, timer_, sinks_,
-                           checkpoints_, role, stopRequestOf(stop_signal_), trace_, layer_stats_}),
+                           checkpoints_, role, stopRequestOf(stop_signal_), trace_}),
       record_(run_dir_, leader_) {
   trace.setRunDirectory(run_dir_);
 #ifdef GCRUN_WITH_CUDA
@@ -162,9 +162,6 @@ RunResult WorkerRun::run() {
   if (leader_) {
     for (const auto& sink : experiment_.sinks) {
       sinks_.push_back(sink.make({run_dir_, config_, options_.resume}));
-    }
-    if (config_.output.layer_stats_every_steps > 0) {
-      layer_stats_ = std::make_unique<outputs::LayerStatsFile>(run_dir_, options_.resume);
     }
   }
 

@@ -12,7 +12,6 @@
 #include "experiments/training/trainer.h"
 #include "experiments/training/worker_role.h"
 #include "hyperparams/config.h"
-#include "outputs/layers/layer_stats.h"
 #include "outputs/metric_sink.h"
 #include "outputs/run_record.h"
 #include "outputs/timer.h"
@@ -92,7 +91,6 @@ class WorkerRun {
   const std::string run_dir_;
   outputs::Timer timer_;
   std::vector<std::unique_ptr<outputs::MetricSink>> sinks_;
-  std::unique_ptr<outputs::LayerStatsFile> layer_stats_;  // rank 0's, under output.layer_stats_every_steps
   CheckpointStore checkpoints_;
   Trainer trainer_;
   const outputs::RunRecord record_;

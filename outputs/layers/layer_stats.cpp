@@ -144,9 +144,13 @@ LayerStatsFile::LayerStatsFile(const std::string& run_dir, bool append)
   }
 }
 
-void LayerStatsFile::write(const std::vector<LayerStatsRow>& rows) {
+void LayerStatsFile::layerStats(const std::vector<LayerStatsRow>& rows) {
   for (const auto& row : rows) file_.write(formatLayerStatsRow(row) + "\n");
   file_.flush();
+}
+
+std::unique_ptr<MetricSink> makeLayerStatsSink(const SinkContext& context) {
+  return std::make_unique<LayerStatsFile>(context.run_dir, context.resume);
 }
 
 std::vector<LayerSummary> readLayerSummaries(const std::string& path) {

@@ -1,28 +1,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "outputs/files/safe_files.h"
+#include "outputs/metric_sink.h"
 
 namespace gcrun::outputs {
-
-// One parameter at one sampled step: a row of layers.csv (output.layer_stats_every_steps), from
-// rank 0's own tensors.
-struct LayerStatsRow {
-  int64_t step = 0;
-  std::string parameter;  // as torch::nn::Module::named_parameters() names it
-  std::vector<int64_t> shape;
-  int64_t elements = 0;
-  std::optional<uint64_t> bits;  // what this worker sent for it that step; unknown if its reducer does not say
-  double grad_norm = 0;          // ||gradient||, this worker's, before the reduce
-  // ||memory|| / ||send||: the share of what this worker sent that the reduce lost (0 for exact
-  // averaging); unknown when the send is zero.
-  std::optional<double> rel_compression_error;
-  std::optional<int64_t> rank;  // of its low-rank approximation; unknown when it was not factorised
-};
 
 // layers.csv's header line, without the newline.
 extern const char kLayerStatsHeader[];
@@ -35,18 +22,23 @@ std::string shapeText(const std::vector<int64_t>& shape);
 std::string formatLayerStatsRow(const LayerStatsRow& row);
 std::optional<LayerStatsRow> parseLayerStatsRow(const std::string& line);
 
-// Appends each sampled step's rows to <run dir>/layers.csv and flushes them, so a crash leaves
-// whole lines. Written through files::AppendFile: never through a symlink planted there.
-class LayerStatsFile {
+// The sink that writes layers.csv: it appends each sampled step's rows to <run dir>/layers.csv and
+// flushes them, so a crash leaves whole lines, and ignores every other event. Written through
+// files::AppendFile: never through a symlink planted there.
+class LayerStatsFile : public MetricSink {
  public:
   // A new file, or with `append` a resumed run's, its header kept (and a row a crash cut short
   // left on its own line).
   LayerStatsFile(const std::string& run_dir, bool append);
-  void write(const std::vector<LayerStatsRow>& rows);
+  void metric(const MetricEvent&) override {}
+  void layerStats(const std::vector<LayerStatsRow>& rows) override;
 
  private:
   files::AppendFile file_;
 };
+
+// A LayerStatsFile in context.run_dir, appending when context.resume.
+std::unique_ptr<MetricSink> makeLayerStatsSink(const SinkContext& context);
 
 // One parameter over a run's sampled steps, as a report shows it.
 struct LayerSummary {

@@ -60,6 +60,16 @@ class TensorboardSink : public MetricSink {
 
   void progress(const Progress& progress) override { total_steps_ = progress.total_steps; }
 
+  // Buffered until the next flush, as compression samples are.
+  void layerStats(const std::vector<LayerStatsRow>& rows) override {
+    const double now = unixNow();
+    for (const auto& row : rows) {
+      for (const auto& scalar : layerScalarsOf(row)) {
+        append(scalarEvent(now, row.step, scalar.tag, static_cast<float>(scalar.value)));
+      }
+    }
+  }
+
   void epochEnd(const EpochSummary& summary) override {
     finished_ = total_steps_ > 0 && summary.step >= total_steps_;
     flush();
@@ -101,6 +111,14 @@ std::optional<Scalar> scalarOf(const MetricEvent& event) {
   if (event.split.empty()) return Scalar{"other/" + name, event.value};
   if (event.split == "train" && event.window == 0) return Scalar{"train/epoch_" + name, event.value};
   return Scalar{event.split + "/" + name, event.value};
+}
+
+std::vector<Scalar> layerScalarsOf(const LayerStatsRow& row) {
+  const std::string prefix = "layers/" + row.parameter + "/";
+  std::vector<Scalar> scalars{{prefix + "grad_norm", row.grad_norm}};
+  if (row.rel_compression_error) scalars.push_back({prefix + "rel_compression_error", *row.rel_compression_error});
+  if (row.bits) scalars.push_back({prefix + "bits", static_cast<double>(*row.bits)});
+  return scalars;
 }
 
 std::map<std::string, HParamValue> runHParams(const ExperimentConfig& config) {

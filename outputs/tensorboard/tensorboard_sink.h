@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "outputs/metric_sink.h"
 #include "outputs/tensorboard/events.h"
@@ -13,7 +14,8 @@ namespace gcrun::outputs::tensorboard {
 
 // The `tensorboard` sink: <run_dir>/tb/events.out.tfevents.<unix seconds>.<hostname>.gcrun, a
 // TFRecord file of Events. First the file version, then the run's HParams session start, one
-// scalar per metric event (scalarOf) plus comm/mib_sent once per step that logged anything, and at
+// scalar per metric event (scalarOf) plus comm/mib_sent once per step that logged anything, the
+// per-layer scalars of every sampled step (layerScalarsOf, with output.layer_stats_every_steps), and at
 // close the session end: success when the last epoch summary came at the run's last step, failure
 // otherwise (an error or a stop). Records are buffered and written whole at every log step (a
 // training-loss event), every epoch end and at close, so a crash leaves a readable prefix. With
@@ -34,6 +36,10 @@ struct Scalar {
 //   comm/mib_sent            MiB one worker sent so far (MetricEvent::bits / 8 / 2^20)
 //   other/<name>             a metric with no split
 std::optional<Scalar> scalarOf(const MetricEvent& event);
+// A layers.csv row as scalars at the row's step, one group for all layers:
+//   layers/<parameter>/grad_norm, and layers/<parameter>/rel_compression_error and
+//   layers/<parameter>/bits when the row knows them.
+std::vector<Scalar> layerScalarsOf(const LayerStatsRow& row);
 inline constexpr char kMibSentTag[] = "comm/mib_sent";
 
 // The settings that tell a study's runs apart, as HParams: experiment, seed, task.name,

@@ -22,7 +22,7 @@ using testing::runRanks;
 using testing::TempDir;
 
 void train(const std::string& dir, const std::string& preset, std::vector<std::string> overrides) {
-  overrides.insert(overrides.end(), {"task.synthetic=true", "training.max_steps=6", "output.sinks=[jsonl]"});
+  overrides.insert(overrides.begin(), {"task.synthetic=true", "training.max_steps=6", "output.sinks=[jsonl]"});
   const auto config = experiments::resolveExperiment(preset, "", overrides);
   runRanks(2, [&](Communicator& comm) { experiments::runWorker(experiments::resolve(config), {dir}, comm); });
 }
@@ -110,6 +110,16 @@ TEST(LayersCsv, TurningItOnChangesNoMetric) {
   EXPECT_GT(off.size(), 10u);
   EXPECT_EQ(off, seededEvents(dir.file("on")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("off/") + outputs::run_files::kLayers));
+}
+
+// layers.csv is its own sink's, added by resolve() to whatever output.sinks lists.
+TEST(LayersCsv, IsWrittenWhateverOutputSinksSays) {
+  TempDir dir;
+  train(dir.file("run"), "fashion-sgd", {"output.layer_stats_every_steps=3", "output.sinks=[csv]"});
+  std::set<int64_t> steps;
+  for (const auto& row : rowsOf(dir.file("run"))) steps.insert(row.step);
+  EXPECT_EQ(steps, (std::set<int64_t>{3, 6}));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run/") + outputs::run_files::kMetrics));
 }
 
 }  // namespace

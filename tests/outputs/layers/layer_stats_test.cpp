@@ -73,8 +73,8 @@ void writeLayers(const std::string& dir, double error_scale) {
   std::filesystem::create_directories(dir);
   LayerStatsFile file(dir, /*append=*/false);
   for (int64_t step : {10, 20}) {
-    file.write({row(step, "fc.weight", {100, 10}, step == 10 ? 8800 : 9000, 0.2 * error_scale, 4),
-                row(step, "fc.bias", {100}, 3200, 0.0, std::nullopt)});
+    file.layerStats({row(step, "fc.weight", {100, 10}, step == 10 ? 8800 : 9000, 0.2 * error_scale, 4),
+                     row(step, "fc.bias", {100}, 3200, 0.0, std::nullopt)});
   }
   std::ofstream(dir + "/" + run_files::kLayers, std::ios::app) << "30,fc.weight,100x10,1000,88";
 }
@@ -92,7 +92,7 @@ TEST(LayerStats, SummariesAreMeansOverTheSampledSteps) {
   EXPECT_EQ(layers[0].rank, 4);
   EXPECT_FALSE(layers[1].rank);
   // Appending (a resumed run) keeps the one header.
-  LayerStatsFile(dir.file("run"), /*append=*/true).write({row(40, "fc.bias", {100}, 3200, 0.0, std::nullopt)});
+  LayerStatsFile(dir.file("run"), /*append=*/true).layerStats({row(40, "fc.bias", {100}, 3200, 0.0, std::nullopt)});
   EXPECT_EQ(readLayerSummaries(dir.file("run") + "/" + run_files::kLayers)[1].samples, 3u);
   // Someone else's CSV is refused, naming it.
   std::ofstream(dir.file("other.csv")) << "a,b\n1,2\n";
@@ -158,7 +158,7 @@ TEST(LayerReport, LayerNamesReachGnuplotOnlyAsStrings) {
   writeRunWithLayers(run, "powersgd", 1, 1);
   const std::string hostile = "w'; system('touch " + dir.file("pwned") + "'); print '";
   LayerStatsFile(run, /*append=*/false)
-      .write({row(10, "fc.weight", {100, 10}, 8800, 0.2, 4), row(10, hostile, {4}, 128, 0.5, std::nullopt)});
+      .layerStats({row(10, "fc.weight", {100, 10}, 8800, 0.2, 4), row(10, hostile, {4}, 128, 0.5, std::nullopt)});
   ReportOptions options;
   options.output_dir = dir.file("report");
   writeReport(loadRuns({dir.file("runs")}).runs, options);

@@ -9,10 +9,12 @@ and insists on the canonical encoding: each record must re-serialize to exactly 
 unknown or misnumbered field fails.
 
   read_tfevents.py --prefix FILE               framing and file version only; prints the record count
-  read_tfevents.py RUN_DIR [--hparam K=V]...   the whole run against RUN_DIR/metrics.jsonl
+  read_tfevents.py RUN_DIR [--hparam K=V]...   the whole run against RUN_DIR/metrics.jsonl and,
+                                               when there is one, RUN_DIR/layers.csv
 
 Exit codes: 0 checked, 1 a check failed, 77 python3-protobuf is missing.
 """
+import csv
 import json
 import math
 import os
@@ -156,6 +158,29 @@ def as_float32(value):
     return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
+def expected_layer_scalars(run_dir):
+    path = os.path.join(run_dir, "layers.csv")
+    if not os.path.exists(path):
+        return []
+    out = []
+    for row in csv.DictReader(open(path, newline="")):
+        prefix = "layers/" + row["parameter"] + "/"
+        out.append((prefix + "grad_norm", int(row["step"]), float(row["grad_norm"])))
+        for column in ("rel_compression_error", "bits"):
+            if row[column]:
+                out.append((prefix + column, int(row["step"]), float(row[column])))
+    return out
+
+
+def check_layers(run_dir, layer_scalars):
+    expected = expected_layer_scalars(run_dir)
+    if len(layer_scalars) != len(expected):
+        fail("%d layers/ scalars for %d values of layers.csv" % (len(layer_scalars), len(expected)))
+    for (tag, step, value), (want_tag, want_step, want_value) in zip(layer_scalars, expected):
+        if (tag, step) != (want_tag, want_step) or not math.isclose(value, as_float32(want_value), rel_tol=1e-6, abs_tol=1e-30):
+            fail("scalar %s step %d = %r; layers.csv says %s step %d = %r" % (tag, step, value, want_tag, want_step, want_value))
+
+
 def check_run(run_dir, hparam_args):
     tb = os.path.join(run_dir, "tb")
     names = os.listdir(tb)
@@ -210,7 +235,8 @@ def check_run(run_dir, hparam_args):
         fail("session end status %d, expected 1 (STATUS_SUCCESS)" % ends[0][0].status)
 
     lines = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
-    metric_scalars = [s for s in scalars if s[0] != "comm/mib_sent"]
+    check_layers(run_dir, [s for s in scalars if s[0].startswith("layers/")])
+    metric_scalars = [s for s in scalars if s[0] != "comm/mib_sent" and not s[0].startswith("layers/")]
     if len(metric_scalars) != len(lines):
         fail("%d scalars besides comm/mib_sent for %d lines of metrics.jsonl" % (len(metric_scalars), len(lines)))
     for line, (tag, step, value) in zip(lines, metric_scalars):

@@ -1,5 +1,6 @@
 // A real run with the tensorboard sink on, its tb/ file checked by read_tfevents.py, which shares
-// no code with gcrun: framing, CRCs, protobuf decoding, every scalar against metrics.jsonl, HParams.
+// no code with gcrun: framing, CRCs, protobuf decoding, every scalar against metrics.jsonl and
+// layers.csv, HParams.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -19,7 +20,8 @@ TEST(TensorboardRun, AnIndependentReaderFindsEveryMetricAndTheHParams) {
       runCommand(std::string(GCRUN_BINARY_PATH) + " experiment fashion-powersgd-rank2 --output-dir " + run_dir +
                  " --set task.synthetic=true --set task.synthetic_samples=512 --set training.epochs=2"
                  " --set output.log_every_steps=2 --set distributed.simulated_workers=2"
-                 " --set evaluation.max_samples=256 --set 'output.sinks=[jsonl,tensorboard]'");
+                 " --set evaluation.max_samples=256 --set output.layer_stats_every_steps=3"
+                 " --set 'output.sinks=[jsonl,tensorboard]'");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_TRUE(std::filesystem::is_directory(run_dir + "/tb")) << run.output;
 
@@ -29,8 +31,10 @@ TEST(TensorboardRun, AnIndependentReaderFindsEveryMetricAndTheHParams) {
                                    " --hparam experiment=fashion-powersgd-rank2 --hparam optimizer.memory=true");
   if (!read.skip.empty()) GTEST_SKIP() << read.skip;
   EXPECT_EQ(read.command.exit_code, 0) << read.command.output;
-  for (const char* tag : {"train/cross_entropy", "train/learning_rate", "train/epoch_accuracy", "test/accuracy",
-                          "compression/rel_compression_error", "comm/mib_sent", "time/batch_ms"}) {
+  for (const char* tag :
+       {"train/cross_entropy", "train/learning_rate", "train/epoch_accuracy", "test/accuracy",
+        "compression/rel_compression_error", "comm/mib_sent", "time/batch_ms", "layers/conv1.weight/grad_norm",
+        "layers/fc1.weight/rel_compression_error", "layers/fc2.bias/bits"}) {
     EXPECT_TRUE(contains(read.command.output, tag)) << tag << "\n" << read.command.output;
   }
 }

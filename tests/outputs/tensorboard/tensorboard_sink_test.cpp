@@ -64,5 +64,39 @@ TEST(TensorboardSink, LeavesWholeRecordsAtEveryLogStep) {
   EXPECT_EQ(runEventReader("--prefix " + file).command.output, "6\n");
 }
 
+TEST(TensorboardSink, TagsEachLayerRowKnownValues) {
+  LayerStatsRow row{20, "conv1.weight", {32, 1, 5, 5}, 800, 3712, 0.5, 0.25, 2};
+  auto scalars = layerScalarsOf(row);
+  ASSERT_EQ(scalars.size(), 3u);
+  EXPECT_EQ(scalars[0].tag, "layers/conv1.weight/grad_norm");
+  EXPECT_EQ(scalars[0].value, 0.5);
+  EXPECT_EQ(scalars[1].tag, "layers/conv1.weight/rel_compression_error");
+  EXPECT_EQ(scalars[1].value, 0.25);
+  EXPECT_EQ(scalars[2].tag, "layers/conv1.weight/bits");
+  EXPECT_EQ(scalars[2].value, 3712);
+  // What a row does not know has no scalar.
+  row.bits.reset();
+  row.rel_compression_error.reset();
+  scalars = layerScalarsOf(row);
+  ASSERT_EQ(scalars.size(), 1u);
+  EXPECT_EQ(scalars[0].tag, "layers/conv1.weight/grad_norm");
+}
+
+TEST(TensorboardSink, WritesLayerRowsWithTheNextLogStep) {
+  TempDir dir;
+  ExperimentConfig config;
+  auto sink = makeTensorboardSink({dir.path().string(), config});
+  const std::string file = onlyEventFile(dir);
+  ASSERT_FALSE(file.empty());
+  if (const auto read = runEventReader("--prefix " + file); !read.skip.empty()) GTEST_SKIP() << read.skip;
+
+  // Two rows, one knowing everything, one only its gradient: 3 + 1 scalars, buffered.
+  sink->layerStats({{10, "fc.weight", {10, 4}, 40, 640, 1.5, 0.125, 2},
+                    {10, "fc.bias", {10}, 10, std::nullopt, 0.5, std::nullopt, std::nullopt}});
+  EXPECT_EQ(runEventReader("--prefix " + file).command.output, "2\n");
+  sink->metric(trainingLoss(10));
+  EXPECT_EQ(runEventReader("--prefix " + file).command.output, "8\n");
+}
+
 }  // namespace
 }  // namespace gcrun::outputs::tensorboard
