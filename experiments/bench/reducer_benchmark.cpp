@@ -40,79 +40,102 @@ double relativeError(const std::vector<at::Tensor>& out, const reducers::TensorB
   return reference > 0 ? std::sqrt(difference / reference) : 0.0;
 }
 
-ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, int workers,
-                                 const ReducerBenchmarkOptions& options) {
-  const auto& spec = reducers::reducerRegistry().at(name).factory;
+// A row's identity: the shapes, the reducer and the granularity it runs at (layer, with a note,
+// when it does not accept the one asked for).
+ReducerBenchmarkRow rowFor(const ShapeSet& set, const std::string& name, int workers, const reducers::ReducerSpec& spec,
+                           ReducerOptions& reducer_options) {
   ReducerBenchmarkRow row;
   row.shapes = set.name;
   row.reducer = name;
   row.collective = spec.collective ? collectiveName(*spec.collective) : "";
   row.workers = workers;
-  ReducerOptions reducer_options = options.reducer;
-  reducer_options.name = name;
   const auto& accepted = spec.granularities;
   if (std::find(accepted.begin(), accepted.end(), reducer_options.granularity) == accepted.end()) {
     row.note = "does not accept granularity " + nameOf(reducer_options.granularity);
     reducer_options.granularity = Granularity::layer;
   }
   row.granularity = nameOf(reducer_options.granularity);
+  return row;
+}
 
+// What the timed repeats measured: each rank's seconds per repeat, rank 0's errors and bits.
+struct Measured {
+  std::vector<std::vector<double>> seconds;
+  std::vector<double> errors;
+  uint64_t bits = 0;
+};
+
+// One rank's warm-up and timed repeats, each on fresh normal sends.
+void measureRank(comm::Communicator& comm, const ShapeSet& set, const reducers::ReducerSpec& spec,
+                 const ReducerOptions& reducer_options, const ReducerBenchmarkOptions& options, Measured& measured) {
+  const int rank = comm.rank();
+  auto reducer = reducers::withGranularity(
+      spec.make(reducers::ReducerContext{comm, reducer_options, options.seed, set.parameters}), reducer_options);
+  auto generator = at::detail::createCPUGenerator(options.seed + 1000003ull * (rank + 1));
+  std::vector<at::Tensor> send, out, memory;
+  for (const auto& parameter : set.parameters) {
+    send.push_back(at::empty(parameter.shape));
+    out.push_back(at::empty(parameter.shape));
+    memory.push_back(at::empty(parameter.shape));
+  }
+  reducers::TensorBuffer sum(send);
+  for (int step = 0; step < options.warmup + options.repeats; ++step) {
+    for (auto& t : send) t.normal_(0, 1, generator);
+    // The exact mean, for the error; send is the reducer's scratch space, so taken first.
+    sum.pack(send);
+    if (sum.numel() > 0) comm.allreduceSum(sum.flat());
+    comm.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    const uint64_t step_bits = reducer->reduce(send, out, memory);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (step < options.warmup) continue;
+    const int k = step - options.warmup;
+    measured.seconds[rank][k] = elapsed;
+    if (rank == 0) {
+      measured.bits = step_bits;
+      measured.errors[k] = relativeError(out, sum, comm.size());
+    }
+  }
+}
+
+int64_t elementsOf(const ShapeSet& set) {
   int64_t elements = 0;
   for (const auto& parameter : set.parameters) {
     int64_t numel = 1;
     for (auto size : parameter.shape) numel *= size;
     elements += numel;
   }
+  return elements;
+}
 
-  std::vector<std::vector<double>> seconds(workers, std::vector<double>(options.repeats));
-  std::vector<double> errors(options.repeats);
-  uint64_t bits = 0;
+ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, int workers,
+                                 const ReducerBenchmarkOptions& options) {
+  const auto& spec = reducers::reducerRegistry().at(name).factory;
+  ReducerOptions reducer_options = options.reducer;
+  reducer_options.name = name;
+  auto row = rowFor(set, name, workers, spec, reducer_options);
+  Measured measured{std::vector<std::vector<double>>(workers, std::vector<double>(options.repeats)),
+                    std::vector<double>(options.repeats)};
   try {
     comm::runThreadGroup(workers, kCollectiveTimeout, [&](comm::Communicator& comm) {
-      const int rank = comm.rank();
-      auto reducer = reducers::withGranularity(
-          spec.make(reducers::ReducerContext{comm, reducer_options, options.seed, set.parameters}), reducer_options);
-      auto generator = at::detail::createCPUGenerator(options.seed + 1000003ull * (rank + 1));
-      std::vector<at::Tensor> send, out, memory;
-      for (const auto& parameter : set.parameters) {
-        send.push_back(at::empty(parameter.shape));
-        out.push_back(at::empty(parameter.shape));
-        memory.push_back(at::empty(parameter.shape));
-      }
-      reducers::TensorBuffer sum(send);
-      for (int step = 0; step < options.warmup + options.repeats; ++step) {
-        for (auto& t : send) t.normal_(0, 1, generator);
-        // The exact mean, for the error; send is the reducer's scratch space, so taken first.
-        sum.pack(send);
-        if (sum.numel() > 0) comm.allreduceSum(sum.flat());
-        comm.barrier();
-        const auto start = std::chrono::steady_clock::now();
-        const uint64_t step_bits = reducer->reduce(send, out, memory);
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (step < options.warmup) continue;
-        const int k = step - options.warmup;
-        seconds[rank][k] = elapsed;
-        if (rank == 0) {
-          bits = step_bits;
-          errors[k] = relativeError(out, sum, workers);
-        }
-      }
+      measureRank(comm, set, spec, reducer_options, options, measured);
     });
   } catch (const std::exception& e) {
     row.note = "failed: " + firstLine(e.what());
     return row;
   }
+  // A step takes as long as its slowest worker.
   std::vector<double> slowest(options.repeats, 0.0);
-  for (const auto& per_rank : seconds) {
+  for (const auto& per_rank : measured.seconds) {
     for (int k = 0; k < options.repeats; ++k) slowest[k] = std::max(slowest[k], per_rank[k]);
   }
   row.seconds = outputs::median(slowest);
-  row.bytes = bits / 8;
-  const double uncompressed = 4.0 * static_cast<double>(elements);
+  row.bytes = measured.bits / 8;
+  const double uncompressed = 4.0 * static_cast<double>(elementsOf(set));
   row.compression_ratio =
       row.bytes > 0 ? uncompressed / static_cast<double>(row.bytes) : std::numeric_limits<double>::infinity();
   double error_sum = 0;
-  for (double e : errors) error_sum += e;
+  for (double e : measured.errors) error_sum += e;
   row.relative_error = error_sum / options.repeats;
   return row;
 }

@@ -29,6 +29,41 @@ void checkSameCollectives(const std::vector<const StepProgram*>& programs) {
   }
 }
 
+// When each collective finished; unset ones have not yet.
+struct Finished {
+  std::vector<double> done_us;
+  std::vector<char> finished;
+};
+
+// Runs the worker's compute and waits until it reaches collective `c`'s issue or call (or, with c
+// past the last one, its program's end); returns whether that item is a blocking call.
+bool advance(Replay& r, size_t c, const Finished& collectives, double compute_scale) {
+  const auto& items = r.program->items;
+  for (; r.next < items.size(); ++r.next) {
+    const auto& item = items[r.next];
+    if (item.kind == Kind::compute) {
+      const double us = item.us * compute_scale;
+      r.now_us += us;
+      (item.part == StepItem::Part::codec ? r.codec_us : r.compute_us) += us;
+    } else if (item.kind == Kind::wait) {
+      if (collectives.finished[item.collective]) r.now_us = std::max(r.now_us, collectives.done_us[item.collective]);
+    } else if (item.collective == c) {
+      return item.kind == Kind::call;
+    }
+  }
+  return false;
+}
+
+// The step as the slowest worker saw it.
+StepPrediction predictionOf(const Replay& last) {
+  StepPrediction prediction;
+  prediction.total_ms = last.now_us / 1000;
+  prediction.compute_ms = last.compute_us / 1000;
+  prediction.codec_ms = last.codec_us / 1000;
+  prediction.exposed_comm_ms = std::max(0.0, prediction.total_ms - prediction.compute_ms - prediction.codec_ms);
+  return prediction;
+}
+
 }  // namespace
 
 StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int workers,
@@ -41,57 +76,33 @@ StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int 
   std::vector<Replay> replays;
   const size_t distinct = std::min(programs.size(), static_cast<size_t>(workers));
   for (size_t w = 0; w < distinct; ++w) replays.push_back({programs[w]});
-  std::vector<double> done_us(collectives.size(), 0);
-  std::vector<char> finished(collectives.size(), 0);
-
-  // Runs the worker's compute and waits until it reaches collective `c`'s issue or call (or, with
-  // c past the last one, its program's end); returns whether that item is a blocking call.
-  const auto advance = [&](Replay& r, size_t c) {
-    const auto& items = r.program->items;
-    for (; r.next < items.size(); ++r.next) {
-      const auto& item = items[r.next];
-      if (item.kind == Kind::compute) {
-        const double us = item.us * compute_scale;
-        r.now_us += us;
-        (item.part == StepItem::Part::codec ? r.codec_us : r.compute_us) += us;
-      } else if (item.kind == Kind::wait) {
-        if (finished[item.collective]) r.now_us = std::max(r.now_us, done_us[item.collective]);
-      } else if (item.collective == c) {
-        return item.kind == Kind::call;
-      }
-    }
-    return false;
-  };
+  Finished finished{std::vector<double>(collectives.size(), 0), std::vector<char>(collectives.size(), 0)};
 
   double network_free_us = 0;
   for (size_t c = 0; c < collectives.size(); ++c) {
     double start_us = network_free_us;
     std::vector<Replay*> blocked;
     for (auto& r : replays) {
-      if (advance(r, c)) blocked.push_back(&r);
+      if (advance(r, c, finished, compute_scale)) blocked.push_back(&r);
       start_us = std::max(start_us, r.now_us);
     }
     const double seconds = collectiveSeconds(profile, collectives[c].kindAt(workers), collectives[c].bytes, workers);
-    done_us[c] = start_us + 1e6 * seconds;
-    finished[c] = 1;
-    network_free_us = done_us[c];
+    const double done_us = start_us + 1e6 * seconds;
+    finished.done_us[c] = done_us;
+    finished.finished[c] = 1;
+    network_free_us = done_us;
     for (auto& r : replays) {
       const auto& items = r.program->items;
       if (r.next < items.size() && items[r.next].kind != Kind::compute && items[r.next].collective == c) ++r.next;
     }
-    for (auto* r : blocked) r->now_us = std::max(r->now_us, done_us[c]);
+    for (auto* r : blocked) r->now_us = std::max(r->now_us, done_us);
   }
   const Replay* last = nullptr;
   for (auto& r : replays) {
-    advance(r, collectives.size());
+    advance(r, collectives.size(), finished, compute_scale);
     if (!last || r.now_us > last->now_us) last = &r;
   }
-  StepPrediction prediction;
-  prediction.total_ms = last->now_us / 1000;
-  prediction.compute_ms = last->compute_us / 1000;
-  prediction.codec_ms = last->codec_us / 1000;
-  prediction.exposed_comm_ms = std::max(0.0, prediction.total_ms - prediction.compute_ms - prediction.codec_ms);
-  return prediction;
+  return predictionOf(*last);
 }
 
 }  // namespace gcrun::performance

@@ -62,7 +62,7 @@ class TensorboardSink : public MetricSink {
 
   // Buffered until the next flush, as compression samples are.
   void layerStats(const std::vector<LayerStatsRow>& rows) override {
-    const double now = unixNow();
+    const double now = units::unixSeconds();
     for (const auto& row : rows) {
       for (const auto& scalar : layerScalarsOf(row)) {
         append(scalarEvent(now, row.step, scalar.tag, static_cast<float>(scalar.value)));

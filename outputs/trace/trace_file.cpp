@@ -137,39 +137,59 @@ void writeTraceFile(const std::string& run_dir, const ProcessTimeline& timeline)
   outputs::RunDirectory(run_dir).write(outputs::run_files::traceFile(timeline.rank), traceJson(timeline));
 }
 
-ProcessTimeline parseTrace(std::string_view text, const std::string& name) {
-  const TraceReader reader(name);
-  std::string why;
-  const auto document = outputs::parseJson(text, &why);
-  if (!document) reader.fail("not JSON (" + why + ")");
-  if (!document->is_object()) reader.fail("not a trace file (not a JSON object)");
-  const Json* other = outputs::memberOf(*document, "otherData");
+namespace {
+
+// otherData, once the document is checked to be a gcrun trace of the version this gcrun reads.
+const Json& gcrunHeaderOf(const Json& document, const TraceReader& reader) {
+  if (!document.is_object()) reader.fail("not a trace file (not a JSON object)");
+  const Json* other = outputs::memberOf(document, "otherData");
   const Json* version = other && other->is_object() ? outputs::memberOf(*other, "gcrun_trace") : nullptr;
   if (!version) reader.fail("not a gcrun trace (no otherData.gcrun_trace)");
   if (*version != kTraceFormatVersion) {
     reader.fail("otherData.gcrun_trace is " + version->dump() + "; this gcrun reads version " +
                 std::to_string(kTraceFormatVersion));
   }
-  const Json* events = outputs::memberOf(*document, "traceEvents");
-  if (!events || !events->is_array()) reader.fail("no \"traceEvents\" array");
+  return *other;
+}
 
+// The process's part of the header: its rank, world, reducer and backend.
+ProcessTimeline processOf(const Json& other, const TraceReader& reader) {
   ProcessTimeline timeline;
   const auto bad = [&](const char* key) { reader.fail(std::string("otherData.") + key + " is missing or invalid"); };
-  const int64_t rank = outputs::integerOr(*other, "rank", -1);
-  const int64_t world_size = outputs::integerOr(*other, "world_size", 0);
+  const int64_t rank = outputs::integerOr(other, "rank", -1);
+  const int64_t world_size = outputs::integerOr(other, "world_size", 0);
   if (rank < 0 || rank > (1 << 30)) bad("rank");
   if (world_size < 1 || world_size > (1 << 30)) bad("world_size");
   timeline.rank = static_cast<int>(rank);
   timeline.world_size = static_cast<int>(world_size);
-  timeline.reducer = outputs::stringOr(*other, "reducer", "");
-  timeline.summable = outputs::boolOr(*other, "summable", false);
-  timeline.backend = outputs::stringOr(*other, "backend", "");
-  timeline.truncated = outputs::boolOr(*other, "truncated", false);
+  timeline.reducer = outputs::stringOr(other, "reducer", "");
+  timeline.summable = outputs::boolOr(other, "summable", false);
+  timeline.backend = outputs::stringOr(other, "backend", "");
+  timeline.truncated = outputs::boolOr(other, "truncated", false);
+  return timeline;
+}
 
+// A collective's "b" event `e`, at `ts`; its end comes with the "e" event of the same id.
+Collective collectiveStartedBy(const Json& e, size_t i, double ts, const TraceReader& reader) {
+  const Json& args = reader.member(e, "args", i);
+  const Json& async = reader.member(args, "async", i);
+  if (!async.is_boolean()) reader.failAt(i, "\"async\" is not true or false");
+  return Collective{collectiveKind(reader, args, i),
+                    static_cast<uint64_t>(reader.integer(args, "bytes", i, 0, kMaxCollectiveBytes)),
+                    intOf(reader, args, "group_size", i, 1),
+                    reader.integer(args, "step", i, 0),
+                    async.get<bool>(),
+                    ts,
+                    reader.time(args, "wait_us", i),
+                    ts};
+}
+
+// Every worker's phases and collectives, in tid order; a collective's "b" and "e" are paired by id.
+std::vector<WorkerTimeline> workersOf(const Json& events, const TraceReader& reader) {
   std::map<int, WorkerTimeline> workers;
   std::map<int64_t, std::pair<int, size_t>> open;  // a "b" event's id: its worker and collective
-  for (size_t i = 0; i < events->size(); ++i) {
-    const Json& e = (*events)[i];
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Json& e = events[i];
     if (!e.is_object()) reader.failAt(i, "not a JSON object");
     const std::string ph = reader.text(e, "ph", i);
     const int tid = intOf(reader, e, "tid", i, 0);
@@ -182,36 +202,40 @@ ProcessTimeline parseTrace(std::string_view text, const std::string& name) {
     WorkerTimeline& worker = workers[tid];
     worker.worker = tid;
     if (ph == "X" && cat == kPhase) {
-      const double dur = reader.time(e, "dur", i);
       const int64_t step = reader.integer(reader.member(e, "args", i), "step", i, 0);
-      worker.spans.push_back({reader.text(e, "name", i), step, ts, dur});
+      worker.spans.push_back({reader.text(e, "name", i), step, ts, reader.time(e, "dur", i)});
     } else if (ph == "b" && cat == kCollective) {
-      const Json& args = reader.member(e, "args", i);
-      const Json& async = reader.member(args, "async", i);
-      if (!async.is_boolean()) reader.failAt(i, "\"async\" is not true or false");
-      Collective c{collectiveKind(reader, args, i),
-                   static_cast<uint64_t>(reader.integer(args, "bytes", i, 0, kMaxCollectiveBytes)),
-                   intOf(reader, args, "group_size", i, 1),
-                   reader.integer(args, "step", i, 0),
-                   async.get<bool>(),
-                   ts,
-                   reader.time(args, "wait_us", i),
-                   ts};
       if (!open.emplace(reader.integer(e, "id", i, 0), std::make_pair(tid, worker.collectives.size())).second) {
         reader.failAt(i, "a second \"b\" event with the same id");
       }
-      worker.collectives.push_back(std::move(c));
+      worker.collectives.push_back(collectiveStartedBy(e, i, ts, reader));
     } else if (ph == "e" && cat == kCollective) {
       const auto found = open.find(reader.integer(e, "id", i, 0));
       if (found == open.end() || found->second.first != tid) reader.failAt(i, "an \"e\" event without its \"b\"");
-      workers[tid].collectives[found->second.second].done_us = ts;
+      worker.collectives[found->second.second].done_us = ts;
       open.erase(found);
     } else if (!(ph == "X" && cat == kWait)) {
       reader.failAt(i, "ph \"" + ph + "\" with cat \"" + cat + "\" is not an event gcrun writes");
     }
   }
   if (!open.empty()) reader.fail("collective id " + std::to_string(open.begin()->first) + " has no \"e\" event");
-  for (auto& [tid, worker] : workers) timeline.workers.push_back(std::move(worker));
+  std::vector<WorkerTimeline> out;
+  for (auto& [tid, worker] : workers) out.push_back(std::move(worker));
+  return out;
+}
+
+}  // namespace
+
+ProcessTimeline parseTrace(std::string_view text, const std::string& name) {
+  const TraceReader reader(name);
+  std::string why;
+  const auto document = outputs::parseJson(text, &why);
+  if (!document) reader.fail("not JSON (" + why + ")");
+  const Json& other = gcrunHeaderOf(*document, reader);
+  const Json* events = outputs::memberOf(*document, "traceEvents");
+  if (!events || !events->is_array()) reader.fail("no \"traceEvents\" array");
+  auto timeline = processOf(other, reader);
+  timeline.workers = workersOf(*events, reader);
   return timeline;
 }
 
