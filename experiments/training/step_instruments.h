@@ -42,7 +42,6 @@ class StepInstruments {
   Scope phase(Phase phase, bool when = true) { return Scope(timer_, trace_, phase, when); }
   // What is recorded from now on belongs to `step` (1-based; an evaluation: the step it follows).
   void setStep(int64_t step) { trace_.setStep(step); }
-  outputs::Timer& timer() { return timer_; }
 
  private:
   outputs::Timer& timer_;
