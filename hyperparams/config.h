@@ -121,6 +121,12 @@ struct ReducerOptions {
   SettingValues settings;
 };
 
+// How the workers' models are kept in agreement (experiments/sync/synchronizer.h).
+struct SyncOptions {
+  // A strategy from the synchronizer registry; every-step: each step's gradient through the reducer.
+  std::string strategy = "every-step";
+};
+
 struct DistributedOptions {
   Backend backend = Backend::automatic;
   double timeout_s = 300.0;
@@ -179,6 +185,7 @@ struct ExperimentConfig {
   TrainingOptions training;
   OptimizerOptions optimizer;
   ReducerOptions reducer;
+  SyncOptions sync;
   DistributedOptions distributed;
   EvaluationOptions evaluation;
   CheckpointOptions checkpoint;

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "experiments/sync/synchronizer.h"
 #include "experiments/training/checkpoint.h"
+#include "experiments/training/step_sampler.h"
 #include "experiments/training/worker_role.h"
 #include "hyperparams/config.h"
 #include "outputs/metric_sink.h"
@@ -36,16 +38,17 @@ class TrainingDiverged : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// What a Trainer trains with, all of it owned by the worker's run (see worker_run.h).
+// What a Trainer trains with, all of it owned by the worker's run (see worker_run.h) and complete
+// when the trainer is built.
 struct TrainerDeps {
   const ExperimentConfig& config;
   tasks::Task& task;
   comm::Communicator& comm;
   reducers::Reducer& reducer;
   bool lossless_reducer;  // the reducer's spec says it delivers the exact average
+  // sync.strategy's factory: what keeps the workers' models in agreement.
+  const SynchronizerFactory& synchronizer;
   outputs::Timer& timer;
-  // Empty on all ranks but 0, whose sinks are opened by the time run() starts.
-  const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;
   // Written every checkpoint.every_steps and every_epochs, at the end, and when the run is stopped.
   CheckpointStore& checkpoints;
   WorkerRole& role;
@@ -54,6 +57,13 @@ struct TrainerDeps {
   std::function<bool()> stop_requested;
   // This worker's output.trace recording: the phases of the steps in its window.
   trace::WorkerTrace& trace;
+};
+
+// Where run() reports: rank 0's sinks, per-layer rows included (MetricSink::layerStats). Opened
+// once a resume was agreed on, so that a refused resume leaves the run directory as it was.
+struct TrainerOutputs {
+  // Empty on all ranks but 0.
+  const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks;
 };
 
 // The reference's training loop (powersgd.md 1.3) for one worker. Every worker runs it in
@@ -77,10 +87,11 @@ class Trainer {
 
   // Throws TrainingDiverged naming the step (and parameter) when the loss or the reduced gradient
   // stops being finite.
-  TrainingResult run();
+  TrainingResult run(const TrainerOutputs& outputs);
 
  private:
-  struct State;
+  struct State;  // what persists between calls: the model's parts, the synchronizer, the position
+  class Loop;    // one call of run(): its loop and what it reports
   std::unique_ptr<State> state_;
 };
 

@@ -31,17 +31,17 @@ void checkLike(const at::Tensor& saved, const at::Tensor& expected, const std::s
 bool hasPrefix(const std::string& name, const std::string& prefix) { return name.rfind(prefix, 0) == 0; }
 
 // Entries this run may lack in a checkpoint: momenta before their first step, the window counters
-// of checkpoints written before they existed, and the reducer's and task's, which their
-// loadState() asks for by name.
-bool mayBeMissing(const std::string& name) {
+// of checkpoints written before they existed, and the task's and those the synchronizer checks
+// itself, which their loadState() asks for by name.
+bool mayBeMissing(const std::string& name, const Synchronizer& synchronizer) {
   return hasPrefix(name, "momentum/") || name == "counter/window_loss" || name == "counter/window_steps" ||
-         hasPrefix(name, "reducer/") || hasPrefix(name, "task/");
+         hasPrefix(name, "task/") || synchronizer.checksEntry(name);
 }
 
 // Every entry of `state` is one `expected` names, of its dtype and shape, before anything is
-// copied. Entries a reducer or task adds as it runs are checked by their loadState(); a
+// copied. Entries a synchronizer or task adds as it runs are checked by their loadState(); a
 // train_sums/ entry, one per metric, is a float64 scalar.
-void checkEntries(const TensorMap& state, const TensorMap& expected) {
+void checkEntries(const TensorMap& state, const TensorMap& expected, const Synchronizer& synchronizer) {
   const at::Tensor sum = torch::scalar_tensor(0.0, torch::kFloat64);
   for (const auto& [name, saved] : state) {
     const auto found = expected.find(name);
@@ -49,12 +49,12 @@ void checkEntries(const TensorMap& state, const TensorMap& expected) {
       checkLike(saved, found->second, name);
     } else if (hasPrefix(name, "train_sums/")) {
       checkLike(saved, sum, name);
-    } else if (!hasPrefix(name, "reducer/") && !hasPrefix(name, "task/")) {
+    } else if (!hasPrefix(name, "task/") && !synchronizer.checksEntry(name)) {
       throw UserError("checkpoint entry '" + name + "' is not one this run saves (a different model or setting)");
     }
   }
   for (const auto& kv : expected) {
-    if (!mayBeMissing(kv.first)) entry(state, kv.first);
+    if (!mayBeMissing(kv.first, synchronizer)) entry(state, kv.first);
   }
 }
 
@@ -74,12 +74,9 @@ TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& posit
   for (const auto& item : parts.task.model().named_parameters()) state["param/" + item.key()] = item.value();
   for (const auto& item : parts.task.model().named_buffers()) state["buffer/" + item.key()] = item.value();
   for (size_t i = 0; i < parts.names.size(); ++i) {
-    state["memory/" + parts.names[i]] = parts.memories[i];
     if (parts.momenta[i].defined()) state["momentum/" + parts.names[i]] = parts.momenta[i];
   }
-  reducers::Reducer::State reducer_state;
-  parts.reducer.saveState(reducer_state);
-  for (const auto& kv : reducer_state) state["reducer/" + kv.first] = kv.second;
+  parts.synchronizer.saveState(state);
   tasks::Task::State task_state;
   parts.task.saveState(task_state);
   for (const auto& kv : task_state) state["task/" + kv.first] = kv.second;
@@ -100,7 +97,9 @@ TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& posit
 
 TensorMap expectedTraining(const TrainingParts& parts) {
   TensorMap expected = snapshotTraining(parts, LoopPosition{});
-  for (size_t i = 0; i < parts.names.size(); ++i) expected["momentum/" + parts.names[i]] = parts.memories[i];
+  for (size_t i = 0; i < parts.names.size(); ++i) {
+    expected["momentum/" + parts.names[i]] = torch::empty(parts.params[i].sizes(), parts.params[i].options());
+  }
   return expected;
 }
 
@@ -112,7 +111,7 @@ uint64_t bytesOf(const TensorMap& state) {
 
 LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
                              std::optional<tasks::Task::State>& task_state) {
-  checkEntries(state, expectedTraining(parts));
+  checkEntries(state, expectedTraining(parts), parts.synchronizer);
   torch::NoGradGuard no_grad;
   for (const auto& item : parts.task.model().named_parameters()) {
     item.value().detach().copy_(state.at("param/" + item.key()));
@@ -121,16 +120,11 @@ LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
     item.value().detach().copy_(state.at("buffer/" + item.key()));
   }
   for (size_t i = 0; i < parts.names.size(); ++i) {
-    parts.memories[i].detach().copy_(state.at("memory/" + parts.names[i]));
     const auto momentum = state.find("momentum/" + parts.names[i]);
     if (momentum == state.end()) continue;
-    parts.momenta[i] = torch::empty_like(parts.memories[i]).copy_(momentum->second);
+    parts.momenta[i] = torch::empty(parts.params[i].sizes(), parts.params[i].options()).copy_(momentum->second);
   }
-  try {
-    parts.reducer.loadState(withPrefix(state, "reducer/"));
-  } catch (const std::invalid_argument& e) {
-    throw UserError(std::string("checkpoint: ") + e.what());
-  }
+  parts.synchronizer.loadState(state);
   LoopPosition position;
   position.step = entry(state, "counter/step").item<int64_t>();
   position.epoch = entry(state, "counter/epoch").item<int64_t>();

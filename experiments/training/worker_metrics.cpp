@@ -18,19 +18,6 @@ std::map<std::string, double> reduceMetrics(const tasks::MetricSums& local, cons
   return task.finalize(total.means());
 }
 
-double globalNorm(const std::vector<at::Tensor>& tensors) {
-  if (tensors.empty()) return 0;
-  std::vector<at::Tensor> norms;
-  for (const auto& t : tensors) norms.push_back(t.norm().to(at::kDouble));
-  return at::stack(norms).norm().item<double>();
-}
-
-std::vector<double> doublesOf(const std::vector<at::Tensor>& scalars) {
-  if (scalars.empty()) return {};
-  const auto all = at::stack(scalars).to(at::kCPU, at::kDouble).contiguous();
-  return {all.data_ptr<double>(), all.data_ptr<double>() + all.numel()};
-}
-
 bool anyRank(bool mine, comm::Communicator& comm) {
   auto flag = torch::full({1}, mine ? 1.0f : 0.0f, torch::TensorOptions().device(comm.device()));
   comm.allreduceSum(flag);

@@ -20,12 +20,6 @@ namespace gcrun::experiments {
 std::map<std::string, double> reduceMetrics(const tasks::MetricSums& local, const tasks::Task& task,
                                             comm::Communicator& comm);
 
-// The 2-norm of all the tensors together, in float64.
-double globalNorm(const std::vector<at::Tensor>& tensors);
-
-// Each of `scalars` (one-element tensors on any device) as a double, with one copy to the CPU.
-std::vector<double> doublesOf(const std::vector<at::Tensor>& scalars);
-
 // Whether `mine` is true on any rank (one all-reduce; every rank calls it).
 bool anyRank(bool mine, comm::Communicator& comm);
 

@@ -99,6 +99,7 @@ WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, c
                                                      reducer_comm, config.reducer, static_cast<uint64_t>(config.seed),
                                                      reducers::parametersOf(inputs.task->model())}),
                                                  config.reducer);
+      inputs.synchronizer = synchronizerRegistry().at(config.sync.strategy).factory;
     } catch (const UserError& e) {
       problem = e.what();
     }
@@ -121,8 +122,8 @@ WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& opt
       inputs_(buildInputs(experiment, comm, traced_comm_ ? *traced_comm_ : comm, device, role)),
       run_dir_(openRunDirectory(config_, options, comm, role)),
       checkpoints_(run_dir_, comm, comm.device()),
-      trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, experiment.reducer.lossless, timer_, sinks_,
-                           checkpoints_, role, stopRequestOf(stop_signal_), trace_}),
+      trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, experiment.reducer.lossless,
+                           inputs_.synchronizer, timer_, checkpoints_, role, stopRequestOf(stop_signal_), trace_}),
       record_(run_dir_, leader_) {
   trace.setRunDirectory(run_dir_);
 #ifdef GCRUN_WITH_CUDA
@@ -145,6 +146,31 @@ void WorkerRun::logStart(const outputs::RunInfo& info) const {
   }
 }
 
+std::exception_ptr WorkerRun::train(RunResult& result, outputs::RunInfo& info, const TrainerOutputs& outputs) {
+  std::exception_ptr failure;
+  try {
+    result.training = trainer_.run(outputs);
+    info.peak_rss_mib = gatherPeakRss(comm_);
+    result.stop_signal = result.training.stopped && stop_signal_ ? stop_signal_() : 0;
+    info.status = result.training.stopped ? "interrupted" : "completed";
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    info.status = "failed";
+    info.error = e.what();
+  }
+  try {
+    for (auto& sink : outputs.sinks) sink->close();
+  } catch (const std::exception& e) {
+    // A sink's last lines that did not fit on the disk fail the run; an earlier failure says more.
+    if (!failure) {
+      failure = std::current_exception();
+      info.status = outputs::run_status::kFailed;
+      info.error = e.what();
+    }
+  }
+  return failure;
+}
+
 RunResult WorkerRun::run() {
   RunResult result;
   result.run_dir = run_dir_;
@@ -159,27 +185,15 @@ RunResult WorkerRun::run() {
     }
     spdlog::info("resuming {} from the checkpoint of step {}", run_dir_, checkpoints_.lastStep());
   }
+  std::vector<std::unique_ptr<outputs::MetricSink>> sinks;
   if (leader_) {
-    for (const auto& sink : experiment_.sinks) {
-      sinks_.push_back(sink.make({run_dir_, config_, options_.resume}));
-    }
+    for (const auto& sink : experiment_.sinks) sinks.push_back(sink.make({run_dir_, config_, options_.resume}));
   }
-
   auto info = startInfo(config_, comm_, *inputs_.task);
   record_.start(experiment_.config_yaml, info);
   logStart(info);
 
-  std::exception_ptr failure;
-  try {
-    result.training = trainer_.run();
-    info.peak_rss_mib = gatherPeakRss(comm_);
-    result.stop_signal = result.training.stopped && stop_signal_ ? stop_signal_() : 0;
-    info.status = result.training.stopped ? "interrupted" : "completed";
-  } catch (const std::exception& e) {
-    failure = std::current_exception();
-    info.status = "failed";
-    info.error = e.what();
-  }
+  const std::exception_ptr failure = train(result, info, TrainerOutputs{sinks});
   info.end_time = outputs::isoTimeNow();
   info.steps = result.training.steps;
   info.epochs_done = result.training.epochs;
@@ -189,16 +203,6 @@ RunResult WorkerRun::run() {
     info.final_metrics["validation." + kv.first] = kv.second;
   }
   for (const auto& kv : result.training.last_test) info.final_metrics["test." + kv.first] = kv.second;
-  try {
-    for (auto& sink : sinks_) sink->close();
-  } catch (const std::exception& e) {
-    // A sink's last lines that did not fit on the disk fail the run; an earlier failure says more.
-    if (!failure) {
-      failure = std::current_exception();
-      info.status = outputs::run_status::kFailed;
-      info.error = e.what();
-    }
-  }
   info.compute_per_batch_ms = role_.computePerBatchMs(timer_);
   info.paper = record_.finish(config_.paper, info, timer_);
   if (failure) std::rethrow_exception(failure);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 #include <c10/core/Device.h>
 
 #include "experiments/setup/resolved_experiment.h"
+#include "experiments/sync/synchronizer.h"
 #include "experiments/training/checkpoint.h"
 #include "experiments/training/trainer.h"
 #include "experiments/training/worker_role.h"
@@ -67,15 +69,19 @@ class WorkerRun {
   RunResult run();
 
  private:
-  // The task and the reducer, built and agreed on by every rank.
+  // The task, the reducer and the sync strategy, built (or looked up) and agreed on by every rank.
   struct Inputs {
     std::unique_ptr<tasks::Task> task;
     std::unique_ptr<reducers::Reducer> reducer;
+    SynchronizerFactory synchronizer;
   };
   // The reducer talks through `reducer_comm` (comm itself, or comm traced).
   static Inputs buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm,
                             comm::Communicator& reducer_comm, c10::Device device, WorkerRole& role);
   void logStart(const outputs::RunInfo& info) const;
+  // Trains into `outputs`, then closes its sinks; returns the failure, if any: training's, or a
+  // sink's that could not write its last lines.
+  std::exception_ptr train(RunResult& result, outputs::RunInfo& info, const TrainerOutputs& outputs);
 
   const ResolvedExperiment& experiment_;
   const ExperimentConfig& config_;
@@ -90,7 +96,6 @@ class WorkerRun {
   Inputs inputs_;
   const std::string run_dir_;
   outputs::Timer timer_;
-  std::vector<std::unique_ptr<outputs::MetricSink>> sinks_;
   CheckpointStore checkpoints_;
   Trainer trainer_;
   const outputs::RunRecord record_;

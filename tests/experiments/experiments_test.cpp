@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include "experiments/setup/presets.h"
-#include "experiments/training/gradient_exchange.h"
-#include "experiments/training/gradient_hooks.h"
+#include "experiments/sync/gradient_exchange.h"
+#include "experiments/sync/gradient_hooks.h"
 #include "experiments/training/lr_schedule.h"
 #include "experiments/worker/runner.h"
 #include "hyperparams/base/errors.h"

@@ -1,12 +1,12 @@
-#include "experiments/training/gradient_exchange.h"
+#include "experiments/sync/gradient_exchange.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <torch/torch.h>
 
-#include "experiments/training/gradient_hooks.h"
-#include "experiments/training/worker_metrics.h"
+#include "experiments/sync/gradient_hooks.h"
+#include "experiments/sync/tensor_norms.h"
 
 namespace gcrun::experiments {
 namespace {

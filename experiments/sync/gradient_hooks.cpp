@@ -1,4 +1,4 @@
-#include "experiments/training/gradient_hooks.h"
+#include "experiments/sync/gradient_hooks.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>

@@ -1,0 +1,99 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "experiments/sync/gradient_exchange.h"
+#include "hyperparams/base/registry.h"
+#include "hyperparams/base/tensor_map.h"
+#include "hyperparams/config.h"
+#include "reducers/comm/communicator.h"
+#include "reducers/reducer.h"
+
+namespace gcrun::experiments {
+
+// What a strategy works with, built once by the trainer; every reference outlives the synchronizer.
+struct SyncContext {
+  const ExperimentConfig& config;
+  comm::Communicator& comm;
+  reducers::Reducer& reducer;
+  bool lossless_reducer;  // the reducer's spec says it delivers the exact average
+  double clip_norm;       // the task's local gradient clip norm; 0: none
+  const std::vector<at::Tensor>& params;
+  const std::vector<std::string>& names;  // the parameters', in order
+  // Each parameter's .grad (buffers.gradients), zeroed, which the optimizer steps along, and a
+  // memory per parameter for the strategy's error feedback.
+  GradientBuffers& buffers;
+  // The optimizer's weight decay and momentum on parameter i's final gradient, when the config
+  // puts them before the reduce; a strategy that sends gradients calls it before making a send.
+  std::function<void(size_t)> before_send;
+};
+
+// A sampled step's norms on this worker, over all parameters (powersgd.md 1.4).
+struct SyncSample {
+  double gradient = 0;  // ||the local gradient||
+  double send = 0;      // ||what this worker sent||
+  // ||what the send lost|| (the error-feedback memory after the sync); none when nothing is lost.
+  std::optional<double> lost;
+  bool error_feedback = false;  // what was lost is sent again next time (memory_norm is logged)
+};
+
+// The same per parameter, in parameter order (layers.csv); `lost` is zero where nothing is lost.
+struct LayerSample {
+  std::vector<double> gradient, send, lost;
+  std::vector<reducers::Reducer::TensorCost> costs;  // the reducer's, empty when it does not say
+};
+
+// What keeps the workers' models in agreement: a strategy (every step's gradient through the
+// reducer, or models averaged every H steps, or an outer optimizer on pseudo-gradients) that the
+// trainer calls at fixed points of each step, in lockstep on every worker:
+//   beforeBackward -> forward and backward -> afterBackward -> the optimizer -> afterStep.
+// A strategy may start its sends during backward (hooks on the parameters). Its state (error
+// feedback, a global copy, outer momentum) goes into the worker's checkpoint under entry names of
+// its own, and coming back from one it continues as the saved run would have.
+class Synchronizer {
+ public:
+  virtual ~Synchronizer() = default;
+
+  // Before the step's backward; with `sample`, the step's norms are recorded (sample()).
+  virtual void beforeBackward(bool sample) = 0;
+  // After backward: the gradients become what the optimizer steps along. Returns the bits this
+  // worker sent. Throws NonFiniteGradient (gradient_exchange.h) naming a parameter whose gradient
+  // stopped being finite.
+  virtual uint64_t afterBackward() = 0;
+  // After the optimizer applied step `step` (1-based): strategies that sync parameters do it here.
+  // Returns the bits this worker sent.
+  virtual uint64_t afterStep(int64_t step) = 0;
+
+  // Around an epoch's evaluation: a strategy whose global model differs from the worker's own
+  // swaps it in before, and back after.
+  virtual void beforeEvaluation() = 0;
+  virtual void afterEvaluation() = 0;
+
+  // The last step's norms, if it was sampled; measured when asked, after the step.
+  virtual std::optional<SyncSample> sample() const = 0;
+  virtual LayerSample layerSample() const = 0;
+
+  // Adds its checkpoint entries to `state`, of the dtype and shape a restore expects.
+  virtual void saveState(TensorMap& state) const = 0;
+  // Whether a checkpoint may hold or lack entry `name`, which loadState() then checks itself
+  // (state that grows as the run goes, like a reducer's); the other entries saveState() writes
+  // are checked for presence, dtype and shape before loadState() is called.
+  virtual bool checksEntry(const std::string& name) const = 0;
+  // Copies its entries back from a checkpoint's `state`; a bad one it checks itself is a UserError.
+  virtual void loadState(const TensorMap& state) = 0;
+};
+
+using SynchronizerFactory = std::function<std::unique_ptr<Synchronizer>(const SyncContext&)>;
+
+// The strategies, by sync.strategy; the built-ins are registered on first use. A strategy is one
+// file in experiments/sync/ and its entry in synchronizer_registry.cpp.
+Registry<SynchronizerFactory>& synchronizerRegistry();
+
+}  // namespace gcrun::experiments

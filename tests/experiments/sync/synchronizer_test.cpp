@@ -1,0 +1,147 @@
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "experiments/sync/synchronizer.h"
+#include "tests/support/multi_rank.h"
+#include "tests/support/reducer_fixtures.h"
+
+// Invariants every registered sync strategy keeps, checked over a real 2-rank Gloo group with a
+// lossless and a compressing reducer: the workers' models agree after the run's last step, a
+// checkpoint's state restored into a fresh synchronizer continues bit for bit as the saved one
+// would have (its parameters and its own state alike), and the bits a strategy reports are those
+// its reducer sent.
+
+namespace gcrun::experiments {
+namespace {
+
+constexpr int kSteps = 4;
+
+// Counts the bits of every reduce() it passes on to `inner`.
+class CountingReducer : public reducers::Reducer {
+ public:
+  explicit CountingReducer(std::unique_ptr<reducers::Reducer> inner) : inner_(std::move(inner)) {}
+  uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
+                  const std::vector<at::Tensor>& memory) override {
+    const uint64_t bits = inner_->reduce(send, out, memory);
+    sent += bits;
+    return bits;
+  }
+  void ready(size_t index, const std::vector<at::Tensor>& send) override { inner_->ready(index, send); }
+  void saveState(State& state) const override { inner_->saveState(state); }
+  void loadState(const State& state) override { inner_->loadState(state); }
+  std::vector<TensorCost> lastCosts() const override { return inner_->lastCosts(); }
+  uint64_t sent = 0;
+
+ private:
+  std::unique_ptr<reducers::Reducer> inner_;
+};
+
+// One worker of the test: a 6x4 weight and a bias, the same on every rank at the start, trained
+// by plain SGD on data of its own rank, through `strategy` and `reducer`.
+struct Worker {
+  Worker(comm::Communicator& comm, const std::string& strategy, const std::string& reducer_name)
+      : params{torch::linspace(-1, 1, 24).reshape({6, 4}).clone().requires_grad_(), torch::zeros({4}).requires_grad_()},
+        buffers(params),
+        reducer(testing::buildReducer(reducer_name, comm)) {
+    config.sync.strategy = strategy;
+    config.reducer.name = reducer_name;
+    const bool lossless = reducers::reducerRegistry().at(reducer_name).factory.lossless;
+    sync = synchronizerRegistry().at(strategy).factory(
+        SyncContext{config, comm, reducer, lossless, 0.0, params, names, buffers, [](size_t) {}});
+  }
+
+  // Step `step` (1-based) on data drawn from (rank, step): the bits the synchronizer reports.
+  uint64_t step(int64_t step, int rank) {
+    torch::manual_seed(1000 * rank + step);
+    const auto x = torch::randn({8, 6});
+    sync->beforeBackward(true);
+    torch::mm(x, params[0]).add(params[1]).pow(2).mean().backward();
+    torch::NoGradGuard no_grad;
+    uint64_t bits = sync->afterBackward();
+    for (size_t i = 0; i < params.size(); ++i) params[i].sub_(buffers.gradients[i], 0.1);
+    bits += sync->afterStep(step);
+    return bits;
+  }
+
+  ExperimentConfig config;
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names{"weight", "bias"};
+  GradientBuffers buffers;
+  CountingReducer reducer;
+  std::unique_ptr<Synchronizer> sync;
+};
+
+// The parameters of every rank, each rank's concatenated.
+std::vector<at::Tensor> gathered(comm::Communicator& comm, const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> flat;
+  for (const auto& p : params) flat.push_back(p.detach().flatten());
+  return comm.allgather(torch::cat(flat));
+}
+
+void expectSameState(const TensorMap& a, const TensorMap& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, tensor] : a) {
+    ASSERT_EQ(b.count(name), 1u) << name;
+    EXPECT_TRUE(torch::equal(tensor, b.at(name))) << name;
+  }
+}
+
+class EveryStrategy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryStrategy, KeepsItsInvariantsOverTwoRanks) {
+  for (const auto* entry : synchronizerRegistry().entries()) {
+    SCOPED_TRACE(entry->name + " with " + GetParam());
+    testing::runRanks(2, [&](comm::Communicator& comm) {
+      Worker saved(comm, entry->name, GetParam());
+      uint64_t bits = 0;
+      for (int64_t s = 1; s <= kSteps / 2; ++s) bits += saved.step(s, comm.rank());
+      TensorMap state;
+      saved.sync->saveState(state);
+      EXPECT_FALSE(saved.sync->layerSample().gradient.empty());
+
+      Worker restored(comm, entry->name, GetParam());
+      {
+        torch::NoGradGuard no_grad;
+        for (size_t i = 0; i < restored.params.size(); ++i) restored.params[i].copy_(saved.params[i]);
+      }
+      restored.sync->loadState(state);
+
+      for (int64_t s = kSteps / 2 + 1; s <= kSteps; ++s) {
+        bits += saved.step(s, comm.rank());
+        restored.step(s, comm.rank());
+      }
+      for (size_t i = 0; i < saved.params.size(); ++i) {
+        EXPECT_TRUE(torch::equal(saved.params[i], restored.params[i])) << "a restored run differs: " << saved.names[i];
+      }
+      TensorMap saved_end, restored_end;  // a reducer may apply restored state at its next step only
+      saved.sync->saveState(saved_end);
+      restored.sync->saveState(restored_end);
+      expectSameState(saved_end, restored_end);
+      EXPECT_EQ(bits, saved.reducer.sent) << "the bits reported are the reducer's";
+      EXPECT_GT(bits, 0u);
+      const auto all = gathered(comm, saved.params);
+      EXPECT_TRUE(torch::equal(all[0], all[1])) << "the workers' models differ after the last sync";
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Reducers, EveryStrategy, ::testing::Values("exact", "powersgd"));
+
+TEST(SynchronizerRegistry, EveryStepIsTheDefaultAndAnUnknownNameListsTheKnownOnes) {
+  EXPECT_TRUE(synchronizerRegistry().contains(ExperimentConfig{}.sync.strategy));
+  EXPECT_EQ(ExperimentConfig{}.sync.strategy, "every-step");
+  try {
+    synchronizerRegistry().at("no-such-strategy");
+    ADD_FAILURE() << "an unknown strategy must be refused";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("every-step"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gcrun::experiments
