@@ -46,7 +46,7 @@ void addReportCommand(CLI::App& app) {
     outputs::ReportOptions options{flags->output_dir.empty() ? flags->inputs.front() : flags->output_dir,
                                    flags->formats, "", loaded.skipped};
     options.target = target;
-    if (projection) options.projection = performance::projectRuns(loaded.runs, *projection);
+    if (projection) options.projection = performance::projectRuns(performance::traceRuns(loaded.runs), *projection);
     const auto result = outputs::writeReport(loaded.runs, options);
     // Names from the runs are printed on one line each: no terminal escapes, no forged lines.
     std::printf("%zu runs in %zu configurations\n", result.runs, result.configurations);

@@ -23,8 +23,8 @@ inline constexpr char kManifest[] = "manifest.json";           // in checkpoints
 inline constexpr char kTensorboard[] = "tb";                   // the tensorboard sink's event files
 inline constexpr char kLayers[] = "layers.csv";                // output.layer_stats_every_steps's rows
 // The file `gcrun study` writes into a run directory it creates before starting the run there,
-// so that it clears only directories of its own (experiments/study/study_runner.cpp). A requested
-// directory that holds nothing else counts as empty.
+// so that it clears only directories of its own (StudyDirectory::markRun, study_directory.h). A
+// requested directory that holds nothing else counts as empty.
 inline constexpr char kStudyRunMarker[] = ".gcrun-study-run";
 // rank-<r>.log: each rank's log.
 std::string rankLog(int rank);

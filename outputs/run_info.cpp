@@ -36,7 +36,7 @@ std::string runInfoJson(const RunInfo& info) {
   json["bits_sent"] = info.bits_sent;
   json["peak_rss_mib"] = info.peak_rss_mib;
   json["synthetic_data"] = info.synthetic_data;
-  json["status"] = info.status;
+  json["status"] = info.status ? runStatusText(*info.status) : "";
   json["error"] = info.error;
   json["start_time"] = info.start_time;
   json["end_time"] = info.end_time;
@@ -78,7 +78,7 @@ std::optional<RunInfo> parseRunInfo(std::string_view text) {
     for (const auto& peak : *peaks) info.peak_rss_mib.push_back(peak.is_number() ? peak.get<double>() : NAN);
   }
   info.synthetic_data = boolOr(*json, "synthetic_data", false);
-  info.status = stringOr(*json, "status", "");
+  info.status = parseRunStatus(stringOr(*json, "status", ""));
   info.error = stringOr(*json, "error", "");
   info.start_time = stringOr(*json, "start_time", "");
   info.end_time = stringOr(*json, "end_time", "");

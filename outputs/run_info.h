@@ -8,17 +8,9 @@
 #include <vector>
 
 #include "hyperparams/base/baseline.h"
+#include "outputs/run_status.h"
 
 namespace gcrun::outputs {
-
-// A run's status in run.json, from its start to its end.
-namespace run_status {
-inline constexpr char kRunning[] = "running";
-inline constexpr char kCompleted[] = "completed";
-inline constexpr char kInterrupted[] = "interrupted";  // stopped by a signal after a checkpoint
-inline constexpr char kFailed[] = "failed";            // training threw; `error` says what
-inline constexpr char kRefused[] = "refused";          // bad input stopped it before training; `error` says why
-}  // namespace run_status
 
 // A preset's published result next to this run's (run.json's "paper" object).
 struct PaperComparison {
@@ -46,8 +38,10 @@ struct RunInfo {
   uint64_t bits_sent = 0;            // per worker
   std::vector<double> peak_rss_mib;  // each rank's peak resident memory, in rank order
   bool synthetic_data = false;
-  std::string status;      // one of run_status
-  std::string error;       // the failure or refusal, when status is "failed" or "refused"
+  // From its start (running) to its end; nothing when run.json holds no status, or a word that is
+  // none of RunStatus's (a file gcrun did not write).
+  std::optional<RunStatus> status;
+  std::string error;       // the failure or refusal, when status is failed or refused
   std::string start_time;  // ISO 8601, UTC
   std::string end_time;
   // "test.accuracy" -> value, ...; NaN for a value that is no finite number (written as null).

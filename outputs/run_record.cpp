@@ -20,7 +20,7 @@ PaperComparison RunRecord::finish(const PaperResult& paper, RunInfo info, const 
     dir_.write(run_files::kTimerSummary, timer.summaryJson());
   } catch (const std::exception& e) {
     // A full disk: the failed write gave its space back, which run.json's few bytes can take.
-    info.status = run_status::kFailed;
+    info.status = RunStatus::failed;
     info.error = e.what();
     dir_.writeInfo(info);
     throw;

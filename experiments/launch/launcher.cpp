@@ -171,8 +171,8 @@ void recordWorkerFailure(const LaunchOptions& options, int rank, int exit_code) 
   try {
     const outputs::RunDirectory dir(options.run_dir);
     auto info = dir.readInfo();
-    if (!info || info->status != outputs::run_status::kRunning) return;
-    info->status = exit_code == 2 ? outputs::run_status::kRefused : outputs::run_status::kFailed;
+    if (!info || info->status != outputs::RunStatus::running) return;
+    info->status = exit_code == 2 ? outputs::RunStatus::refused : outputs::RunStatus::failed;
     info->error =
         "worker rank " + std::to_string(rank) + " exited with code " + std::to_string(exit_code) + "; its log says why";
     info->end_time = outputs::isoTimeNow();

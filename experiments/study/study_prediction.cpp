@@ -9,7 +9,7 @@
 
 namespace gcrun::experiments {
 
-void addPrediction(const StudySpec::Prediction& prediction, const std::string& dir,
+void addPrediction(const StudySpec::Prediction& prediction, const outputs::StudyDirectory& study,
                    const std::vector<outputs::RunData>& runs, outputs::ReportOptions& report) {
   performance::PredictOptions options;
   options.workers = prediction.workers;
@@ -17,15 +17,18 @@ void addPrediction(const StudySpec::Prediction& prediction, const std::string& d
   for (const auto& bandwidth : prediction.bandwidths) {
     options.networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "predict.bandwidth"), latency));
   }
-  report.sections.push_back(performance::predictionSection(runs, options));
+  const auto traced = performance::traceRuns(runs);
+  const auto rows = performance::predictRuns(traced.runs, traced.timelines, options);
+  report.sections.push_back(performance::predictionSection(rows, options));
   if (!prediction.headline.empty()) {
     report.projection =
-        performance::projectRuns(runs, performance::parseProjection(prediction.headline, "predict.headline"));
+        performance::projectRuns(traced, performance::parseProjection(prediction.headline, "predict.headline"));
   }
   try {
-    const auto predicted = performance::predictDirectories({dir + "/runs"}, options, dir + "/predict");
-    std::printf("study: prediction in %s/predict/predict.md\n", dir.c_str());
-    if (!predicted.files.note.empty()) std::printf("study: %s\n", predicted.files.note.c_str());
+    performance::checkPredictable(traced, study.pathOf(outputs::study_files::kRuns));
+    const auto files = performance::writePrediction(traced.runs, traced.timelines, rows, options, study.predictPath());
+    std::printf("study: prediction in %s\n", files.files.front().c_str());  // predict.md
+    if (!files.note.empty()) std::printf("study: %s\n", files.note.c_str());
   } catch (const UserError& e) {
     std::printf("study: no prediction files: %s\n", e.what());
   }

@@ -4,19 +4,13 @@
 #include <string>
 #include <vector>
 
-#include "outputs/run_info.h"
+#include "outputs/study_directory.h"
 
 namespace gcrun::experiments {
 
 // Where a study stands, from its files alone: DIR/study.json (the plan, and the outcomes the
 // study process recorded) and each run's run.json (which a run under Slurm updates itself), so
 // that a study running elsewhere can be followed without starting anything.
-struct StudyRunState {
-  std::string dir;     // "runs/<config>-seed<k>"
-  std::string status;  // pending, running, completed, failed, interrupted, refused
-  double seconds = 0;  // how long a finished run took; a running one so far
-  std::string error;
-};
 
 struct StudyProgress {
   size_t total = 0, completed = 0, failed = 0, running = 0, left = 0;  // failed: failed, interrupted, refused
@@ -24,15 +18,13 @@ struct StudyProgress {
   std::optional<double> eta_seconds;  // the runs not done, `parallel` at a time, at the mean
 };
 
-// What the run in `dir` recorded in its run.json; nothing when it wrote none, or none that is
-// gcrun's (a FIFO, a huge file, not JSON).
-std::optional<outputs::RunInfo> runInfoOf(const std::string& dir);
+// Every run of the study in `dir` as study.json records it (outputs::readStudyRecord), each
+// brought up to date from its own run.json, the newer record: status, error, and its time from
+// run.json's start (and end). Errors are clipped to one message's length. A directory without
+// study.json (or whose study.json is not the study's) is a UserError naming it.
+std::vector<outputs::StudyRunRecord> readStudyState(const std::string& dir);
 
-// The state of every run of the study in `dir`; a directory without study.json (or whose
-// study.json is not the study's) is a UserError naming it.
-std::vector<StudyRunState> readStudyState(const std::string& dir);
-
-StudyProgress progressOf(const std::vector<StudyRunState>& runs, int parallel);
+StudyProgress progressOf(const std::vector<outputs::StudyRunRecord>& runs, int parallel);
 
 // "3 of 7 done, 1 failed, 1 running, 2 left; ETA 4 min (mean 80 s a run, 1 at a time)".
 std::string progressLine(const StudyProgress& progress, int parallel);

@@ -41,7 +41,7 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& c
   info.device = nameOf(config.device);
   info.num_parameters = countParameters(task);
   info.synthetic_data = task.synthetic();
-  info.status = outputs::run_status::kRunning;
+  info.status = outputs::RunStatus::running;
   info.start_time = outputs::isoTimeNow();
   info.sources = config.sources;
   info.baseline = reducers::reducerRegistry().at(config.reducer.name).factory.baseline;
@@ -53,7 +53,7 @@ outputs::RunInfo refusedInfo(const std::string& experiment, const std::string& e
   info.experiment = experiment;
   info.gcrun_version = GCRUN_VERSION;
   info.torch_version = TORCH_VERSION;
-  info.status = outputs::run_status::kRefused;
+  info.status = outputs::RunStatus::refused;
   info.error = error;
   info.start_time = outputs::isoTimeNow();
   info.end_time = info.start_time;

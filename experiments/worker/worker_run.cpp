@@ -152,10 +152,10 @@ std::exception_ptr WorkerRun::train(RunResult& result, outputs::RunInfo& info, c
     result.training = trainer_.run(outputs);
     info.peak_rss_mib = gatherPeakRss(comm_);
     result.stop_signal = result.training.stopped && stop_signal_ ? stop_signal_() : 0;
-    info.status = result.training.stopped ? "interrupted" : "completed";
+    info.status = result.training.stopped ? outputs::RunStatus::interrupted : outputs::RunStatus::completed;
   } catch (const std::exception& e) {
     failure = std::current_exception();
-    info.status = "failed";
+    info.status = outputs::RunStatus::failed;
     info.error = e.what();
   }
   try {
@@ -164,7 +164,7 @@ std::exception_ptr WorkerRun::train(RunResult& result, outputs::RunInfo& info, c
     // A sink's last lines that did not fit on the disk fail the run; an earlier failure says more.
     if (!failure) {
       failure = std::current_exception();
-      info.status = outputs::run_status::kFailed;
+      info.status = outputs::RunStatus::failed;
       info.error = e.what();
     }
   }

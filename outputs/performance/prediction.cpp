@@ -189,6 +189,19 @@ RunTimeline loadRunTimeline(const outputs::RunData& run) {
   return timeline;
 }
 
+TracedRuns traceRuns(std::vector<outputs::RunData> runs) {
+  TracedRuns traced;
+  for (auto& run : runs) {
+    try {
+      traced.timelines.push_back(loadRunTimeline(run));
+      traced.runs.push_back(std::move(run));
+    } catch (const UserError& e) {
+      traced.untraced.push_back({std::move(run), e.what()});
+    }
+  }
+  return traced;
+}
+
 double parseComputeMsPerBatch(const std::string& text, const std::string& what) {
   const auto value = parseDecimal(text);
   if (!value || !(*value > 0) || *value > kMaxComputeMsPerBatch) {

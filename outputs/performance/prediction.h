@@ -24,6 +24,19 @@ struct RunTimeline {
 // collectives; a run.json world_size outside 1 to network::kMaxWorkers (the default worker count).
 RunTimeline loadRunTimeline(const outputs::RunData& run);
 
+// Runs with their step timelines, each run's traces read once (loadRunTimeline): a report, a
+// study's prediction and its projected columns all predict from these.
+struct TracedRuns {
+  std::vector<outputs::RunData> runs;  // those with a timeline, in the order given
+  std::vector<RunTimeline> timelines;  // runs[i]'s
+  struct Untraced {
+    outputs::RunData run;
+    std::string why;  // loadRunTimeline's UserError
+  };
+  std::vector<Untraced> untraced;  // the others, in the order given
+};
+TracedRuns traceRuns(std::vector<outputs::RunData> runs);
+
 // --compute-ms-per-batch and --predict compute_ms: a plain decimal above 0 up to this.
 inline constexpr double kMaxComputeMsPerBatch = 1e6;
 double parseComputeMsPerBatch(const std::string& text, const std::string& what);

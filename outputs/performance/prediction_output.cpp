@@ -217,30 +217,30 @@ PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const
   return written;
 }
 
+std::vector<std::string> checkPredictable(const TracedRuns& traced, const std::string& where) {
+  std::vector<std::string> skipped;
+  for (const auto& [run, why] : traced.untraced) {
+    if (run.status == outputs::RunStatus::completed) throw UserError(why);
+    skipped.push_back(why + " (it is " + outputs::statusLabel(run) + ")");
+  }
+  if (traced.runs.empty()) {
+    throw UserError("predict: no run with a step timeline found under " + where +
+                    " (run with --set output.trace=A-B to record one)");
+  }
+  return skipped;
+}
+
 PredictResult predictDirectories(const std::vector<std::string>& paths, const PredictOptions& options,
                                  const std::string& output_dir) {
   auto loaded = outputs::loadRuns(paths, options.target ? options.target->metric : "");
+  const auto traced = traceRuns(std::move(loaded.runs));
+  std::string given;
+  for (const auto& path : paths) given += (given.empty() ? "" : ", ") + path;
   PredictResult result;
   result.skipped = loaded.skipped;
-  std::vector<outputs::RunData> runs;
-  std::vector<RunTimeline> timelines;
-  for (auto& run : loaded.runs) {
-    try {
-      timelines.push_back(loadRunTimeline(run));
-      runs.push_back(std::move(run));
-    } catch (const UserError& e) {
-      if (run.status == "completed") throw;
-      result.skipped.push_back(std::string(e.what()) + " (it is " + run.status + ")");
-    }
-  }
-  if (runs.empty()) {
-    std::string given;
-    for (const auto& path : paths) given += (given.empty() ? "" : ", ") + path;
-    throw UserError("predict: no run with a step timeline found under " + given +
-                    " (run with --set output.trace=A-B to record one)");
-  }
-  result.rows = predictRuns(runs, timelines, options);
-  result.files = writePrediction(runs, timelines, result.rows, options, output_dir);
+  for (auto& line : checkPredictable(traced, given)) result.skipped.push_back(std::move(line));
+  result.rows = predictRuns(traced.runs, traced.timelines, options);
+  result.files = writePrediction(traced.runs, traced.timelines, result.rows, options, output_dir);
   return result;
 }
 

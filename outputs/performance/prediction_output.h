@@ -37,6 +37,11 @@ PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const
                                 const std::vector<PredictionRow>& rows, const PredictOptions& options,
                                 const std::string& output_dir);
 
+// The lines gcrun predict lists as skipped for the runs of `traced` without a step timeline, each
+// "why (it is <status>)". A completed run among them is a UserError (its timeline is missing or
+// bad: why), and so is `traced` without a run that has one (none found under `where`).
+std::vector<std::string> checkPredictable(const TracedRuns& traced, const std::string& where);
+
 // `gcrun predict`: the runs at or below `paths` (a study directory, say), predicted and written
 // into `output_dir`. A completed run without a step timeline is a UserError naming it; runs that
 // did not complete and have none, and unreadable ones, are left out with a line in `skipped`.

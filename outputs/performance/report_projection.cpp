@@ -14,21 +14,6 @@ namespace {
 const std::string kProjectionForm = std::string("workers=N,bandwidth=10gbit[,latency=") + units::kDefaultLatency +
                                     "][,compute_ms=MS] or workers=N,network=FILE";
 
-// predictRuns over the runs that have a step timeline; the others have no row.
-std::vector<PredictionRow> predictTraced(const std::vector<outputs::RunData>& runs, const PredictOptions& options) {
-  std::vector<outputs::RunData> traced;
-  std::vector<RunTimeline> timelines;
-  for (const auto& run : runs) {
-    try {
-      timelines.push_back(loadRunTimeline(run));
-      traced.push_back(run);
-    } catch (const UserError&) {
-      // No (readable) timeline: nothing to predict from.
-    }
-  }
-  return predictRuns(traced, timelines, options);
-}
-
 }  // namespace
 
 ProjectionSpec parseProjection(const std::string& text, const std::string& what) {
@@ -61,26 +46,26 @@ ProjectionSpec parseProjection(const std::string& text, const std::string& what)
   return spec;
 }
 
-outputs::ReportProjection projectRuns(const std::vector<outputs::RunData>& runs, const ProjectionSpec& spec) {
+outputs::ReportProjection projectRuns(const TracedRuns& traced, const ProjectionSpec& spec) {
   outputs::ReportProjection projection;
   projection.label = std::to_string(spec.workers) + " workers, " + spec.network.name;
   PredictOptions options;
   options.workers = {spec.workers};
   options.networks = {spec.network};
   options.compute_ms_per_batch = spec.compute_ms_per_batch;
-  for (const auto& row : predictTraced(runs, options)) {
+  for (const auto& row : predictRuns(traced.runs, traced.timelines, options)) {
     projection.by_dir[row.dir] = {row.predicted.total_ms, row.speedup_vs_exact, row.speedup_vs_fp16};
   }
   return projection;
 }
 
-outputs::ReportSection predictionSection(const std::vector<outputs::RunData>& runs, const PredictOptions& options) {
+outputs::ReportSection predictionSection(const std::vector<PredictionRow>& rows, const PredictOptions& options) {
   outputs::ReportSection section;
   section.title = "Does compression pay? Predicted time per batch";
   section.text =
       "Each traced run replayed at other worker counts and networks (gcrun predict; its README section states the "
       "model's assumptions). Runs without a step timeline are not listed.";
-  section.table = predictionTable(predictTraced(runs, options), options.target.has_value());
+  section.table = predictionTable(rows, options.target.has_value());
   return section;
 }
 

@@ -21,10 +21,11 @@ struct ProjectionSpec {
 // `what`, the key and what would be accepted.
 ProjectionSpec parseProjection(const std::string& text, const std::string& what);
 
-// The runs' projections: those with a step timeline; the others are left out.
-outputs::ReportProjection projectRuns(const std::vector<outputs::RunData>& runs, const ProjectionSpec& spec);
+// The projections of the runs with a step timeline; the others have none.
+outputs::ReportProjection projectRuns(const TracedRuns& traced, const ProjectionSpec& spec);
 
-// A study's prediction as a report section: predictRuns over `options`, one row per run.
-outputs::ReportSection predictionSection(const std::vector<outputs::RunData>& runs, const PredictOptions& options);
+// A study's prediction as a report section: `rows` (predictRuns over `options`), one per run x
+// workers x network; runs without a step timeline have none.
+outputs::ReportSection predictionSection(const std::vector<PredictionRow>& rows, const PredictOptions& options);
 
 }  // namespace gcrun::performance

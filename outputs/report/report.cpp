@@ -28,8 +28,8 @@ std::string projectionLabel(const ReportOptions& options) {
 std::vector<std::string> unfinished(const std::vector<RunData>& runs) {
   std::vector<std::string> lines;
   for (const auto& run : runs) {
-    if (run.status == "completed") continue;
-    lines.push_back(run.dir + ": " + run.status +
+    if (run.status == RunStatus::completed) continue;
+    lines.push_back(run.dir + ": " + statusLabel(run) +
                     (run.error.empty() ? "" : " (" + run.error.substr(0, run.error.find('\n')) + ")"));
   }
   return lines;
@@ -149,15 +149,15 @@ ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& 
   if (auto plot = layerErrorPlot(groups)) plots.push_back(std::move(*plot));
   if (auto section = layerBytesSection(groups)) sections.push_back(std::move(*section));
   RenderedPlots rendered;
-  if (wants("md") || wants("html")) rendered = renderPlots(plots, out.sub("plots", true));
+  if (wants("md") || wants("html")) rendered = renderPlots(plots, out.sub(report_files::kPlots, true));
   result.note = rendered.note;
   const auto write = [&](const std::string& name, const std::string& text) {
     out.writeAtomically(name, text);
     result.files.push_back(out.pathOf(name));
   };
-  if (wants("md")) write("report.md", markdown(runs, groups, plots, rendered, options, sections));
-  if (wants("csv")) write("report.csv", csvTable(groups));
-  if (wants("html")) write("report.html", htmlPage(runs, groups, plots, rendered, options, sections));
+  if (wants("md")) write(report_files::kMarkdown, markdown(runs, groups, plots, rendered, options, sections));
+  if (wants("csv")) write(report_files::kCsv, csvTable(groups));
+  if (wants("html")) write(report_files::kHtml, htmlPage(runs, groups, plots, rendered, options, sections));
   result.files.insert(result.files.end(), rendered.images.begin(), rendered.images.end());
   return result;
 }

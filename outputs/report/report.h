@@ -10,6 +10,14 @@
 
 namespace gcrun::outputs {
 
+// The files a report writes into its folder (a study's report is at the top of its directory).
+namespace report_files {
+inline constexpr char kMarkdown[] = "report.md";
+inline constexpr char kCsv[] = "report.csv";
+inline constexpr char kHtml[] = "report.html";
+inline constexpr char kPlots[] = "plots";  // PNG and SVG, with the data they were drawn from
+}  // namespace report_files
+
 // A table the report adds after its own (a study's prediction over workers and networks).
 struct ReportSection {
   std::string title;

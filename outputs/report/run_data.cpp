@@ -202,7 +202,12 @@ void readConfig(const fs::path& root, const std::optional<YAML::Node>& config, R
 
 }  // namespace
 
-RunData runThatDidNotStart(const std::string& dir, const std::string& config_yaml, const std::string& status,
+std::string statusLabel(const RunData& run) {
+  if (run.unreadable) return "unreadable";
+  return run.status ? runStatusText(*run.status) : "unknown";
+}
+
+RunData runThatDidNotStart(const std::string& dir, const std::string& config_yaml, RunStatus status,
                            const std::string& error) {
   RunData run;
   run.dir = dir;
@@ -227,10 +232,10 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
   readConfig(root, loadFile(root / run_files::kConfig, files::kMaxConfigBytes), run, paper_metric);
   const auto info = RunDirectory(dir).readInfo();
   if (!info) {
-    run.status = "unreadable";
+    run.unreadable = true;
     return run;
   }
-  run.status = info->status.empty() ? "unknown" : info->status;
+  run.status = info->status;
   run.error = info->error;
   run.experiment = info->experiment;
   run.world_size = info->world_size;

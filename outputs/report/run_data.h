@@ -8,6 +8,7 @@
 
 #include "hyperparams/base/baseline.h"
 #include "outputs/layers/layer_stats.h"
+#include "outputs/run_status.h"
 
 namespace gcrun::outputs {
 
@@ -36,7 +37,9 @@ struct RunData {
   std::map<std::string, std::string> settings;  // the configuration, flattened: "reducer.rank" -> "2"
   Baseline baseline = Baseline::none;           // the reducer's, as run.json records it
   int64_t seed = 0;
-  std::string status;  // completed, failed, interrupted, running; "unreadable" when run.json is not JSON
+  // run.json's; nothing when run.json is unreadable (`unreadable`) or holds no status gcrun writes.
+  std::optional<RunStatus> status;
+  bool unreadable = false;  // run.json is not a JSON object
   std::string error;
   std::string experiment;
   bool synthetic = false;
@@ -55,6 +58,9 @@ struct RunData {
   std::vector<LossPoint> losses;
   std::vector<LayerSummary> layers;  // from layers.csv, when output.layer_stats_every_steps was on
 };
+
+// The run's status as a report shows it: its word, "unreadable" or "unknown".
+std::string statusLabel(const RunData& run);
 
 // Every run directory at or below each of `paths` (a directory holding run.json), sorted by path.
 // A path that is not a directory is a UserError naming it; what cannot be searched (a symlink
@@ -83,7 +89,7 @@ LoadedRuns loadRuns(const std::vector<std::string>& paths, const std::string& me
 
 // A run that never wrote its directory (refused input, say): what its configuration says, and its
 // status and error as whoever started it recorded them.
-RunData runThatDidNotStart(const std::string& dir, const std::string& config_yaml, const std::string& status,
+RunData runThatDidNotStart(const std::string& dir, const std::string& config_yaml, RunStatus status,
                            const std::string& error);
 
 }  // namespace gcrun::outputs

@@ -22,9 +22,10 @@ bool describesOnly(const std::string& key) {
 
 std::string statusOf(const std::vector<const RunData*>& runs) {
   std::map<std::string, int> counts;
-  for (const auto* run : runs) ++counts[run->status];
+  for (const auto* run : runs) ++counts[statusLabel(*run)];
   std::string out;
-  for (const char* status : {"completed", "running", "interrupted", "failed"}) {
+  for (const auto value : {RunStatus::completed, RunStatus::running, RunStatus::interrupted, RunStatus::failed}) {
+    const std::string status = runStatusText(value);
     if (counts.count(status) == 0) continue;
     out += (out.empty() ? "" : ", ") + std::to_string(counts[status]) + " " + status;
     counts.erase(status);
@@ -145,7 +146,7 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
     group.simulated_workers = first.simulated_workers;
     std::vector<double> finals, times, mibs, ratios, computes;
     for (const auto* run : group.runs) {
-      if (run->status != "completed") continue;
+      if (run->status != RunStatus::completed) continue;
       if (run->final_value) finals.push_back(*run->final_value);
       if (run->time_per_batch_ms) times.push_back(*run->time_per_batch_ms);
       mibs.push_back(run->mib_per_epoch);

@@ -236,7 +236,7 @@ TEST(RunFiles, RunInfoJsonHoldsEveryField) {
   info.epochs_done = 2.5;
   info.bits_sent = 123456789012ULL;
   info.synthetic_data = true;
-  info.status = "failed";
+  info.status = RunStatus::failed;
   info.error = "loss is \"nan\"";
   info.start_time = "2026-01-02T03:04:05Z";
   info.end_time = "2026-01-02T04:04:05Z";
@@ -265,7 +265,7 @@ TEST(RunFiles, RunInfoReadsBackAsWritten) {
   info.epochs_done = 2.5;
   info.bits_sent = 123456789012ULL;
   info.peak_rss_mib = {100.5, 200};
-  info.status = run_status::kRefused;
+  info.status = RunStatus::refused;
   info.error = "task.data_dir: no such directory";
   info.final_metrics = {{"test.accuracy", 0.875}, {"test.loss", NAN}};
   info.paper = {"test.accuracy", "Table 3", {{"value", 0.9}}};
@@ -282,7 +282,7 @@ TEST(RunFiles, RunInfoReadsBackAsWritten) {
   EXPECT_EQ(back->epochs_done, 2.5);
   EXPECT_EQ(back->bits_sent, info.bits_sent);
   EXPECT_EQ(back->peak_rss_mib, info.peak_rss_mib);
-  EXPECT_EQ(back->status, "refused");
+  EXPECT_EQ(back->status, RunStatus::refused);
   EXPECT_EQ(back->error, info.error);
   EXPECT_EQ(back->final_metrics.at("test.accuracy"), 0.875);
   EXPECT_TRUE(std::isnan(back->final_metrics.at("test.loss")));
@@ -296,12 +296,28 @@ TEST(RunFiles, RunInfoReadsBackAsWritten) {
   EXPECT_FALSE(parseRunInfo("{\"status\": "));
   EXPECT_FALSE(parseRunInfo("[1, 2]"));
   EXPECT_EQ(parseRunInfo("{\"world_size\": \"four\", \"status\": 3}")->world_size, 1);
+  // A status that is none of gcrun's words is no status.
+  EXPECT_FALSE(parseRunInfo("{\"status\": \"bogus\"}")->status.has_value());
+  EXPECT_FALSE(parseRunInfo("{\"status\": 3}")->status.has_value());
+}
+
+// Each status is one word in the files, read back as itself; no other text is a status.
+TEST(RunFiles, EveryRunStatusIsOneWordBothWays) {
+  const std::vector<std::pair<RunStatus, std::string>> words = {
+      {RunStatus::pending, "pending"},         {RunStatus::running, "running"}, {RunStatus::completed, "completed"},
+      {RunStatus::interrupted, "interrupted"}, {RunStatus::failed, "failed"},   {RunStatus::refused, "refused"}};
+  for (const auto& [status, word] : words) {
+    EXPECT_EQ(runStatusText(status), word);
+    EXPECT_EQ(parseRunStatus(word), status);
+  }
+  for (const char* other : {"", "Completed", "completed ", "unknown", "unreadable"})
+    EXPECT_FALSE(parseRunStatus(other));
 }
 
 TEST(RunFiles, ARefusalIsRecordedOnlyWhereARunCouldStart) {
   TempDir dir;
   RunInfo refused;
-  refused.status = run_status::kRefused;
+  refused.status = RunStatus::refused;
   refused.error = "bad input";
   EXPECT_TRUE(RunDirectory::recordRefusal(dir.file("new/run"), refused));
   EXPECT_EQ(RunDirectory(dir.file("new/run")).readInfo()->error, "bad input");

@@ -20,7 +20,7 @@ void write(const std::filesystem::path& path, const std::string& text) {
 void writeRun(const testing::TempDir& study, const std::string& name, const std::string& status,
               const std::string& start, const std::string& end, const std::string& error = "") {
   outputs::RunInfo info;
-  info.status = status;
+  info.status = outputs::parseRunStatus(status);
   info.start_time = start;
   info.end_time = end;
   info.error = error;
@@ -49,7 +49,7 @@ TEST(StudyProgress, CountsEveryStateAndEstimatesTheRest) {
   halfDoneStudy(study);
   const auto runs = readStudyState(study.path().string());
   ASSERT_EQ(runs.size(), 6u);  // the entry outside runs/ is left out
-  EXPECT_EQ(runs[1].status, "completed");
+  EXPECT_EQ(runs[1].status, outputs::RunStatus::completed);
   EXPECT_DOUBLE_EQ(runs[1].seconds, 300);
   const auto progress = progressOf(runs, 2);
   EXPECT_EQ(progress.completed, 2u);

@@ -207,6 +207,64 @@ TEST(StudyBinary, AKilledStudyCompletesWhenRunAgain) {
   EXPECT_EQ(info["steps"].as<int>(), 400);
 }
 
+// SIGTERM stops the study's runs after a checkpoint; the study still writes study.json and its
+// report, and exits 128 + the signal.
+TEST(StudyBinary, ASignalledStudyStopsItsRunsAndStillReports) {
+  TempDir dir;
+  std::ofstream(dir.file("study.yaml"))
+      << "base: fashion-sgd\nset: {task.synthetic: true, task.synthetic_samples: 4096, training.epochs: 7,"
+         " training.max_steps: 400, checkpoint.every_steps: 2}\nruns:\n  - {name: long}\n";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string command = "exec " + kGcrun + " study " + dir.file("study.yaml") + " --output-dir " +
+                                dir.file("out") + " > " + dir.file("study.log") + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    ::_exit(127);
+  }
+  const auto manifest = dir.file("out/runs/long-seed1/checkpoints/manifest.json");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(manifest) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(manifest)) << readFile(dir.file("study.log"));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const auto log = readFile(dir.file("study.log"));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << log;
+  const auto study = YAML::LoadFile(dir.file("out/study.json"));
+  EXPECT_EQ(study["runs"][0]["status"].as<std::string>(), "interrupted") << log;
+  EXPECT_TRUE(contains(readFile(dir.file("out/report.md")), "long-seed1: interrupted")) << log;
+}
+
+// A study with `predict:` reads each run's trace once and writes its report, the prediction
+// included, once: after the last run, not after each.
+TEST(StudyBinary, APredictingStudyReportsOnceAtTheEnd) {
+  TempDir dir;
+  std::ofstream(dir.file("pays.yaml"))
+      << "base: fashion-sgd\nset: {task.synthetic: true, task.synthetic_samples: 512, training.max_steps: 6,"
+         " output.trace: \"2-4\"}\nruns:\n  - {name: exact}\n  - {name: rank2, preset: fashion-powersgd-rank2}\n"
+         "predict: {workers: [2, 8], bandwidth: [1gbit], headline: \"workers=8,bandwidth=1gbit\"}\n";
+  const auto result =
+      runCommand(kGcrun + " study " + dir.file("pays.yaml") + " --output-dir " + dir.file("out") + " --jobs 2");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto count = [&](const std::string& part) {
+    size_t n = 0;
+    for (size_t at = result.output.find(part); at != std::string::npos; at = result.output.find(part, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("study: prediction in " + dir.file("out/predict/predict.md")), 1u) << result.output;
+  EXPECT_EQ(count("report in " + dir.file("out/report.md")), 1u) << result.output;
+  // After the runs' lines: the report comes last.
+  EXPECT_GT(result.output.find("report in"), result.output.rfind("study: [2/2]")) << result.output;
+  const auto report = readFile(dir.file("out/report.md"));
+  EXPECT_TRUE(contains(report, "Does compression pay?")) << report;
+  EXPECT_TRUE(contains(report, "8 workers, 1gbit")) << report;  // the headline's projected columns
+  const auto predicted = readFile(dir.file("out/predict/predict.md"));
+  EXPECT_TRUE(contains(predicted, "| exact-seed1 |") && contains(predicted, "| rank2-seed1 |")) << predicted;
+}
+
 TEST(StudyBinary, DryRunAndSlurmRunNothing) {
   TempDir dir;
   std::ofstream(dir.file("tiny.yaml")) << kTinyStudy;

@@ -104,11 +104,15 @@ TEST(HostileStudy, ANewlineInTheStudyNameOrDirectoryIsRefusedAndEverythingElseIs
   std::vector<std::string> args;
   std::ifstream in(dir.file("args"));
   for (std::string line; std::getline(in, line);) args.push_back(line);
+  // gcrun study --only 3 --set=SET --output-dir=DIR --jobs=1 -- FILE (studyArguments)
   ASSERT_EQ(args.size(), 9u) << readFile(dir.file("args"));
-  EXPECT_EQ(args[2], odd_file);
-  EXPECT_EQ(args[4], odd_dir);
-  EXPECT_EQ(args[6], "3");
-  EXPECT_EQ(args[8], odd_set);
+  EXPECT_EQ(args[1], "study");
+  EXPECT_EQ(args[2], "--only");
+  EXPECT_EQ(args[3], "3");
+  EXPECT_EQ(args[4], "--set=" + odd_set);
+  EXPECT_EQ(args[5], "--output-dir=" + odd_dir);
+  EXPECT_EQ(args[7], "--");
+  EXPECT_EQ(args[8], odd_file);
 }
 
 // --- folders the study did not make (item 4) ---
