@@ -56,10 +56,10 @@ void checkInputs(const ResolvedExperiment& experiment, int world_size) {
 // to a private file, not from the user's settings.
 int launchWorkers(const ResolvedExperiment& experiment, const ExperimentRequest& request) {
   const auto& config = experiment.config;
-  const auto resolved = resolvedFileText(experiment);
   auto launch = request.launch;
   checkInputs(experiment,
               launch.nnodes * launch.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
+  const auto resolved = resolvedFileText(experiment);
   if (!request.resume_dir.empty()) {
     launch.run_dir = request.resume_dir;
   } else if (launch.node_rank == 0) {
@@ -84,6 +84,8 @@ int runInRole(const ResolvedExperiment& experiment, const ExperimentRequest& req
   const auto& config = experiment.config;
   const auto& dir = request.resume_dir;
   const bool resume = !dir.empty();
+  // A resumed run's lock, taken below by the process that holds it for the run.
+  const auto lock = [dir] { lockRunDirectory(dir); };
   const bool worker = world.launched();
   const auto& nodes = request.launch;
   if (resume) {
@@ -102,11 +104,11 @@ int runInRole(const ResolvedExperiment& experiment, const ExperimentRequest& req
   if (runs_here) {
     // A worker of gcrun's launcher runs in the directory the launcher made (or resumes).
     RunOptions options{resume ? dir : launched_dir.value_or(request.output_dir), resume, launched_dir.has_value(), {}};
-    if (locks) options.lock_resumed = [dir] { lockRunDirectory(dir); };
+    if (locks) options.lock_resumed = lock;
     const auto result = runWorker(experiment, options, world);
     return result.stop_signal != 0 ? 128 + result.stop_signal : 0;
   }
-  if (locks) lockRunDirectory(dir);
+  if (locks) lock();
   return launchWorkers(experiment, request);
 }
 

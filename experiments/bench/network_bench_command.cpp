@@ -29,7 +29,8 @@ NetworkBenchOptions::NetworkBenchOptions(CLI::App& bench)
   command->add_option("--backend", request.backend, "gloo or nccl (default gloo)")
       ->check(CLI::IsMember({"gloo", "nccl"}));
   command->add_option("--output", request.output, "The profile rank 0 writes (default network.yaml)");
-  command->add_option("--name", request.name, "The profile's name (default: a merged file's own, else the file's stem)");
+  command->add_option("--name", request.name,
+                      "The profile's name (default: a merged file's own, else the file's stem)");
   command->add_flag("--merge", request.merge, "Keep the fits of --output that this run does not replace");
   command->add_option("--timeout-s", request.timeout_s, "How long a collective may wait for a peer")
       ->transform(plainWholeNumber())
