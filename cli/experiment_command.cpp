@@ -15,7 +15,9 @@ void addExperimentCommand(CLI::App& app, int& exit_code) {
     const auto request = options->request();
     // Workers and a study's runs get the same --plugin options, so they load the same plugins.
     loadPlugins(request.plugins);
-    exit_code = experiments::runExperiment(request);
+    // A worker of gcrun's launcher starts from what the launcher resolved, not from settings.
+    exit_code =
+        request.resolved_file.empty() ? experiments::runExperiment(request) : experiments::runLaunchedWorker(request);
   });
 }
 

@@ -4,7 +4,6 @@
 
 #include "cli/commands.h"
 #include "cli/plugins.h"
-#include "experiments/setup/presets.h"
 #include "experiments/setup/resolved_experiment.h"
 #include "hyperparams/config_io.h"
 
@@ -29,7 +28,7 @@ void addShowCommand(CLI::App& app) {
   addPluginOption(*command, flags->plugins);
   command->callback([flags] {
     loadPlugins(flags->plugins);
-    const auto config = experiments::resolveExperiment(flags->name, flags->config_file, flags->assignments);
+    const auto config = experiments::layeredConfig(flags->name, flags->config_file, flags->assignments);
     const auto keys = experiments::configKeys();
     const auto yaml = flags->sources ? hyperparams::toYamlWithSources(config, keys, config.sources)
                                      : hyperparams::toYaml(config, keys);

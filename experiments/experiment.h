@@ -13,4 +13,9 @@ namespace gcrun::experiments {
 // input throws UserError before anything is written; runtime failures throw other exceptions.
 int runExperiment(const ExperimentRequest& request);
 
+// A worker that gcrun's launcher started (`request.resolved_file` set, see runExperiment's
+// launcher): it starts from what its launcher resolved and runs as runExperiment's workers do;
+// of the request it reads only the file and --resume.
+int runLaunchedWorker(const ExperimentRequest& request);
+
 }  // namespace gcrun::experiments

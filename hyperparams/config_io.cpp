@@ -38,6 +38,9 @@ std::string render(const YAML::Node& node) {
   return node.IsMap() ? "{" + text + "}" : "[" + text + "]";
 }
 
+// A YAML value as a message quotes it: in flow style, clipped to one line.
+std::string shown(const YAML::Node& node) { return clipForMessage(render(node)); }
+
 size_t editDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -106,8 +109,7 @@ void applyValue(ExperimentConfig& config, const std::string& name, const YAML::N
   }
   if (!spec.set(config, translated)) {
     const std::string label = alias ? name + " (" + spec.key + ")" : name;
-    throw UserError("config: " + label + " = '" + clipForMessage(render(value)) + "' in " + source + ": expected " +
-                    spec.accepted);
+    throw UserError("config: " + label + " = '" + shown(value) + "' in " + source + ": expected " + spec.accepted);
   }
 }
 
@@ -115,7 +117,7 @@ void applyValue(ExperimentConfig& config, const std::string& name, const YAML::N
 void applyMapping(ExperimentConfig& config, const YAML::Node& mapping, const std::string& prefix,
                   const std::string& source, Given& given, const ConfigKeys& keys) {
   for (const auto& entry : mapping) {
-    const std::string name = prefix + clipForMessage(render(entry.first));
+    const std::string name = prefix + shown(entry.first);
     const YAML::Node& value = entry.second;
     const YAML::Mark mark = entry.first.Mark();
     const int line = mark.is_null() ? 0 : mark.line + 1;
@@ -216,8 +218,7 @@ void applyYaml(ExperimentConfig& config, const std::string& yaml_text, const std
   if (root.IsNull()) return;
   if (!root.IsMap()) {
     throw UserError("config: " + source +
-                    " must be a YAML mapping of keys to values (e.g. 'training.epochs: 3'), got '" +
-                    clipForMessage(render(root)) + "'");
+                    " must be a YAML mapping of keys to values (e.g. 'training.epochs: 3'), got '" + shown(root) + "'");
   }
   // Applied to a copy so that a bad key leaves the config as it was.
   ExperimentConfig updated = config;
@@ -257,8 +258,8 @@ void validate(const ExperimentConfig& config, const ConfigKeys& keys) {
     ExperimentConfig scratch;
     const YAML::Node value = spec.get(config);
     if (!spec.set(scratch, value)) {
-      throw UserError("config: " + spec.key + " = '" + clipForMessage(render(value)) +
-                      "' in the resolved configuration: expected " + spec.accepted);
+      throw UserError("config: " + spec.key + " = '" + shown(value) + "' in the resolved configuration: expected " +
+                      spec.accepted);
     }
   }
   if (config.distributed.backend == Backend::nccl && config.device != Device::cuda) {

@@ -65,6 +65,12 @@ std::vector<std::string> unfiltered(const CLI::App& app, const std::vector<std::
   }
   const CLI::App* command = subcommandOf(app, words.front());
   if (!command) return {};
+  // A subcommand's own subcommands (`bench network`): the deepest one the words name.
+  for (size_t i = 1; i + 1 < words.size(); ++i) {
+    const CLI::App* inner = subcommandOf(*command, words[i]);
+    if (!inner) break;
+    command = inner;
+  }
   const std::string& previous = words[words.size() - 2];
   if (previous == kSet) return assignments(current, catalogue);
   if (startsWith(current, std::string(kSet) + "=")) {
@@ -75,7 +81,12 @@ std::vector<std::string> unfiltered(const CLI::App& app, const std::vector<std::
   if (valueOption(*command, previous)) return {};
   if (startsWith(current, "-")) return longOptions(*command);
   const auto found = catalogue.positionals.find(command->get_name());
-  return found == catalogue.positionals.end() ? std::vector<std::string>() : found->second;
+  if (found != catalogue.positionals.end()) return found->second;
+  std::vector<std::string> names;
+  for (const auto* inner : command->get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(inner->get_name());
+  }
+  return names;
 }
 
 }  // namespace

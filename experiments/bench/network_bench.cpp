@@ -15,6 +15,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "experiments/bench/network_bench_command.h"
 #include "experiments/launch/launch_environment.h"
 #include "experiments/training/worker_role.h"
 #include "hyperparams/base/errors.h"
@@ -95,29 +96,6 @@ int measure(const NetworkBenchRequest& request, const launch::WorldSpec& world) 
 
 }  // namespace
 
-std::vector<std::string> networkBenchArguments(const NetworkBenchRequest& request) {
-  const auto& plan = request.plan;
-  std::string collectives;
-  for (const auto collective : plan.collectives) {
-    collectives += (collectives.empty() ? "" : ",") + collectiveName(collective);
-  }
-  // --name=value: a value that begins with a dash stays one argument.
-  std::vector<std::string> arguments = {"bench",
-                                        "network",
-                                        "--min-bytes=" + std::to_string(plan.min_bytes),
-                                        "--max-bytes=" + std::to_string(plan.max_bytes),
-                                        "--warmup=" + std::to_string(plan.warmup),
-                                        "--repeats=" + std::to_string(plan.repeats),
-                                        "--collectives=" + collectives,
-                                        "--backend=" + request.backend,
-                                        "--timeout-s=" + std::to_string(request.timeout_s),
-                                        "--output=" + request.output,
-                                        "--nproc-per-node=" + std::to_string(request.launch.nproc_per_node)};
-  if (!request.name.empty()) arguments.push_back("--name=" + request.name);
-  if (request.merge) arguments.push_back("--merge");
-  return arguments;
-}
-
 network::NetworkProfile calibratedProfile(const std::vector<network::Fit>& fits, const NetworkBenchRequest& request,
                                           const network::NetworkProfile* previous) {
   NetworkProfile profile;
@@ -146,14 +124,6 @@ int runNetworkBench(const NetworkBenchRequest& request) {
   const auto world = launch::worldFromEnvironment();
   if (world.launched()) return measure(request, world);
   const auto& nodes = request.launch;
-  if (nodes.node_rank >= nodes.nnodes) {
-    throw UserError("--node-rank: " + std::to_string(nodes.node_rank) + " is not below --nnodes " +
-                    std::to_string(nodes.nnodes));
-  }
-  if (nodes.nnodes > 1 && (nodes.master_addr.empty() || nodes.master_port == 0)) {
-    throw UserError("--nnodes " + std::to_string(nodes.nnodes) +
-                    " needs --master-addr and --master-port: node 0's address and a port every node can reach");
-  }
   if (nodes.nnodes * nodes.nproc_per_node < 2) {
     throw UserError(
         "--nproc-per-node 1 on one node: a network needs 2 or more workers; use --nproc-per-node 2, "

@@ -27,6 +27,21 @@
 #include "outputs/run_info.h"
 
 namespace gcrun::launch {
+
+PrivateDirectory::PrivateDirectory() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/gcrun-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error("launcher: cannot create a private directory in " + pattern + ": " + std::strerror(errno));
+  }
+  path_ = pattern;
+}
+
+PrivateDirectory::~PrivateDirectory() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
 namespace {
 
 constexpr auto kStopGracePeriod = std::chrono::seconds(30);
@@ -48,29 +63,6 @@ int freePort() {
   ::close(fd);
   return ntohs(address.sin_port);
 }
-
-// A directory only this user can enter, for the one-machine group's FileStore: with no store
-// listening on a port, no other machine (or user) can reach the group.
-class PrivateStoreDirectory {
- public:
-  PrivateStoreDirectory() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/gcrun-store-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("launcher: cannot create a directory for the workers' store in " + pattern + ": " +
-                               std::strerror(errno));
-    }
-    dir_ = pattern;
-  }
-  ~PrivateStoreDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  std::string storeFile() const { return dir_ + "/store"; }
-
- private:
-  std::string dir_;
-};
 
 pid_t spawnWorker(int local_rank, const LaunchOptions& options, const std::string& master_addr, int master_port,
                   const std::string& store_file, const std::vector<std::string>& argv) {
@@ -188,9 +180,9 @@ void recordWorkerFailure(const LaunchOptions& options, int rank, int exit_code) 
 int launchLocalWorkers(const LaunchOptions& options, const std::vector<std::string>& argv) {
   const std::string master_addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
   const int port = options.master_port > 0 ? options.master_port : freePort();
-  std::optional<PrivateStoreDirectory> store_dir;
+  std::optional<PrivateDirectory> store_dir;
   if (options.nnodes == 1) store_dir.emplace();
-  const std::string store_file = store_dir ? store_dir->storeFile() : "";
+  const std::string store_file = store_dir ? store_dir->path() + "/store" : "";
   const SignalFlag signals;  // passed on to the workers below
 
   std::vector<pid_t> pids;

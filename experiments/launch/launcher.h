@@ -17,6 +17,22 @@ struct LaunchOptions {
   std::string run_dir;
 };
 
+// A directory only this user can enter (mkdtemp under $TMPDIR), removed with everything in it
+// when the object goes: for what a launcher hands its workers on this machine alone (the
+// one-machine group's FileStore: with no store listening on a port, no other machine or user can
+// reach the group).
+class PrivateDirectory {
+ public:
+  PrivateDirectory();
+  ~PrivateDirectory();
+  PrivateDirectory(const PrivateDirectory&) = delete;
+  PrivateDirectory& operator=(const PrivateDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Starts this node's workers, as torchrun's local agent does: each is this executable run again
 // with `argv`, and RANK (node_rank * nproc_per_node + local rank), LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT in its environment. On one node

@@ -25,30 +25,66 @@ void applyEndpoint(const std::string& endpoint, launch::LaunchOptions& launch) {
 
 }  // namespace
 
+LaunchFlags::LaunchFlags(CLI::App& command) {
+  auto& launch = options_;
+  command.add_option("--nproc-per-node", launch.nproc_per_node, "Local worker processes to start")
+      ->transform(plainWholeNumber())
+      ->check(CLI::Range(1, 1024));
+  command.add_option("--nnodes", launch.nnodes, "Machines taking part (as torchrun)")
+      ->transform(plainWholeNumber())
+      ->check(CLI::Range(1, 65536));
+  command.add_option("--node-rank", launch.node_rank, "This machine's index, 0 to nnodes-1")
+      ->transform(plainWholeNumber())
+      ->check(CLI::Range(0, 65535));
+  command.add_option("--master-addr", launch.master_addr, "Host of node 0, where rank 0's store listens");
+  command.add_option("--master-port", launch.master_port, "Port of rank 0's store")
+      ->transform(plainWholeNumber())
+      ->check(CLI::Range(1, 65535));
+  command.add_option("--rdzv-endpoint", rdzv_endpoint_, "HOST:PORT, the same as --master-addr and --master-port");
+}
+
+launch::LaunchOptions LaunchFlags::options() const {
+  auto launch = options_;
+  if (!rdzv_endpoint_.empty()) applyEndpoint(rdzv_endpoint_, launch);
+  checkLaunch(launch);
+  return launch;
+}
+
+void checkLaunch(const launch::LaunchOptions& launch) {
+  if (launch.node_rank >= launch.nnodes) {
+    throw UserError("--node-rank: " + std::to_string(launch.node_rank) + " is not below --nnodes " +
+                    std::to_string(launch.nnodes));
+  }
+  if (launch.nnodes > 1 && (launch.master_addr.empty() || launch.master_port == 0)) {
+    throw UserError("--nnodes " + std::to_string(launch.nnodes) +
+                    " needs --master-addr and --master-port (or --rdzv-endpoint HOST:PORT): node 0's address "
+                    "and a port every node can reach");
+  }
+}
+
+std::vector<std::string> launchArguments(const launch::LaunchOptions& launch) {
+  std::vector<std::string> arguments;
+  const launch::LaunchOptions defaults;
+  if (launch.nnodes != defaults.nnodes) arguments.push_back("--nnodes=" + std::to_string(launch.nnodes));
+  if (launch.node_rank != defaults.node_rank) arguments.push_back("--node-rank=" + std::to_string(launch.node_rank));
+  if (!launch.master_addr.empty()) arguments.push_back("--master-addr=" + launch.master_addr);
+  if (launch.master_port != defaults.master_port) {
+    arguments.push_back("--master-port=" + std::to_string(launch.master_port));
+  }
+  arguments.push_back("--nproc-per-node=" + std::to_string(launch.nproc_per_node));
+  return arguments;
+}
+
 ExperimentOptions::ExperimentOptions(CLI::App& app)
-    : command_(app.add_subcommand("experiment", "Run a named experiment preset (see `gcrun list`)")) {
+    : command_(app.add_subcommand("experiment", "Run a named experiment preset (see `gcrun list`)")),
+      launch_(*command_) {
   auto& request = request_;
-  auto& launch = request.launch;
   auto* command = command_;
   command->add_option("name", request.preset, "Preset name, e.g. fashion-powersgd-rank2")->required();
   command->add_option("--set", request.assignments, "Override a setting: key=value (repeatable)");
   command->add_option("--config", request.config_file, "YAML file of settings, applied before --set");
   command->add_option("--output-dir", request.output_dir, "Run directory (default: a new one under runs/)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  command->add_option("--nproc-per-node", launch.nproc_per_node, "Local worker processes to start")
-      ->transform(plainWholeNumber())
-      ->check(CLI::Range(1, 1024));
-  command->add_option("--nnodes", launch.nnodes, "Machines taking part (as torchrun)")
-      ->transform(plainWholeNumber())
-      ->check(CLI::Range(1, 65536));
-  command->add_option("--node-rank", launch.node_rank, "This machine's index, 0 to nnodes-1")
-      ->transform(plainWholeNumber())
-      ->check(CLI::Range(0, 65535));
-  command->add_option("--master-addr", launch.master_addr, "Host of node 0, where rank 0's store listens");
-  command->add_option("--master-port", launch.master_port, "Port of rank 0's store")
-      ->transform(plainWholeNumber())
-      ->check(CLI::Range(1, 65535));
-  command->add_option("--rdzv-endpoint", rdzv_endpoint_, "HOST:PORT, the same as --master-addr and --master-port");
   command->add_option("--resume", request.resume_dir, "Continue the run in this directory from its latest checkpoint");
   command
       ->add_option("--simulated-workers", simulated_workers_,
@@ -57,11 +93,13 @@ ExperimentOptions::ExperimentOptions(CLI::App& app)
       ->check(CLI::Range(1, 4096));
   command->add_option("--plugin", request.plugins,
                       "Shared library whose gcrun_register() adds reducers, tasks or sinks (repeatable)");
+  // gcrun's launcher to its workers only: no one types it, so no help lists it.
+  command->add_option("--resolved", request.resolved_file, "The experiment as gcrun's launcher resolved it")->group("");
 }
 
 ExperimentRequest ExperimentOptions::request() const {
   auto request = request_;
-  if (!rdzv_endpoint_.empty()) applyEndpoint(rdzv_endpoint_, request.launch);
+  request.launch = launch_.options();
   if (simulated_workers_ > 0) {
     request.assignments.push_back("distributed.simulated_workers=" + std::to_string(simulated_workers_));
   }
@@ -79,15 +117,11 @@ std::vector<std::string> experimentArguments(const ExperimentRequest& request) {
   add_if_given("--config", request.config_file);
   add_if_given("--output-dir", request.output_dir);
   add_if_given("--resume", request.resume_dir);
-  const launch::LaunchOptions defaults;
-  const auto& launch = request.launch;
-  if (launch.nnodes != defaults.nnodes) add("--nnodes", std::to_string(launch.nnodes));
-  if (launch.node_rank != defaults.node_rank) add("--node-rank", std::to_string(launch.node_rank));
-  add_if_given("--master-addr", launch.master_addr);
-  if (launch.master_port != defaults.master_port) add("--master-port", std::to_string(launch.master_port));
-  // Always, and last: after an option that takes a list (--set, --plugin) CLI11 reads "--" as the
-  // end of that list, and the preset would then be read as an option; after one value it ends them.
-  add("--nproc-per-node", std::to_string(launch.nproc_per_node));
+  add_if_given("--resolved", request.resolved_file);
+  // Last, and ending with --nproc-per-node: after an option that takes a list (--set, --plugin)
+  // CLI11 reads "--" as the end of that list, and the preset would then be read as an option;
+  // after one value it ends them.
+  for (auto& argument : launchArguments(request.launch)) arguments.push_back(std::move(argument));
   arguments.push_back("--");
   arguments.push_back(request.preset);
   return arguments;

@@ -17,6 +17,9 @@ struct ExperimentRequest {
   std::string resume_dir;                // not empty: continue this run from its latest checkpoint
   launch::LaunchOptions launch;          // this machine's part when gcrun starts the workers
   std::vector<std::string> plugins;      // --plugin libraries, loaded by the CLI before the run
+  // Set only in a worker of gcrun's launcher: the file in which the launcher wrote what it resolved
+  // (resolvedFileText), which the worker starts from instead of the settings above.
+  std::string resolved_file;
 };
 
 }  // namespace gcrun::experiments

@@ -1,23 +1,24 @@
 #include "experiments/setup/resolved_experiment.h"
 
 #include <algorithm>
+#include <filesystem>
 
+#include <spdlog/spdlog.h>
 #include <torch/cuda.h>
+#include <yaml-cpp/yaml.h>
 
+#include "experiments/setup/embedded_yaml.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
+#include "outputs/files/safe_files.h"
 #include "outputs/layers/layer_stats.h"
+#include "outputs/run_directory.h"
 #include "reducers/comm/process_group.h"
 
 namespace gcrun::experiments {
 namespace {
 
-template <class Spec>
-std::vector<hyperparams::SettingOwner> ownersOf(const Registry<Spec>& registry) {
-  std::vector<hyperparams::SettingOwner> owners;
-  for (const auto* entry : registry.inOrderAdded()) owners.push_back({entry->name, entry->factory.settings});
-  return owners;
-}
+using hyperparams::ConfigKeys;
 
 // NCCL takes one rank per GPU, so simulated workers use Gloo.
 Backend backendFor(const ExperimentConfig& config) {
@@ -55,19 +56,129 @@ void checkDevice(const ExperimentConfig& config, Backend backend) {
   }
 }
 
-}  // namespace
-
-hyperparams::ConfigKeys configKeys() {
-  hyperparams::Extensions extensions;
-  extensions.reducers = ownersOf(reducers::reducerRegistry());
-  extensions.tasks = ownersOf(tasks::taskRegistry());
-  extensions.sinks = ownersOf(outputs::sinkRegistry());
-  for (const auto* entry : reducers::reducerRegistry().inOrderAdded()) {
-    const auto& reference_name = entry->factory.reference_name;
-    if (!reference_name.empty()) extensions.reducer_reference_names[reference_name] = entry->name;
-  }
-  return hyperparams::ConfigKeys(extensions);
+// Every name `config` gives looked up, of a config already validated over `keys`.
+ResolvedExperiment lookUp(ExperimentConfig config, const ConfigKeys& keys) {
+  ResolvedExperiment experiment;
+  experiment.backend = backendFor(config);
+  checkDevice(config, experiment.backend);
+  experiment.task = tasks::taskRegistry().at(config.task.name).factory;
+  experiment.reducer = reducers::reducerRegistry().at(config.reducer.name).factory;
+  checkReducer(config, experiment.reducer);
+  for (const auto& sink : config.output.sinks) experiment.sinks.push_back(outputs::sinkRegistry().at(sink).factory);
+  experiment.trace_window = parseStepWindow(config.output.trace);
+  experiment.config_yaml = hyperparams::toYaml(config, keys);
+  experiment.config = std::move(config);
+  return experiment;
 }
+
+const char* presetYaml(const std::string& name) {
+  std::string known;
+  for (const auto& preset : embeddedPresets()) {
+    if (preset.name == name) return preset.yaml;
+    known += (known.empty() ? "" : ", ") + std::string(preset.name);
+  }
+  throw UserError("unknown experiment '" + name + "'; known: " + known + " (see `gcrun list`)");
+}
+
+// A regular file's text: a directory or a device (/dev/null) is no settings file, even though
+// reading one gives nothing, which would pass for empty settings; a FIFO or /dev/zero would never
+// end. Bounded in size.
+std::string readConfigFile(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    throw UserError("config file '" + path + "' does not exist; --config takes a YAML file of settings");
+  }
+  std::string text;
+  try {
+    text = files::readBoundedFile(path, files::kMaxConfigBytes);
+  } catch (const UserError& e) {
+    throw UserError("config file: " + std::string(e.what()) + "; --config takes a YAML file of settings");
+  }
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    spdlog::info("config file '{}' is empty: the preset's settings apply", path);
+  }
+  return text;
+}
+
+// The layers: defaults < the preset < `config_file` (if not empty) < each of `assignments`, then
+// validated, with the sources of their values. `below_set`, when given, receives the settings
+// before the assignments.
+ExperimentConfig layered(const std::string& preset, const std::string& config_file,
+                         const std::vector<std::string>& assignments, const ConfigKeys& keys,
+                         ExperimentConfig* below_set = nullptr) {
+  const std::string preset_yaml = presetYaml(preset);
+  const std::string file_yaml = config_file.empty() ? "" : readConfigFile(config_file);
+  ExperimentConfig config;
+  config.experiment = preset;
+  auto sources = hyperparams::defaultSources(keys);
+  hyperparams::applyYaml(config, preset_yaml, "preset " + preset, keys, {&sources, "preset " + preset, false});
+  if (!config_file.empty()) {
+    hyperparams::applyYaml(config, file_yaml, "file " + config_file, keys, {&sources, "--config " + config_file, true});
+  }
+  if (below_set) *below_set = config;
+  for (const auto& assignment : assignments) hyperparams::applyAssignment(config, assignment, keys, &sources);
+  hyperparams::validate(config, keys);
+  config.sources = std::move(sources);
+  return config;
+}
+
+// The resumed run's config.yaml.
+std::string savedConfig(const std::string& dir) {
+  return outputs::RunDirectory(dir).pathOf(outputs::run_files::kConfig);
+}
+
+void checkResumeRequest(const ExperimentRequest& request) {
+  const auto& dir = request.resume_dir;
+  if (!request.config_file.empty()) {
+    throw UserError("--resume: the settings come from " + savedConfig(dir) + "; drop --config");
+  }
+  if (!request.output_dir.empty()) throw UserError("--resume: the run continues in " + dir + "; drop --output-dir");
+  if (!std::filesystem::is_directory(dir)) {
+    throw UserError("--resume " + dir + ": no such directory; expected the --output-dir of an earlier run");
+  }
+  if (const auto why = files::notRegularFileReason(savedConfig(dir)); !why.empty()) {
+    throw UserError("--resume " + dir + ": not a gcrun run directory (its config.yaml: " + why +
+                    "); expected the --output-dir of an earlier run");
+  }
+}
+
+// The settings a resumed run may change: how long it goes on, and how it evaluates, records and
+// checkpoints. Anything else would not fit the state its checkpoint holds.
+bool mayChangeOnResume(const std::string& key) {
+  for (const char* prefix : {"training.epochs", "training.max_steps", "evaluation.", "checkpoint.", "output.",
+                             "distributed.timeout_s", "description", "paper."}) {
+    if (key.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+void checkResumedSettings(const std::string& dir, const ExperimentConfig& saved, const ExperimentConfig& config,
+                          const ConfigKeys& keys) {
+  for (const auto& spec : keys.keys()) {
+    if (mayChangeOnResume(spec.key)) continue;
+    YAML::Emitter now, before;
+    now << YAML::Flow << spec.get(config);
+    before << YAML::Flow << spec.get(saved);
+    if (std::string(now.c_str()) != before.c_str()) {
+      throw UserError("--resume " + dir + ": " + spec.key + " is " + now.c_str() + " here but " + before.c_str() +
+                      " in " + savedConfig(dir) +
+                      ", whose checkpoint holds that run's state; a resumed "
+                      "run may change only training.epochs, training.max_steps, evaluation.*, checkpoint.*, "
+                      "output.* and distributed.timeout_s");
+    }
+  }
+}
+
+// A resumed run's settings: its own config.yaml, with --set over it changing only what may change.
+ExperimentConfig resumedConfig(const ExperimentRequest& request, const ConfigKeys& keys) {
+  checkResumeRequest(request);
+  ExperimentConfig saved;
+  auto config = layered(request.preset, savedConfig(request.resume_dir), request.assignments, keys, &saved);
+  checkResumedSettings(request.resume_dir, saved, config, keys);
+  return config;
+}
+
+}  // namespace
 
 bool ResolvedExperiment::reads(const std::string& key) const {
   const std::string section = "reducer.";
@@ -79,27 +190,22 @@ bool ResolvedExperiment::reads(const std::string& key) const {
   return std::any_of(reducer.settings.begin(), reducer.settings.end(), [&](const auto& s) { return s.name == name; });
 }
 
-ResolvedExperiment resolve(const ExperimentConfig& config) {
+ResolvedExperiment resolveExperiment(const ExperimentRequest& request) {
   const auto keys = configKeys();
-  hyperparams::validate(config, keys);
-  ResolvedExperiment experiment;
-  experiment.config = config;
-  experiment.task = tasks::taskRegistry().at(config.task.name).factory;
-  experiment.reducer = reducers::reducerRegistry().at(config.reducer.name).factory;
-  checkReducer(config, experiment.reducer);
-  for (const auto& sink : config.output.sinks) experiment.sinks.push_back(outputs::sinkRegistry().at(sink).factory);
-  if (config.output.layer_stats_every_steps > 0) experiment.sinks.push_back({outputs::makeLayerStatsSink});
-  experiment.backend = backendFor(config);
-  checkDevice(config, experiment.backend);
-  experiment.config_yaml = hyperparams::toYaml(config, keys);
-  return experiment;
+  if (!request.resume_dir.empty()) return lookUp(resumedConfig(request, keys), keys);
+  return lookUp(layered(request.preset, request.config_file, request.assignments, keys), keys);
 }
 
-void checkInputs(const ResolvedExperiment& experiment, int world_size) {
-  const auto& config = experiment.config;
-  auto task = experiment.task.make(
-      tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), c10::kCPU});
-  tasks::batchesPerEpochOf(*task, {0, world_size}, config.training.batch_size);
+ExperimentConfig layeredConfig(const std::string& preset, const std::string& config_file,
+                               const std::vector<std::string>& assignments) {
+  return layered(preset, config_file, assignments, configKeys());
+}
+
+ResolvedExperiment resolve(const ExperimentConfig& config) { return resolve(config, configKeys()); }
+
+ResolvedExperiment resolve(const ExperimentConfig& config, const ConfigKeys& keys) {
+  hyperparams::validate(config, keys);
+  return lookUp(config, keys);
 }
 
 }  // namespace gcrun::experiments

@@ -1,20 +1,17 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "experiments/setup/registered_keys.h"
+#include "experiments/setup/request.h"
 #include "hyperparams/config.h"
-#include "hyperparams/config_keys.h"
 #include "outputs/metric_sink.h"
 #include "reducers/reducer.h"
 #include "tasks/task.h"
 
 namespace gcrun::experiments {
-
-// The configuration keys: the built-in ones and the settings of every reducer, task and sink
-// registered at the time of the call (a plugin's once it is loaded), each section's owners in the
-// order they were registered. Computed from the registries at every call; nothing is cached.
-hyperparams::ConfigKeys configKeys();
 
 // One experiment with everything its configuration names looked up once: what every later step
 // (the launcher, a worker, a study's plan) takes instead of looking the names up again.
@@ -25,7 +22,8 @@ struct ResolvedExperiment {
   // output.sinks', in order, then layers.csv's (outputs/layers/) when output.layer_stats_every_steps
   // is on, whatever output.sinks says.
   std::vector<outputs::SinkSpec> sinks;
-  Backend backend = Backend::gloo;  // distributed.backend, with auto decided for the device
+  Backend backend = Backend::gloo;         // distributed.backend, with auto decided for the device
+  std::optional<StepWindow> trace_window;  // output.trace's steps; nothing: no trace
   // config.yaml: the built-in keys, the chosen reducer's, task's and sinks' own settings, and any
   // other setting given (hyperparams::toYaml).
   std::string config_yaml;
@@ -35,15 +33,26 @@ struct ResolvedExperiment {
   bool reads(const std::string& key) const;
 };
 
+// The one resolution of a `gcrun experiment`, over one key table (the plugins are loaded already):
+// the settings layered as layeredConfig says, validated once, and every name looked up as resolve
+// says. With --resume the layers are the preset, the run's own config.yaml and --set, and a --set
+// that changes what the run's checkpoint holds is refused. Throws UserError naming the preset,
+// file, key or value at fault, before anything is written.
+ResolvedExperiment resolveExperiment(const ExperimentRequest& request);
+
+// The configuration layered: defaults < preset `preset` < `config_file` (if not empty) < each
+// `key=value` of `assignments`, in order; then validated. Its `sources` says which layer gave each
+// key its value (the preset as "preset NAME", the file as "--config FILE:LINE"). For `gcrun show`
+// and for a configuration that code changes before resolve(). Throws UserError.
+ExperimentConfig layeredConfig(const std::string& preset, const std::string& config_file,
+                               const std::vector<std::string>& assignments);
+
 // Validates `config` (every value again, as hyperparams::validate, since a config changed in code
 // bypasses the setters), checks every name it gives against the registries (task, reducer, sinks),
-// what the chosen reducer accepts (error feedback, granularity), and the device and backend against
-// this build, so bad input fails before any worker starts. Throws UserError.
+// what the chosen reducer accepts (error feedback, granularity), output.trace, and the device and
+// backend against this build. Throws UserError.
 ResolvedExperiment resolve(const ExperimentConfig& config);
-
-// Builds the task once, as a worker would, to find bad input (data files, the architecture, a
-// batch larger than each of `world_size` workers' data) before anything is written: the launcher's
-// check. Throws UserError.
-void checkInputs(const ResolvedExperiment& experiment, int world_size);
+// The same over `keys`, the configKeys() its caller has built already.
+ResolvedExperiment resolve(const ExperimentConfig& config, const hyperparams::ConfigKeys& keys);
 
 }  // namespace gcrun::experiments

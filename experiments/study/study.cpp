@@ -67,25 +67,30 @@ void checkRunCount(const StudySpec& spec) {
                   " seeds), more than the " + std::to_string(kMaxStudyRuns) + " a study may have; split it");
 }
 
+// One configuration of a study, resolved once; its runs differ from it only in their seed.
 struct Configuration {
   std::string name;
   std::string preset;
   std::vector<std::string> assignments;
+  ResolvedExperiment experiment;
 };
 
-ResolvedExperiment resolveRun(const StudySpec& spec, const std::string& what, const std::string& preset,
-                              const std::vector<std::string>& assignments) {
+Configuration resolveConfiguration(const StudySpec& spec, const std::string& name, const std::string& preset,
+                                   std::vector<std::string> assignments) {
+  ExperimentRequest request;
+  request.preset = preset;
+  request.assignments = assignments;
   try {
-    return resolve(resolveExperiment(preset, "", assignments));
+    return {name, preset, std::move(assignments), resolveExperiment(request)};
   } catch (const UserError& e) {
+    const std::string what = name.empty() ? "the base" : "run '" + name + "'";
     throw UserError(spec.source + ": " + what + ": " + e.what());
   }
 }
 
-}  // namespace
-
-std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::string>& extra_assignments) {
-  checkRunCount(spec);
+// The study's configurations: the grid's points over the base, or each run and, with a grid, each
+// point over it that changes what the run reads.
+std::vector<Configuration> configurationsOf(const StudySpec& spec, const std::vector<std::string>& extra_assignments) {
   std::vector<Configuration> configurations;
   const auto with = [&](std::vector<std::string> assignments, const std::vector<std::string>& more) {
     assignments.insert(assignments.begin(), spec.assignments.begin(), spec.assignments.end());
@@ -95,28 +100,28 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
   };
   const auto points = gridPoints(spec);
   if (spec.runs.empty()) {
-    for (const auto& [suffix, grid] : points) configurations.push_back({suffix, spec.base, with(grid, {})});
-  }
-  for (const auto& entry : spec.runs) {
-    const auto own = with(entry.assignments, {});
-    configurations.push_back({entry.name, entry.preset, own});
-    if (spec.grid.empty()) continue;
-    const auto experiment = resolveRun(spec, "run '" + entry.name + "'", entry.preset, own);
     for (const auto& [suffix, grid] : points) {
-      const bool read =
-          std::all_of(spec.grid.begin(), spec.grid.end(), [&](const auto& g) { return experiment.reads(g.first); });
-      if (!read) continue;
-      auto assignments = with(entry.assignments, grid);
-      const std::string name = entry.name + "-" + suffix;
-      if (resolveRun(spec, "run '" + name + "'", entry.preset, assignments).config_yaml == experiment.config_yaml) {
-        continue;
-      }
-      configurations.push_back({name, entry.preset, std::move(assignments)});
+      configurations.push_back(resolveConfiguration(spec, suffix, spec.base, with(grid, {})));
     }
   }
-  // Configurations by their directory's spelling: two that spell alike would share run directories.
+  for (const auto& entry : spec.runs) {
+    const auto own = resolveConfiguration(spec, entry.name, entry.preset, with(entry.assignments, {}));
+    configurations.push_back(own);
+    if (spec.grid.empty()) continue;
+    for (const auto& [suffix, grid] : points) {
+      const bool read =
+          std::all_of(spec.grid.begin(), spec.grid.end(), [&](const auto& g) { return own.experiment.reads(g.first); });
+      if (!read) continue;
+      auto point = resolveConfiguration(spec, entry.name + "-" + suffix, entry.preset, with(entry.assignments, grid));
+      if (point.experiment.config_yaml != own.experiment.config_yaml) configurations.push_back(std::move(point));
+    }
+  }
+  return configurations;
+}
+
+// Two configurations that spell alike would share run directories.
+void checkFolderNames(const StudySpec& spec, const std::vector<Configuration>& configurations) {
   std::map<std::string, std::string> folders;
-  std::vector<StudyRun> runs;
   for (const auto& configuration : configurations) {
     const auto [other, added] = folders.emplace(safe(configuration.name), configuration.name);
     if (!added && other->second == configuration.name) {
@@ -128,6 +133,18 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
                       clipForMessage(configuration.name) + "' would both run in runs/" + clipForMessage(other->first) +
                       "-seed<k>; rename one");
     }
+  }
+}
+
+}  // namespace
+
+std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::string>& extra_assignments) {
+  checkRunCount(spec);
+  const auto configurations = configurationsOf(spec, extra_assignments);
+  checkFolderNames(spec, configurations);
+  const auto keys = configKeys();
+  std::vector<StudyRun> runs;
+  for (const auto& configuration : configurations) {
     for (const int64_t seed : spec.seeds) {
       StudyRun run;
       run.index = runs.size();
@@ -143,7 +160,10 @@ std::vector<StudyRun> planStudy(const StudySpec& spec, const std::vector<std::st
                         std::to_string(run.dir_name.size()) + " bytes; with .log added it must fit a file name (" +
                         std::to_string(NAME_MAX) + " bytes): shorten the configuration's name");
       }
-      run.config_yaml = resolveRun(spec, "run '" + run.dir_name + "'", run.preset, run.assignments).config_yaml;
+      // The seed (an integer >= 0, as parse() checked) is the one setting a run adds.
+      auto config = configuration.experiment.config;
+      config.seed = seed;
+      run.config_yaml = hyperparams::toYaml(config, keys);
       runs.push_back(std::move(run));
     }
   }

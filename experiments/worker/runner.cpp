@@ -50,12 +50,10 @@ void limitThreads(const comm::WorldSpec& world, int simulated) {
 }
 
 // The process's output.trace recorder; `comm` is one of its workers' (all see the same group).
-trace::Recorder::Options traceOptionsOf(const ExperimentConfig& config, int process_rank,
+trace::Recorder::Options traceOptionsOf(const ResolvedExperiment& experiment, int process_rank,
                                         const comm::Communicator& comm) {
-  const bool summable =
-      reducers::reducerRegistry().at(config.reducer.name).factory.collective == CollectiveKind::all_reduce;
-  return {
-      parseStepWindow(config.output.trace), process_rank, comm.size(), config.reducer.name, summable, comm.backend()};
+  const bool summable = experiment.reducer.collective == CollectiveKind::all_reduce;
+  return {experiment.trace_window, process_rank, comm.size(), experiment.config.reducer.name, summable, comm.backend()};
 }
 
 // Runs the process's workers, then writes its trace file with what was recorded, also when they
@@ -147,7 +145,7 @@ RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& opti
   // Until this worker returns, the signals only ask it to stop: the launcher's SIGTERM after a
   // peer died must not cut short the report of which peer it was.
   const SignalFlag stop_signals;
-  trace::Recorder recorder(traceOptionsOf(config, world.rank, simulated ? *simulated_comms.front() : *comm));
+  trace::Recorder recorder(traceOptionsOf(experiment, world.rank, simulated ? *simulated_comms.front() : *comm));
   try {
     return writingTrace(recorder, [&] {
       if (simulated) return runSimulated(experiment, options, world, simulated_comms, stop_signals, recorder);
@@ -172,7 +170,7 @@ RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& opti
 RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
                     int local_rank) {
   PlainWorker role;
-  trace::Recorder recorder(traceOptionsOf(experiment.config, comm.rank(), comm));
+  trace::Recorder recorder(traceOptionsOf(experiment, comm.rank(), comm));
   return writingTrace(recorder, [&] {
     return WorkerRun(experiment, options, comm, workerDevice(experiment.config, local_rank), role, StopSignal(),
                      recorder)

@@ -1,11 +1,14 @@
-// `gcrun experiment`'s command line both ways: every request written out by experimentArguments
-// (as the launcher and a study start their children) parses back, with the CLI's own parser, into
-// the same request, whatever its values hold.
+// The child command lines both ways: every request written out by experimentArguments (as the
+// launcher and a study start their children) or networkBenchArguments (as `gcrun bench network`
+// starts its workers) parses back, with the CLI's own parser, into the same request, whatever its
+// values hold.
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
 
+#include "experiments/bench/network_bench_command.h"
 #include "experiments/setup/command_line.h"
+#include "hyperparams/base/errors.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -31,6 +34,7 @@ void expectSame(const ExperimentRequest& a, const ExperimentRequest& b) {
   EXPECT_EQ(a.launch.master_addr, b.launch.master_addr);
   EXPECT_EQ(a.launch.master_port, b.launch.master_port);
   EXPECT_EQ(a.plugins, b.plugins);
+  EXPECT_EQ(a.resolved_file, b.resolved_file);
 }
 
 ExperimentRequest roundTrip(const ExperimentRequest& request) { return parsed(experimentArguments(request)); }
@@ -94,6 +98,87 @@ TEST(ExperimentCommandLine, ShorthandsComeBackAsWhatTheyMean) {
   EXPECT_EQ(typed.assignments, (std::vector<std::string>{"seed=2", "distributed.simulated_workers=4"}));
   EXPECT_EQ(typed.output_dir, "last");
   expectSame(roundTrip(typed), typed);
+}
+
+// What gcrun's launcher hands a worker: the file it resolved, never the user's --set.
+TEST(ExperimentCommandLine, ALaunchersWorkerComesBackWithItsResolvedFile) {
+  ExperimentRequest request;
+  request.preset = "fashion-sgd";
+  request.resolved_file = "/tmp/gcrun-x/resolved.yaml";
+  request.resume_dir = "runs/r";
+  request.plugins = {"lib.so"};
+  request.launch.nproc_per_node = 2;
+  const auto arguments = experimentArguments(request);
+  EXPECT_EQ(std::count_if(arguments.begin(), arguments.end(), [](const auto& a) { return a.rfind("--set", 0) == 0; }),
+            0);
+  expectSame(roundTrip(request), request);
+}
+
+NetworkBenchRequest parsedBench(const std::vector<std::string>& arguments) {
+  CLI::App app;
+  auto* bench = app.add_subcommand("bench");
+  NetworkBenchOptions options(*bench);
+  std::vector<const char*> argv = {"gcrun"};
+  for (const auto& argument : arguments) argv.push_back(argument.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  return options.request();
+}
+
+void expectSameBench(const NetworkBenchRequest& a, const NetworkBenchRequest& b) {
+  EXPECT_EQ(a.plan.min_bytes, b.plan.min_bytes);
+  EXPECT_EQ(a.plan.max_bytes, b.plan.max_bytes);
+  EXPECT_EQ(a.plan.warmup, b.plan.warmup);
+  EXPECT_EQ(a.plan.repeats, b.plan.repeats);
+  EXPECT_EQ(a.plan.collectives, b.plan.collectives);
+  EXPECT_EQ(a.backend, b.backend);
+  EXPECT_EQ(a.timeout_s, b.timeout_s);
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.merge, b.merge);
+  EXPECT_EQ(a.launch.nproc_per_node, b.launch.nproc_per_node);
+  EXPECT_EQ(a.launch.nnodes, b.launch.nnodes);
+  EXPECT_EQ(a.launch.node_rank, b.launch.node_rank);
+  EXPECT_EQ(a.launch.master_addr, b.launch.master_addr);
+  EXPECT_EQ(a.launch.master_port, b.launch.master_port);
+}
+
+TEST(NetworkBenchCommandLine, ARequestOfDefaultsComesBack) {
+  const NetworkBenchRequest request;
+  expectSameBench(parsedBench(networkBenchArguments(request)), request);
+}
+
+TEST(NetworkBenchCommandLine, EveryOptionComesBackWhateverItsValueHolds) {
+  NetworkBenchRequest request;
+  request.plan.min_bytes = 64;
+  request.plan.max_bytes = 1 << 20;
+  request.plan.warmup = 0;
+  request.plan.repeats = 7;
+  request.plan.collectives = {network::Collective::broadcast, network::Collective::all_reduce};
+  request.backend = "nccl";
+  request.timeout_s = 60;
+  request.output = "-dir with spaces/net=work.yaml";
+  request.name = "--name=looks like a flag";
+  request.merge = true;
+  request.launch.nproc_per_node = 4;
+  request.launch.nnodes = 3;
+  request.launch.node_rank = 2;
+  request.launch.master_addr = "node-0.cluster";
+  request.launch.master_port = 29500;
+  expectSameBench(parsedBench(networkBenchArguments(request)), request);
+}
+
+// --rdzv-endpoint reaches the workers as the address and port it stands for, and the launch flags
+// are experiment's own, checked the same way.
+TEST(NetworkBenchCommandLine, TheLaunchFlagsAreExperimentsOwn) {
+  const auto typed = parsedBench({"bench", "network", "--nnodes", "2", "--rdzv-endpoint", "host:1234"});
+  EXPECT_EQ(typed.launch.master_addr, "host");
+  EXPECT_EQ(typed.launch.master_port, 1234);
+  expectSameBench(parsedBench(networkBenchArguments(typed)), typed);
+  EXPECT_NO_THROW(checkLaunch(typed.launch));
+  auto unreachable = typed.launch;
+  unreachable.master_addr.clear();
+  EXPECT_THROW(checkLaunch(unreachable), UserError);
+  EXPECT_THROW(parsedBench({"bench", "network", "--models", "lstm"}), UserError);
 }
 
 }  // namespace

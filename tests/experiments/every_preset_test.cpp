@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "experiments/worker/runner.h"
 #include "tasks/task.h"
 #include "tests/support/multi_rank.h"
@@ -67,7 +68,7 @@ class ClippedQuadraticTask : public Task {
 TEST(PaperTrainer, ClipsTheLocalGradientAndReportsTheValidationSplit) {
   taskRegistry().add("clipped-quadratic", "|w|^2/2 with clipping (test)",
                      {[](const TaskContext&) { return std::make_unique<ClippedQuadraticTask>(); }});
-  auto config = experiments::resolveExperiment(
+  auto config = experiments::layeredConfig(
       "fashion-sgd", "",
       {"task.name=clipped-quadratic", "optimizer.learning_rate=0.1", "optimizer.warmup_epochs=0",
        "optimizer.scale_lr_with_factor=1", "optimizer.weight_decay=0", "optimizer.momentum=0",
@@ -97,9 +98,9 @@ class EveryPreset : public ::testing::TestWithParam<std::string> {};
 TEST_P(EveryPreset, RunsOneSyntheticStep) {
   const std::string name = GetParam();
   auto config =
-      experiments::resolveExperiment(name, "",
-                                     {"task.synthetic=true", "task.synthetic_samples=240", "training.max_steps=1",
-                                      "training.batch_size=4", "task.test_batch_size=16", "output.sinks=[jsonl]"});
+      experiments::layeredConfig(name, "",
+                                 {"task.synthetic=true", "task.synthetic_samples=240", "training.max_steps=1",
+                                  "training.batch_size=4", "task.test_batch_size=16", "output.sinks=[jsonl]"});
   TempDir dir;
   testing::runRanks(1, [&](comm::Communicator& comm) {
     auto result = experiments::runWorker(experiments::resolve(config), experiments::RunOptions{dir.file("run")}, comm);

@@ -7,6 +7,8 @@
 #include <torch/torch.h>
 
 #include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
+#include "experiments/setup/resolved_file.h"
 #include "experiments/sync/gradient_exchange.h"
 #include "experiments/sync/gradient_hooks.h"
 #include "experiments/training/lr_schedule.h"
@@ -169,7 +171,7 @@ TEST(Presets, EveryPresetResolvesAndPassesTheRegistryChecks) {
   ASSERT_GE(presets.size(), 4u);
   for (const auto& preset : presets) {
     EXPECT_FALSE(preset.description.empty()) << preset.name;
-    const auto config = resolveExperiment(preset.name, "", {});
+    const auto config = layeredConfig(preset.name, "", {});
     EXPECT_EQ(config.experiment, preset.name);
     EXPECT_NO_THROW(resolve(config)) << preset.name;
   }
@@ -178,7 +180,7 @@ TEST(Presets, EveryPresetResolvesAndPassesTheRegistryChecks) {
 TEST(Presets, ConfigFileOverridesThePresetAndSetOverridesBoth) {
   TempDir dir;
   std::ofstream(dir.file("over.yaml")) << "training:\n  epochs: 7\n  batch_size: 16\nreducer:\n  rank: 3\n";
-  const auto config = resolveExperiment("fashion-powersgd-rank2", dir.file("over.yaml"), {"training.epochs=9"});
+  const auto config = layeredConfig("fashion-powersgd-rank2", dir.file("over.yaml"), {"training.epochs=9"});
   EXPECT_EQ(config.reducer.name, "powersgd");                           // preset
   EXPECT_EQ(std::get<int64_t>(config.reducer.settings.at("rank")), 3);  // file over preset
   EXPECT_EQ(config.training.batch_size, 16);                            // file
@@ -188,14 +190,14 @@ TEST(Presets, ConfigFileOverridesThePresetAndSetOverridesBoth) {
 
 TEST(Presets, UnknownPresetAndMissingFileNameWhatIsWrong) {
   try {
-    resolveExperiment("fashion-powersgd-rank3", "", {});
+    layeredConfig("fashion-powersgd-rank3", "", {});
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown experiment 'fashion-powersgd-rank3'"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("fashion-powersgd-rank2"), std::string::npos);
   }
   try {
-    resolveExperiment("fashion-sgd", "/nonexistent/x.yaml", {});
+    layeredConfig("fashion-sgd", "/nonexistent/x.yaml", {});
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/x.yaml"), std::string::npos);
@@ -203,12 +205,46 @@ TEST(Presets, UnknownPresetAndMissingFileNameWhatIsWrong) {
 }
 
 TEST(CheckConfig, RejectsUnknownRegistryNamesBeforeTraining) {
-  auto config = resolveExperiment("fashion-sgd", "", {"reducer.name=nope"});
+  auto config = layeredConfig("fashion-sgd", "", {"reducer.name=nope"});
   EXPECT_THROW(resolve(config), UserError);
-  config = resolveExperiment("fashion-sgd", "", {"output.sinks=[console, nope]"});
+  config = layeredConfig("fashion-sgd", "", {"output.sinks=[console, nope]"});
   EXPECT_THROW(resolve(config), UserError);
-  config = resolveExperiment("fashion-sgd", "", {"task.name=nope"});
+  config = layeredConfig("fashion-sgd", "", {"task.name=nope"});
   EXPECT_THROW(resolve(config), UserError);
+}
+
+// One resolution of a request: its settings, what they name and output.trace's window.
+TEST(ResolveExperiment, ARequestIsResolvedOnce) {
+  ExperimentRequest request;
+  request.preset = "fashion-powersgd-rank2";
+  request.assignments = {"output.trace=3-5", "training.epochs=2"};
+  const auto experiment = resolveExperiment(request);
+  EXPECT_EQ(experiment.config.experiment, "fashion-powersgd-rank2");
+  EXPECT_EQ(experiment.config.training.epochs, 2);
+  EXPECT_EQ(experiment.reducer.collective, reducers::reducerRegistry().at("powersgd").factory.collective);
+  ASSERT_TRUE(experiment.trace_window.has_value());
+  EXPECT_EQ(experiment.trace_window->first, 3);
+  EXPECT_EQ(experiment.trace_window->last, 5);
+  EXPECT_EQ(experiment.config.sources.at("training.epochs"), "--set training.epochs=2");
+  EXPECT_EQ(experiment.config_yaml, resolve(layeredConfig(request.preset, "", request.assignments)).config_yaml);
+}
+
+// What a launcher's worker starts from is what the launcher resolved, sources included, whatever
+// its values hold.
+TEST(ResolveExperiment, TheResolvedFileGivesTheWorkerTheSameExperiment) {
+  TempDir dir;
+  ExperimentRequest request;
+  request.preset = "fashion-sgd";
+  request.assignments = {"description=\"two\\nlines # not a comment: 'quoted'\"", "training.max_steps=3"};
+  const auto experiment = resolveExperiment(request);
+  std::ofstream(dir.file("resolved.yaml")) << resolvedFileText(experiment);
+  const auto worker = readResolvedFile(dir.file("resolved.yaml"));
+  EXPECT_EQ(worker.config_yaml, experiment.config_yaml);
+  EXPECT_EQ(worker.config.experiment, "fashion-sgd");
+  EXPECT_EQ(worker.config.description, experiment.config.description);
+  EXPECT_EQ(worker.config.sources, experiment.config.sources);
+  std::ofstream(dir.file("other.yaml")) << "training: {epochs: 2}\n";
+  EXPECT_THROW(readResolvedFile(dir.file("other.yaml")), UserError);
 }
 
 }  // namespace

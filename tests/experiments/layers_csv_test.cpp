@@ -7,7 +7,7 @@
 #include <fstream>
 #include <set>
 
-#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "experiments/worker/runner.h"
 #include "outputs/layers/layer_stats.h"
 #include "outputs/run_directory.h"
@@ -23,7 +23,7 @@ using testing::TempDir;
 
 void train(const std::string& dir, const std::string& preset, std::vector<std::string> overrides) {
   overrides.insert(overrides.begin(), {"task.synthetic=true", "training.max_steps=6", "output.sinks=[jsonl]"});
-  const auto config = experiments::resolveExperiment(preset, "", overrides);
+  const auto config = experiments::layeredConfig(preset, "", overrides);
   runRanks(2, [&](Communicator& comm) { experiments::runWorker(experiments::resolve(config), {dir}, comm); });
 }
 

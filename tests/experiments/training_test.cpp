@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "experiments/worker/runner.h"
 #include "tasks/task.h"
 #include "tests/support/multi_rank.h"
@@ -83,7 +83,7 @@ ExperimentConfig quadraticConfig(const std::vector<std::string>& assignments) {
                                   "optimizer.warmup_epochs=0", "optimizer.scale_lr_with_factor=1",
                                   "optimizer.weight_decay=0",  "output.sinks=[jsonl]"};
   all.insert(all.end(), assignments.begin(), assignments.end());
-  return resolveExperiment("fashion-sgd", "", all);
+  return layeredConfig("fashion-sgd", "", all);
 }
 
 // A finite loss whose gradient is NaN: where() passes the unselected branch's NaN to the gradient.
@@ -238,9 +238,9 @@ TEST(Training, RanksStayInLockstepAndCountTheirBits) {
   for (const std::string reducer : {"exact", "powersgd"}) {
     TempDir dir;
     record.parameters.clear();
-    auto config = resolveExperiment("fashion-powersgd-rank2", "",
-                                    {"task.name=fashion-probe", "task.synthetic=true", "training.max_steps=2",
-                                     "reducer.name=" + reducer, "output.sinks=[jsonl, csv]"});
+    auto config = layeredConfig("fashion-powersgd-rank2", "",
+                                {"task.name=fashion-probe", "task.synthetic=true", "training.max_steps=2",
+                                 "reducer.name=" + reducer, "output.sinks=[jsonl, csv]"});
     std::vector<uint64_t> bits(2);
     runRanks(2, [&](comm::Communicator& comm) {
       auto result = runWorker(resolve(config), RunOptions{dir.file("run")}, comm);
@@ -258,8 +258,8 @@ TEST(Training, RanksStayInLockstepAndCountTheirBits) {
 }
 
 TEST(Training, SameSeedGivesIdenticalMetrics) {
-  auto config = resolveExperiment("fashion-powersgd-rank2", "",
-                                  {"task.synthetic=true", "training.max_steps=3", "output.sinks=[jsonl]"});
+  auto config = layeredConfig("fashion-powersgd-rank2", "",
+                              {"task.synthetic=true", "training.max_steps=3", "output.sinks=[jsonl]"});
   std::vector<std::map<std::string, double>> tests;
   for (int run = 0; run < 2; ++run) {
     TempDir dir;

@@ -5,7 +5,6 @@
 #include <fstream>
 #include <string>
 
-#include "experiments/setup/presets.h"
 #include "experiments/setup/resolved_experiment.h"
 #include "hyperparams/config_io.h"
 #include "tests/support/temp_dir.h"
@@ -14,7 +13,7 @@ namespace {
 
 using gcrun::ExperimentConfig;
 using gcrun::experiments::configKeys;
-using gcrun::experiments::resolveExperiment;
+using gcrun::experiments::layeredConfig;
 using gcrun::testing::TempDir;
 
 std::string writeFile(const TempDir& dir, const std::string& name, const std::string& text) {
@@ -26,7 +25,7 @@ TEST(ConfigSources, EveryKeyNamesItsLayer) {
   TempDir dir;
   const auto file =
       writeFile(dir, "over.yaml", "# a comment line\nseed: 7\ntraining:\n  epochs: 2\noptimizer_momentum: 0.5\n");
-  const auto config = resolveExperiment("fashion-sgd", file, {"training.epochs=9", "device=cpu"});
+  const auto config = layeredConfig("fashion-sgd", file, {"training.epochs=9", "device=cpu"});
   const auto& sources = config.sources;
   EXPECT_EQ(sources.at("task.synthetic"), "default");
   EXPECT_EQ(sources.at("reducer.name"), "preset fashion-sgd");
@@ -46,7 +45,7 @@ TEST(ConfigSources, EveryKeyNamesItsLayer) {
 TEST(ConfigSources, AFileKeyKeepsTheLineWhereItIsNested) {
   TempDir dir;
   const auto file = writeFile(dir, "nested.yaml", "optimizer:\n  momentum: 0.8\n\n  learning_rate: 0.5\n");
-  const auto config = resolveExperiment("fashion-powersgd-rank2", file, {});
+  const auto config = layeredConfig("fashion-powersgd-rank2", file, {});
   EXPECT_EQ(config.sources.at("optimizer.momentum"), "--config " + file + ":2");
   EXPECT_EQ(config.sources.at("optimizer.learning_rate"), "--config " + file + ":4");
   EXPECT_EQ(config.sources.at("reducer.rank"), "preset fashion-powersgd-rank2");
@@ -66,7 +65,7 @@ TEST(ConfigSources, ARefusedLayerRecordsNothing) {
 TEST(ConfigSources, TheAnnotatedYamlReadsBackAsTheSameConfiguration) {
   // A value with a newline and a '#' must neither end the comment nor start one.
   const auto config =
-      resolveExperiment("fashion-sgd", "", {"description=\"two\\nlines # not a comment\"", "reducer.name=powersgd"});
+      layeredConfig("fashion-sgd", "", {"description=\"two\\nlines # not a comment\"", "reducer.name=powersgd"});
   const auto keys = configKeys();
   const auto text = gcrun::hyperparams::toYamlWithSources(config, keys, config.sources);
   EXPECT_NE(text.find("training.epochs: 3"), std::string::npos) << text;

@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "experiments/bench/reducer_benchmark.h"
-#include "experiments/setup/presets.h"
+#include "experiments/setup/resolved_experiment.h"
 #include "experiments/worker/runner.h"
 #include "hyperparams/base/errors.h"
 #include "reducers/granularity.h"
@@ -80,7 +80,7 @@ TEST(Granularity, BucketPartitionFollowsDdp) {
 
 TEST(Granularity, UnknownGranularityIsAUserError) {
   try {
-    experiments::resolveExperiment("fashion-sgd", "", {"reducer.granularity=row"});
+    experiments::layeredConfig("fashion-sgd", "", {"reducer.granularity=row"});
     FAIL() << "no error";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("reducer.granularity"), std::string::npos) << e.what();
@@ -210,7 +210,7 @@ void registerRestrictedReducers() {
 }
 
 void expectRefused(const std::vector<std::string>& assignments, const std::string& key, const std::string& part) {
-  auto config = experiments::resolveExperiment("fashion-sgd", "", assignments);
+  auto config = experiments::layeredConfig("fashion-sgd", "", assignments);
   try {
     experiments::resolve(config);
     FAIL() << "accepted";
@@ -225,11 +225,11 @@ TEST(ReducerConfig, RefusesMemoryOrGranularityTheReducerDoesNotSupport) {
   registerRestrictedReducers();
   expectRefused({"reducer.name=infra-no-memory", "optimizer.memory=true"}, "optimizer.memory", "infra-no-memory");
   EXPECT_NO_THROW(experiments::resolve(
-      experiments::resolveExperiment("fashion-sgd", "", {"reducer.name=infra-no-memory", "optimizer.memory=false"})));
+      experiments::layeredConfig("fashion-sgd", "", {"reducer.name=infra-no-memory", "optimizer.memory=false"})));
   expectRefused({"reducer.name=infra-layer-only", "reducer.granularity=model"}, "reducer.granularity", "layer");
   for (const char* granularity : {"layer", "model", "bucket"}) {
     for (const char* reducer : {"exact", "powersgd"}) {
-      EXPECT_NO_THROW(experiments::resolve(experiments::resolveExperiment(
+      EXPECT_NO_THROW(experiments::resolve(experiments::layeredConfig(
           "fashion-sgd", "",
           {std::string("reducer.name=") + reducer, std::string("reducer.granularity=") + granularity})))
           << reducer << " " << granularity;
@@ -253,9 +253,9 @@ double numberAfter(const std::string& line, const std::string& field) {
 TEST(SampledMetrics, EveryLogIntervalInMetricsJsonl) {
   TempDir dir;
   auto config =
-      experiments::resolveExperiment("fashion-powersgd-rank2", "",
-                                     {"reducer.rank=1", "reducer.granularity=bucket", "task.synthetic=true",
-                                      "training.max_steps=4", "output.log_every_steps=2", "output.sinks=[jsonl]"});
+      experiments::layeredConfig("fashion-powersgd-rank2", "",
+                                 {"reducer.rank=1", "reducer.granularity=bucket", "task.synthetic=true",
+                                  "training.max_steps=4", "output.log_every_steps=2", "output.sinks=[jsonl]"});
   runRanks(1,
            [&](Communicator& comm) { experiments::runWorker(experiments::resolve(config), {dir.file("run")}, comm); });
   std::map<std::string, std::vector<std::pair<int64_t, double>>> sampled;

@@ -85,6 +85,17 @@ TEST_F(Completion, FlagsFromTheCommandItself) {
   EXPECT_TRUE(has(complete("show --so"), "--sources"));
   // The scripts' own question is no flag a user types.
   EXPECT_FALSE(has(complete("completion --"), "--words"));
+  // Nor is what gcrun's launcher hands its workers.
+  EXPECT_FALSE(has(complete("experiment --"), "--resolved"));
+}
+
+TEST_F(Completion, BenchsSubcommandsAndTheirFlags) {
+  const auto kinds = complete("bench ");
+  EXPECT_TRUE(has(kinds, "reducers") && has(kinds, "network"));
+  EXPECT_TRUE(has(complete("bench network --max"), "--max-bytes"));
+  EXPECT_TRUE(has(complete("bench network --rdzv"), "--rdzv-endpoint"));
+  EXPECT_TRUE(has(complete("bench reducers --js"), "--json"));
+  EXPECT_FALSE(has(complete("bench reducers --"), "--max-bytes"));
 }
 
 TEST_F(Completion, PresetAndStudyNames) {

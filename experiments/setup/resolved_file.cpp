@@ -1,0 +1,44 @@
+#include "experiments/setup/resolved_file.h"
+
+#include <map>
+
+#include <yaml-cpp/yaml.h>
+
+#include "hyperparams/base/errors.h"
+#include "hyperparams/config_io.h"
+#include "outputs/files/safe_files.h"
+
+namespace gcrun::experiments {
+namespace {
+
+// What a worker of gcrun's launcher starts from: the file resolvedFileText wrote.
+ExperimentConfig launcherResolved(const std::string& path, const hyperparams::ConfigKeys& keys) {
+  const auto text = files::readBoundedFile(path, 4 * files::kMaxConfigBytes);
+  ExperimentConfig config;
+  try {
+    const auto root = YAML::Load(text);
+    const auto config_yaml = root["config"].as<std::string>();
+    hyperparams::applyYaml(config, config_yaml, "file " + path, keys);
+    config.experiment = hyperparams::experimentNamedIn(config_yaml);
+    config.sources = root["sources"].as<std::map<std::string, std::string>>();
+  } catch (const YAML::Exception& e) {
+    throw UserError("--resolved " + path + ": not a file gcrun's launcher wrote (" + e.what() + ")");
+  }
+  return config;
+}
+
+}  // namespace
+
+std::string resolvedFileText(const ResolvedExperiment& experiment) {
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "config" << YAML::Value << experiment.config_yaml;
+  out << YAML::Key << "sources" << YAML::Value << experiment.config.sources << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+ResolvedExperiment readResolvedFile(const std::string& path) {
+  const auto keys = configKeys();
+  return resolve(launcherResolved(path, keys), keys);
+}
+
+}  // namespace gcrun::experiments
