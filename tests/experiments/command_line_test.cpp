@@ -153,7 +153,7 @@ TEST(NetworkBenchCommandLine, EveryOptionComesBackWhateverItsValueHolds) {
   request.plan.max_bytes = 1 << 20;
   request.plan.warmup = 0;
   request.plan.repeats = 7;
-  request.plan.collectives = {network::Collective::broadcast, network::Collective::all_reduce};
+  request.plan.collectives = {CollectiveKind::broadcast, CollectiveKind::all_reduce};
   request.backend = "nccl";
   request.timeout_s = 60;
   request.output = "-dir with spaces/net=work.yaml";
