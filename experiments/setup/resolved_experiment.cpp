@@ -65,6 +65,7 @@ ResolvedExperiment lookUp(ExperimentConfig config, const ConfigKeys& keys) {
   experiment.reducer = reducers::reducerRegistry().at(config.reducer.name).factory;
   checkReducer(config, experiment.reducer);
   for (const auto& sink : config.output.sinks) experiment.sinks.push_back(outputs::sinkRegistry().at(sink).factory);
+  if (config.output.layer_stats_every_steps > 0) experiment.sinks.push_back({outputs::makeLayerStatsSink});
   experiment.trace_window = parseStepWindow(config.output.trace);
   experiment.config_yaml = hyperparams::toYaml(config, keys);
   experiment.config = std::move(config);

@@ -106,69 +106,83 @@ std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_targ
   return out;
 }
 
-std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& runs,
-                                           const std::vector<RunTimeline>& timelines,
-                                           const std::vector<PredictionRow>& rows, const PredictOptions& options) {
-  std::vector<outputs::Plot> plots;
-  if (runs.empty() || options.networks.empty()) return plots;
-  const auto& first_network = options.networks.front();
-  std::vector<int> worker_counts = options.workers;
-  if (worker_counts.empty()) worker_counts.push_back(runs.front().world_size);
-  for (const int workers : worker_counts) {
-    const double latency = latencyOf(first_network, workers);
-    outputs::Plot plot{fmt::format("predicted-time-vs-bandwidth-w{}", workers),
-                       fmt::format("predicted time per batch, {} workers, latency {:.3g} us", workers, 1e6 * latency),
-                       "bandwidth (Gbit/s)",
-                       "ms per batch",
-                       {},
-                       true,
-                       true};
-    std::map<std::string, std::vector<size_t>> by_name;  // seeds of one configuration together
-    std::vector<std::string> order;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (!by_name.count(runNameOf(runs[i]))) order.push_back(runNameOf(runs[i]));
-      by_name[runNameOf(runs[i])].push_back(i);
-    }
-    outputs::Curve marks{"break-even vs exact", {}, true};
-    for (const auto& name : order) {
-      outputs::Curve curve{name, {}};
-      for (int k = 0; k < kPlotPoints; ++k) {
-        const double bandwidth =
-            kPlotFromBandwidth * std::pow(kPlotToBandwidth / kPlotFromBandwidth, double(k) / (kPlotPoints - 1));
-        std::vector<double> times;
-        for (const size_t i : by_name[name]) {
-          times.push_back(
-              predictRun(timelines[i], workers, network::linkProfile(bandwidth, latency), options.compute_ms_per_batch)
-                  .total_ms);
-        }
-        const auto spread = outputs::spreadOf(times);
-        curve.points.push_back({8 * bandwidth / 1e9, spread.mean, spread.min, spread.max});
-      }
-      plot.curves.push_back(std::move(curve));
-      for (const auto& row : rows) {
-        if (row.workers != workers || row.network != first_network.name || row.dir != runs[by_name[name][0]].dir) {
-          continue;
-        }
-        const auto& point = row.break_even_vs_exact;
-        if (!point || *point <= 0 || std::isinf(*point)) continue;
-        const double at = predictRun(timelines[by_name[name][0]], workers, network::linkProfile(*point, latency),
-                                     options.compute_ms_per_batch)
-                              .total_ms;
-        marks.points.push_back({8 * *point / 1e9, at, at, at});
-      }
-    }
-    if (!marks.points.empty()) plot.curves.push_back(std::move(marks));
-    plots.push_back(std::move(plot));
+namespace {
+
+// The runs' indices by configuration name (the seeds of one configuration together), in order.
+std::vector<std::pair<std::string, std::vector<size_t>>> configurationsOf(const std::vector<outputs::RunData>& runs) {
+  std::vector<std::pair<std::string, std::vector<size_t>>> configurations;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto [at, added] = index.emplace(runNameOf(runs[i]), configurations.size());
+    if (added) configurations.push_back({runNameOf(runs[i]), {}});
+    configurations[at->second].second.push_back(i);
   }
-  outputs::Plot to_target{"metric-vs-predicted-time",
-                          fmt::format("{} by predicted wall-clock time, {} workers, {}", runs.front().metric,
-                                      worker_counts.front(), first_network.name),
-                          "predicted training time (s)",
-                          runs.front().metric,
-                          {}};
+  return configurations;
+}
+
+// One configuration's predicted time per batch from kPlotFromBandwidth to kPlotToBandwidth, mean
+// and spread over its seeds.
+outputs::Curve timeOverBandwidth(const std::string& name, const std::vector<size_t>& seeds,
+                                 const std::vector<RunTimeline>& timelines, int workers, double latency,
+                                 const PredictOptions& options) {
+  outputs::Curve curve{name, {}};
+  for (int k = 0; k < kPlotPoints; ++k) {
+    const double bandwidth =
+        kPlotFromBandwidth * std::pow(kPlotToBandwidth / kPlotFromBandwidth, double(k) / (kPlotPoints - 1));
+    std::vector<double> times;
+    for (const size_t i : seeds) {
+      times.push_back(
+          predictRun(timelines[i], workers, network::linkProfile(bandwidth, latency), options.compute_ms_per_batch)
+              .total_ms);
+    }
+    const auto spread = outputs::spreadOf(times);
+    curve.points.push_back({8 * bandwidth / 1e9, spread.mean, spread.min, spread.max});
+  }
+  return curve;
+}
+
+// Predicted time per batch against bandwidth at `workers`, on the first network's latency, with
+// each configuration's break-even point against exact marked.
+outputs::Plot timeVsBandwidthPlot(const std::vector<outputs::RunData>& runs, const std::vector<RunTimeline>& timelines,
+                                  const std::vector<PredictionRow>& rows, const PredictOptions& options, int workers) {
+  const auto& first_network = options.networks.front();
+  const double latency = latencyOf(first_network, workers);
+  outputs::Plot plot{fmt::format("predicted-time-vs-bandwidth-w{}", workers),
+                     fmt::format("predicted time per batch, {} workers, latency {:.3g} us", workers, 1e6 * latency),
+                     "bandwidth (Gbit/s)",
+                     "ms per batch",
+                     {},
+                     true,
+                     true};
+  outputs::Curve marks{"break-even vs exact", {}, true};
+  for (const auto& [name, seeds] : configurationsOf(runs)) {
+    plot.curves.push_back(timeOverBandwidth(name, seeds, timelines, workers, latency, options));
+    for (const auto& row : rows) {
+      if (row.workers != workers || row.network != first_network.name || row.dir != runs[seeds[0]].dir) continue;
+      const auto& point = row.break_even_vs_exact;
+      if (!point || *point <= 0 || std::isinf(*point)) continue;
+      const double at =
+          predictRun(timelines[seeds[0]], workers, network::linkProfile(*point, latency), options.compute_ms_per_batch)
+              .total_ms;
+      marks.points.push_back({8 * *point / 1e9, at, at, at});
+    }
+  }
+  if (!marks.points.empty()) plot.curves.push_back(std::move(marks));
+  return plot;
+}
+
+// Each run's target metric against its predicted wall-clock time at `workers` on `network`.
+outputs::Plot metricVsTimePlot(const std::vector<outputs::RunData>& runs, const std::vector<PredictionRow>& rows,
+                               int workers, const std::string& network) {
+  outputs::Plot plot{
+      "metric-vs-predicted-time",
+      fmt::format("{} by predicted wall-clock time, {} workers, {}", runs.front().metric, workers, network),
+      "predicted training time (s)",
+      runs.front().metric,
+      {}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto found = std::find_if(rows.begin(), rows.end(), [&](const PredictionRow& row) {
-      return row.dir == runs[i].dir && row.workers == worker_counts.front() && row.network == first_network.name;
+      return row.dir == runs[i].dir && row.workers == workers && row.network == network;
     });
     if (found == rows.end() || runs[i].epochs.empty()) continue;
     outputs::Curve curve{found->run, {}};
@@ -176,9 +190,22 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
       const double seconds = point.step * found->predicted.total_ms / 1000;
       curve.points.push_back({seconds, point.metric, point.metric, point.metric});
     }
-    to_target.curves.push_back(std::move(curve));
+    plot.curves.push_back(std::move(curve));
   }
-  plots.push_back(std::move(to_target));
+  return plot;
+}
+
+}  // namespace
+
+std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& runs,
+                                           const std::vector<RunTimeline>& timelines,
+                                           const std::vector<PredictionRow>& rows, const PredictOptions& options) {
+  std::vector<outputs::Plot> plots;
+  if (runs.empty() || options.networks.empty()) return plots;
+  std::vector<int> worker_counts = options.workers;
+  if (worker_counts.empty()) worker_counts.push_back(runs.front().world_size);
+  for (const int workers : worker_counts) plots.push_back(timeVsBandwidthPlot(runs, timelines, rows, options, workers));
+  plots.push_back(metricVsTimePlot(runs, rows, worker_counts.front(), options.networks.front().name));
   return plots;
 }
 
