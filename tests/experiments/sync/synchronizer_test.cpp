@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "experiments/sync/synchronizer.h"
@@ -57,8 +58,9 @@ struct Worker {
 
   // Step `step` (1-based) on data drawn from (rank, step): the bits the synchronizer reports.
   uint64_t step(int64_t step, int rank) {
-    torch::manual_seed(1000 * rank + step);
-    const auto x = torch::randn({8, 6});
+    // A generator of its own: the ranks are threads, and the global one would be shared by them.
+    auto generator = at::detail::createCPUGenerator(1000 * rank + step);
+    const auto x = torch::randn({8, 6}, generator);
     sync->beforeBackward(true);
     torch::mm(x, params[0]).add(params[1]).pow(2).mean().backward();
     torch::NoGradGuard no_grad;
