@@ -89,6 +89,9 @@ class Task {
   // The metric trainLoss() returns, as it names it in `metrics` (the per-step training loss).
   virtual std::string lossName() const { return "cross_entropy"; }
   virtual double localGradientClipNorm() const { return 0; }
+  // The model's embedding tables by parameter name (token and position embeddings, a tied output
+  // projection's shared weight): optimizers that exempt embeddings from weight decay ask here.
+  virtual std::vector<std::string> embeddingParameters() const { return {}; }
 
   // Checkpoints: what trainLoss() carries from batch to batch within an epoch besides the
   // parameters (dropout generators, an LSTM's hidden state), as named tensors. The trainer saves
