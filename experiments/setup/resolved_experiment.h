@@ -6,6 +6,7 @@
 
 #include "experiments/setup/registered_keys.h"
 #include "experiments/setup/request.h"
+#include "experiments/sync/synchronizer.h"
 #include "hyperparams/config.h"
 #include "outputs/metric_sink.h"
 #include "reducers/reducer.h"
@@ -19,6 +20,7 @@ struct ResolvedExperiment {
   ExperimentConfig config;
   reducers::ReducerSpec reducer;  // reducer.name's
   tasks::TaskSpec task;           // task.name's
+  SynchronizerFactory sync;       // sync.strategy's
   // output.sinks', in order, then layers.csv's (outputs/layers/) when output.layer_stats_every_steps
   // is on, whatever output.sinks says.
   std::vector<outputs::SinkSpec> sinks;

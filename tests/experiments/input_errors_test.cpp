@@ -167,6 +167,15 @@ TEST(InputFaults, BadInputInsideTheWorkersLeavesOnlyItsRefusal) {
   expectOnlyRefusal(dir.file("one"), "resnet99");
 }
 
+// A strategy is looked up once, by the launcher, before any worker starts: one refusal, no run.
+TEST(InputFaults, AnUnknownSyncStrategyIsRefusedBeforeTheWorkersStart) {
+  TempDir dir;
+  const auto result = runCommand(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + dir.file("run") +
+                                 kQuick + " --set sync.strategy=bogus");
+  expectRefused(result, "bogus");
+  expectOnlyRefusal(dir.file("run"), "unknown sync strategy 'bogus'");
+}
+
 // What a finished run leaves, byte for byte.
 std::map<std::string, std::string> runFiles(const std::string& run) {
   std::map<std::string, std::string> files;
