@@ -57,7 +57,8 @@ std::shared_ptr<TokenSplits> readTokenSplits(const std::string& dir, const std::
   auto data = std::make_shared<TokenSplits>();
   if (level == "char") {
     std::vector<std::string> texts;
-    for (const auto& [file, split] : kSplits) texts.push_back(files::readBoundedFile(tokenFile(dir, file), kMaxTokenFileBytes));
+    for (const auto& [file, split] : kSplits)
+      texts.push_back(files::readBoundedFile(tokenFile(dir, file), kMaxTokenFileBytes));
     CharData chars = encodeCharacters(texts);
     data->vocabulary = static_cast<int64_t>(chars.vocabulary.size());
     for (size_t i = 0; i < kSplits.size(); ++i) data->ids[i] = chars.ids[i];
@@ -86,14 +87,16 @@ std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const
 }
 
 // Ranks run as threads of one process share one read-only copy of the data.
-std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, const std::string& level, uint64_t seed) {
+std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, const std::string& level,
+                                                   uint64_t seed) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const TokenSplits>> cache;
   const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
   const std::string key = level + " " + dataCacheKey(options, seed, dir);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto cached = cache[key].lock()) return cached;
-  std::shared_ptr<const TokenSplits> data = options.synthetic ? randomTokenSplits(options, level, seed) : readTokenSplits(dir, level);
+  std::shared_ptr<const TokenSplits> data =
+      options.synthetic ? randomTokenSplits(options, level, seed) : readTokenSplits(dir, level);
   cache[key] = data;
   return data;
 }
@@ -131,9 +134,11 @@ void checkSplits(const TokenSplits& data, int64_t context) {
       throw UserError(data.source[i] + " is empty; every split needs at least task.context + 1 tokens");
     }
     if (tokens < context + 1) {
-      throw UserError("task.context: " + std::to_string(context) + " is longer than " + data.source[i] +
-                      " allows (" + std::to_string(tokens) + " tokens, and a window needs task.context + 1); it "
-                      "accepts at most " + std::to_string(tokens - 1));
+      throw UserError("task.context: " + std::to_string(context) + " is longer than " + data.source[i] + " allows (" +
+                      std::to_string(tokens) +
+                      " tokens, and a window needs task.context + 1); it "
+                      "accepts at most " +
+                      std::to_string(tokens - 1));
     }
   }
 }
@@ -255,7 +260,8 @@ MetricSums LanguageModelTask::evaluate(const Shard& shard, const std::string& sp
   model_->eval();
   MetricSums metrics;
   for (int64_t start = 0; start < mine.size(0) && !(limits.stop && limits.stop()); start += chunk) {
-    const Batch batch = windowBatch(ids, mine.narrow(0, start, std::min(chunk, mine.size(0) - start)), settings_.context);
+    const Batch batch =
+        windowBatch(ids, mine.narrow(0, start, std::min(chunk, mine.size(0) - start)), settings_.context);
     const at::Tensor logits = model_->forward(toDevice(batch.inputs, device_));
     const at::Tensor per_token = F::cross_entropy(logits.flatten(0, 1), toDevice(batch.targets, device_).flatten(),
                                                   F::CrossEntropyFuncOptions().reduction(torch::kNone));

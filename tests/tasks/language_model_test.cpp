@@ -1,7 +1,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "tasks/language_model.h"
 #include "tasks/models/gpt.h"
 #include "tasks/sampler.h"
+#include "tests/support/command.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/user_error.h"
 
@@ -58,13 +61,22 @@ TEST(GptModel, ParameterCountsFollowTheClosedFormWithAndWithoutBias) {
 TEST(GptModel, ParametersHaveNanoGptsNamesInItsOrder) {
   GptShape shape = smallShape();
   shape.layers = 1;
-  const std::vector<std::string> with_bias = {
-      "transformer.wte.weight",         "transformer.wpe.weight",          "transformer.h.0.ln_1.weight",
-      "transformer.h.0.ln_1.bias",      "transformer.h.0.attn.c_attn.weight", "transformer.h.0.attn.c_attn.bias",
-      "transformer.h.0.attn.c_proj.weight", "transformer.h.0.attn.c_proj.bias", "transformer.h.0.ln_2.weight",
-      "transformer.h.0.ln_2.bias",      "transformer.h.0.mlp.c_fc.weight",  "transformer.h.0.mlp.c_fc.bias",
-      "transformer.h.0.mlp.c_proj.weight", "transformer.h.0.mlp.c_proj.bias", "transformer.ln_f.weight",
-      "transformer.ln_f.bias"};
+  const std::vector<std::string> with_bias = {"transformer.wte.weight",
+                                              "transformer.wpe.weight",
+                                              "transformer.h.0.ln_1.weight",
+                                              "transformer.h.0.ln_1.bias",
+                                              "transformer.h.0.attn.c_attn.weight",
+                                              "transformer.h.0.attn.c_attn.bias",
+                                              "transformer.h.0.attn.c_proj.weight",
+                                              "transformer.h.0.attn.c_proj.bias",
+                                              "transformer.h.0.ln_2.weight",
+                                              "transformer.h.0.ln_2.bias",
+                                              "transformer.h.0.mlp.c_fc.weight",
+                                              "transformer.h.0.mlp.c_fc.bias",
+                                              "transformer.h.0.mlp.c_proj.weight",
+                                              "transformer.h.0.mlp.c_proj.bias",
+                                              "transformer.ln_f.weight",
+                                              "transformer.ln_f.bias"};
   for (bool bias : {true, false}) {
     shape.bias = bias;
     GptModel model(shape, 1);
@@ -109,8 +121,8 @@ TEST(GptModel, InitDrawsEachWeightInParameterOrderFromTheSeed) {
   for (const auto& item : model.named_parameters()) {
     EXPECT_TRUE(item.value().equal(parameter(same, item.key()))) << item.key();
   }
-  EXPECT_FALSE(parameter(model, "transformer.h.1.mlp.c_fc.weight")
-                   .equal(parameter(other, "transformer.h.1.mlp.c_fc.weight")));
+  EXPECT_FALSE(
+      parameter(model, "transformer.h.1.mlp.c_fc.weight").equal(parameter(other, "transformer.h.1.mlp.c_fc.weight")));
 }
 
 TEST(GptModel, LogitsAtAPositionDependOnlyOnTokensUpToIt) {
@@ -329,6 +341,50 @@ TEST(LanguageModelTask, DropoutGeneratorIsSavedAndRestored) {
   EXPECT_TRUE(none.empty());
 }
 
+// The spec is the contract with a PyTorch twin: gpt_peer.py follows it alone (its synthetic ids,
+// permutation, init order, forward ops and dropout draws) and must agree to the last bit.
+TEST(LanguageModelTask, FirstTrainingStepMatchesThePyTorchPeerBitForBit) {
+  if (testing::runCommand("/usr/bin/python3 -c 'import torch'").exit_code != 0) {
+    GTEST_SKIP() << "Debian's python3-torch is not installed (apt-get install python3-torch)";
+  }
+  for (const auto& [bias, dropout] : std::vector<std::pair<bool, double>>{{true, 0.0}, {false, 0.1}}) {
+    TaskOptions options = gptOptions("", {{"context", int64_t{16}},
+                                          {"layers", int64_t{2}},
+                                          {"width", int64_t{32}},
+                                          {"bias", bias},
+                                          {"dropout", dropout}});
+    options.synthetic = true;
+    options.synthetic_samples = 3000;
+    auto task = makeLanguageModelTask({options, 4, 7, kCpu});
+    const Batch batch = *task->trainBatches({0, 1}, 0)->next();
+    MetricSums sums;
+    std::map<std::string, double> mine = {{"inputs", batch.inputs.to(at::kDouble).sum().item<double>()}};
+    mine["loss"] = [&] {
+      at::Tensor loss = task->trainLoss(batch, sums);
+      loss.backward();
+      return loss.item<double>();
+    }();
+    double parameters = 0;
+    for (const auto& item : task->model().named_parameters()) {
+      parameters += item.value().detach().to(at::kDouble).sum().item<double>();
+      if (item.key() == "transformer.wte.weight" || item.key() == "transformer.h.0.attn.c_attn.weight") {
+        mine["grad:" + item.key()] = item.value().grad().to(at::kDouble).sum().item<double>();
+      }
+    }
+    mine["parameters"] = parameters;
+    const auto peer = testing::runCommand(std::string("/usr/bin/python3 ") + GCRUN_GPT_PEER + " 7 3000 16 2 2 32 " +
+                                          (bias ? "1 " : "0 ") + (dropout > 0 ? "0.1" : "0") + " 4");
+    ASSERT_EQ(peer.exit_code, 0) << peer.output;
+    std::istringstream lines(peer.output);
+    size_t compared = 0;
+    for (std::string name, value; lines >> name >> value; ++compared) {
+      ASSERT_TRUE(mine.count(name)) << name;
+      EXPECT_EQ(mine.at(name), std::stod(value)) << name << " bias " << bias << " dropout " << dropout;
+    }
+    EXPECT_EQ(compared, mine.size()) << peer.output;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: one line naming the key or file and what is accepted.
 
@@ -349,7 +405,8 @@ TEST(LanguageModelTask, BadSettingsNameTheKeyAndWhatIsAccepted) {
   expectMessageHas(refusal({{"dropout", 1.0}}), {"task.dropout", "[0, 1)", "got 1"});
   expectMessageHas(refusal({{"dropout", -0.5}}), {"task.dropout", "[0, 1)", "-0.5"});
   // The validation split has 15 bytes: a context of 15 needs 16.
-  expectMessageHas(refusal({{"context", int64_t{15}}}), {"task.context", "15", "wiki.valid.tokens", "15 tokens", "at most 14"});
+  expectMessageHas(refusal({{"context", int64_t{15}}}),
+                   {"task.context", "15", "wiki.valid.tokens", "15 tokens", "at most 14"});
   EXPECT_NO_THROW(makeLanguageModelTask({gptOptions(dir, {{"context", int64_t{14}}}), 2, 1, kCpu}));
 }
 
@@ -358,13 +415,17 @@ TEST(LanguageModelTask, MissingOrEmptyTokenFilesAreNamed) {
     CharFolder missing;
     std::filesystem::remove(missing.dir.file("wiki.test.tokens"));
     const auto options = gptOptions(missing.dir.path().string(), {{"level", level}});
-    expectMessageHas(userErrorOf([&] { makeLanguageModelTask({options, 2, 1, kCpu}); }),
+    expectMessageHas(userErrorOf([&] {
+                       makeLanguageModelTask({options, 2, 1, kCpu});
+                     }),
                      {"wiki.test.tokens", "no such file", "task.data_dir"});
   }
   CharFolder empty;
   std::ofstream(empty.dir.file("wiki.valid.tokens"), std::ios::trunc).flush();
   const auto options = gptOptions(empty.dir.path().string(), {});
-  expectMessageHas(userErrorOf([&] { makeLanguageModelTask({options, 2, 1, kCpu}); }),
+  expectMessageHas(userErrorOf([&] {
+                     makeLanguageModelTask({options, 2, 1, kCpu});
+                   }),
                    {"wiki.valid.tokens", "is empty", "task.context + 1"});
   TempDir nothing;
   expectMessageHas(userErrorOf([&] {
