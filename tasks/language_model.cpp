@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -40,8 +41,9 @@ struct TokenSplits {
   std::array<std::string, 3> source;  // the file (or the synthetic split) each came from, for messages
 };
 
-// dir/file once it passes the checks of a bounded read: a regular file of at most the limit.
-std::string tokenFile(const std::string& dir, const std::string& file) {
+// The bytes of dir/file, a regular file of at most kMaxTokenFileBytes (files gcrun did not write
+// are read within a bound: docs/security.md).
+std::string readTokenBytes(const std::string& dir, const std::string& file) {
   const std::string path = dir + "/" + file;
   const std::string reason = files::notRegularFileReason(path);
   if (!reason.empty()) {
@@ -49,22 +51,23 @@ std::string tokenFile(const std::string& dir, const std::string& file) {
                     "; the language-model task reads wiki.train.tokens, wiki.valid.tokens and wiki.test.tokens "
                     "from task.data_dir");
   }
-  files::openBoundedFile(path, kMaxTokenFileBytes);
-  return path;
+  return files::readBoundedFile(path, kMaxTokenFileBytes);
 }
 
 std::shared_ptr<TokenSplits> readTokenSplits(const std::string& dir, const std::string& level) {
   auto data = std::make_shared<TokenSplits>();
   if (level == "char") {
     std::vector<std::string> texts;
-    for (const auto& [file, split] : kSplits)
-      texts.push_back(files::readBoundedFile(tokenFile(dir, file), kMaxTokenFileBytes));
+    for (const auto& [file, split] : kSplits) texts.push_back(readTokenBytes(dir, file));
     CharData chars = encodeCharacters(texts);
     data->vocabulary = static_cast<int64_t>(chars.vocabulary.size());
     for (size_t i = 0; i < kSplits.size(); ++i) data->ids[i] = chars.ids[i];
   } else {
     std::array<std::vector<std::string>, 3> tokens;
-    for (size_t i = 0; i < kSplits.size(); ++i) tokens[i] = readTokenFile(tokenFile(dir, kSplits[i].first));
+    for (size_t i = 0; i < kSplits.size(); ++i) {
+      std::istringstream text(readTokenBytes(dir, kSplits[i].first));
+      tokens[i] = readTokens(text);
+    }
     const Vocabulary vocabulary(tokens[0]);
     data->vocabulary = vocabulary.size();
     for (size_t i = 0; i < kSplits.size(); ++i) data->ids[i] = vocabulary.encode(tokens[i]);

@@ -420,6 +420,14 @@ TEST(LanguageModelTask, MissingOrEmptyTokenFilesAreNamed) {
                      }),
                      {"wiki.test.tokens", "no such file", "task.data_dir"});
   }
+  CharFolder folder;  // a directory, or a FIFO that would block a plain read, is refused unread
+  std::filesystem::remove(folder.dir.file("wiki.valid.tokens"));
+  std::filesystem::create_directory(folder.dir.file("wiki.valid.tokens"));
+  const auto word_options = gptOptions(folder.dir.path().string(), {{"level", std::string("word")}});
+  expectMessageHas(userErrorOf([&] {
+                     makeLanguageModelTask({word_options, 2, 1, kCpu});
+                   }),
+                   {"wiki.valid.tokens", "is a directory"});
   CharFolder empty;
   std::ofstream(empty.dir.file("wiki.valid.tokens"), std::ios::trunc).flush();
   const auto options = gptOptions(empty.dir.path().string(), {});
