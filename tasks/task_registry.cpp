@@ -1,5 +1,6 @@
 #include "tasks/cifar10.h"
 #include "tasks/fashion_mnist.h"
+#include "tasks/language_model.h"
 #include "tasks/task.h"
 #include "tasks/wikitext.h"
 
@@ -20,6 +21,10 @@ Registry<TaskSpec>& taskRegistry() {
                  "word-level language modelling on WikiText-2 (or any folder of wiki.*.tokens files, "
                  "e.g. the Brown corpus from `gcrun data brown`); architecture lstm",
                  {makeWikiText2Task});
+    builtins.add("language-model",
+                 "char- or word-level language modelling with nanoGPT's GPT on a folder of wiki.*.tokens "
+                 "files (task.data_dir, default WikiText-2's); architecture gpt",
+                 {makeLanguageModelTask, languageModelSettings().specs()});
     return builtins;
   }();
   return registry;

@@ -218,6 +218,10 @@ std::vector<std::string> readTokenFile(const std::string& path) {
                     "wiki.valid.tokens and wiki.test.tokens from task.data_dir (WikiText-2, or "
                     "`gcrun data brown --output DIR` for the Brown corpus)");
   }
+  return readTokens(in);
+}
+
+std::vector<std::string> readTokens(std::istream& in) {
   std::vector<std::string> tokens;
   std::string line;
   while (std::getline(in, line)) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -23,6 +24,8 @@ inline constexpr int64_t kBpttLength = 30;
 // lower-cased (ASCII) tokens followed by "<eos>", so a blank line gives "<eos>" alone, as
 // torchtext's LanguageModelingDataset does. A missing file is a UserError naming it.
 std::vector<std::string> readTokenFile(const std::string& path);
+// The same tokens from a stream (a file read whole within a bound, say).
+std::vector<std::string> readTokens(std::istream& in);
 
 // torchtext's Vocab: "<unk>" (index 0) and "<pad>" (index 1), then every training token by
 // descending count, ties in byte order. Tokens outside it map to "<unk>".

@@ -366,6 +366,22 @@ bool mountSmallDisk(const std::string& path, int kib) {
   return runCommand("mount -t tmpfs -o size=" + std::to_string(kib) + "k gcrun-test " + path).exit_code == 0;
 }
 
+// The language-model task's settings and files: checked by the config where a value alone is
+// wrong, by the task where settings or data disagree; either way one line and exit 2.
+TEST(InputFaults, LanguageModelSettingsAndFilesAreRefusedWithTheirKeyOrFile) {
+  TempDir dir;
+  std::ofstream(dir.file("wiki.train.tokens")) << "hello world\n";
+  std::ofstream(dir.file("wiki.valid.tokens")) << "abc\n";
+  const std::string run = kGcrun + " experiment fashion-sgd --output-dir " + dir.file("run") + kQuick +
+                          " --set task.name=language-model --set task.architecture=gpt --set training.max_steps=1";
+  expectRefused(runCommand(run + " --set task.heads=3"), "task.heads: 3 does not divide task.width 128");
+  expectRefused(runCommand(run + " --set task.level=byte"), "task.level");
+  expectRefused(runCommand(run + " --set task.dropout=1"), "task.dropout");
+  expectRefused(runCommand(run + " --set task.context=500"), "task.context: 500 is longer than");
+  expectRefused(runCommand(run + " --set task.synthetic=false --set task.data_dir=" + dir.path().string()),
+                "wiki.test.tokens: no such file");
+}
+
 TEST(InputFaults, AFullDiskEndsEveryRunAsFailedInGcrunsWords) {
   TempDir dir;
   const std::string disk = dir.file("disk");

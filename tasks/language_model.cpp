@@ -1,0 +1,333 @@
+#include "tasks/language_model.h"
+
+#include <array>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+#include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
+#include "tasks/data_location.h"
+#include "tasks/device_transfer.h"
+#include "tasks/models/gpt.h"
+#include "tasks/sampler.h"
+#include "tasks/wikitext.h"
+
+namespace gcrun::tasks {
+namespace {
+
+// nanoGPT's shakespeare_char has 65 characters; 10,000 is a small word vocabulary (Penn Treebank's).
+constexpr int64_t kSyntheticCharVocabulary = 65;
+constexpr int64_t kSyntheticWordVocabulary = 10000;
+constexpr int64_t kSyntheticTrain = 1000000;
+constexpr int64_t kSyntheticHeldOut = 100000;
+// Far above WikiText-103's 540 MB training file, far below what would exhaust memory as int64 ids.
+constexpr size_t kMaxTokenFileBytes = size_t{1} << 30;
+// Split i of the data: its file, and its name in evaluate() (empty: training).
+const std::array<std::pair<const char*, const char*>, 3> kSplits = {
+    {{"wiki.train.tokens", ""}, {"wiki.valid.tokens", "validation"}, {"wiki.test.tokens", "test"}}};
+
+struct TokenSplits {
+  int64_t vocabulary = 0;
+  std::array<at::Tensor, 3> ids;      // int64 [N], in kSplits' order
+  std::array<std::string, 3> source;  // the file (or the synthetic split) each came from, for messages
+};
+
+// The bytes of dir/file, a regular file of at most kMaxTokenFileBytes (files gcrun did not write
+// are read within a bound: docs/security.md).
+std::string readTokenBytes(const std::string& dir, const std::string& file) {
+  const std::string path = dir + "/" + file;
+  const std::string reason = files::notRegularFileReason(path);
+  if (!reason.empty()) {
+    throw UserError(path + ": " + reason +
+                    "; the language-model task reads wiki.train.tokens, wiki.valid.tokens and wiki.test.tokens "
+                    "from task.data_dir");
+  }
+  return files::readBoundedFile(path, kMaxTokenFileBytes);
+}
+
+std::shared_ptr<TokenSplits> readTokenSplits(const std::string& dir, const std::string& level) {
+  auto data = std::make_shared<TokenSplits>();
+  if (level == "char") {
+    std::vector<std::string> texts;
+    for (const auto& [file, split] : kSplits) texts.push_back(readTokenBytes(dir, file));
+    CharData chars = encodeCharacters(texts);
+    data->vocabulary = static_cast<int64_t>(chars.vocabulary.size());
+    for (size_t i = 0; i < kSplits.size(); ++i) data->ids[i] = chars.ids[i];
+  } else {
+    std::array<std::vector<std::string>, 3> tokens;
+    for (size_t i = 0; i < kSplits.size(); ++i) {
+      std::istringstream text(readTokenBytes(dir, kSplits[i].first));
+      tokens[i] = readTokens(text);
+    }
+    const Vocabulary vocabulary(tokens[0]);
+    data->vocabulary = vocabulary.size();
+    for (size_t i = 0; i < kSplits.size(); ++i) data->ids[i] = vocabulary.encode(tokens[i]);
+  }
+  for (size_t i = 0; i < kSplits.size(); ++i) data->source[i] = dir + "/" + kSplits[i].first;
+  return data;
+}
+
+std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const std::string& level, uint64_t seed) {
+  const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticHeldOut}, 10, 2);
+  auto data = std::make_shared<TokenSplits>();
+  data->vocabulary = level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
+  for (size_t i = 0; i < kSplits.size(); ++i) {
+    at::Generator generator = at::detail::createCPUGenerator(streamSeed(seed, -2, static_cast<int64_t>(i)));
+    data->ids[i] = at::randint(data->vocabulary, {i == 0 ? sizes.train : sizes.held_out}, generator,
+                               at::TensorOptions().dtype(at::kLong));
+    data->source[i] = std::string("the synthetic ") + (i == 0 ? "training" : kSplits[i].second) + " split";
+  }
+  return data;
+}
+
+// Ranks run as threads of one process share one read-only copy of the data.
+std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, const std::string& level,
+                                                   uint64_t seed) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const TokenSplits>> cache;
+  const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
+  const std::string key = level + " " + dataCacheKey(options, seed, dir);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto cached = cache[key].lock()) return cached;
+  std::shared_ptr<const TokenSplits> data =
+      options.synthetic ? randomTokenSplits(options, level, seed) : readTokenSplits(dir, level);
+  cache[key] = data;
+  return data;
+}
+
+void checkOptions(const TaskOptions& task, const LanguageModelOptions& options, int64_t batch_size) {
+  if (task.architecture != "gpt") {
+    throw UserError("task.architecture: '" + task.architecture +
+                    "' is not a language-model model; it accepts: gpt (nanoGPT's GPT)");
+  }
+  if (options.level != "char" && options.level != "word") {
+    throw UserError("task.level: '" + options.level + "' is not a level; it accepts: char, word");
+  }
+  const std::pair<const char*, int64_t> positive[] = {{"task.context", options.context},
+                                                      {"task.layers", options.layers},
+                                                      {"task.heads", options.heads},
+                                                      {"task.width", options.width},
+                                                      {"training.batch_size", batch_size}};
+  for (const auto& [key, value] : positive) {
+    if (value < 1) throw UserError(std::string(key) + " must be at least 1, got " + std::to_string(value));
+  }
+  if (!(options.dropout >= 0 && options.dropout < 1)) {
+    throw UserError("task.dropout must be in [0, 1), got " + hyperparams::formatNumber(options.dropout));
+  }
+  if (options.width % options.heads != 0) {
+    throw UserError("task.heads: " + std::to_string(options.heads) + " does not divide task.width " +
+                    std::to_string(options.width) + "; it accepts a divisor of the width");
+  }
+}
+
+// Every split needs one window: T inputs and the target after them.
+void checkSplits(const TokenSplits& data, int64_t context) {
+  for (size_t i = 0; i < kSplits.size(); ++i) {
+    const int64_t tokens = data.ids[i].size(0);
+    if (tokens == 0) {
+      throw UserError(data.source[i] + " is empty; every split needs at least task.context + 1 tokens");
+    }
+    if (tokens < context + 1) {
+      throw UserError("task.context: " + std::to_string(context) + " is longer than " + data.source[i] + " allows (" +
+                      std::to_string(tokens) +
+                      " tokens, and a window needs task.context + 1); it "
+                      "accepts at most " +
+                      std::to_string(tokens - 1));
+    }
+  }
+}
+
+class WindowStream : public BatchStream {
+ public:
+  WindowStream(at::Tensor ids, at::Tensor windows, int64_t context, int64_t batch_size, c10::Device device)
+      : ids_(std::move(ids)),
+        windows_(std::move(windows)),
+        context_(context),
+        batch_size_(batch_size),
+        batches_(windows_.size(0) / batch_size),
+        device_(device) {}
+
+  std::optional<Batch> next() override {
+    if (next_ == batches_) return std::nullopt;
+    const Batch batch = windowBatch(ids_, windows_.narrow(0, next_++ * batch_size_, batch_size_), context_);
+    return Batch{toDevice(batch.inputs, device_), toDevice(batch.targets, device_)};
+  }
+
+ private:
+  at::Tensor ids_;
+  at::Tensor windows_;
+  int64_t context_;
+  int64_t batch_size_;
+  int64_t batches_;
+  c10::Device device_;
+  int64_t next_ = 0;
+};
+
+class LanguageModelTask : public Task {
+ public:
+  explicit LanguageModelTask(const TaskContext& context)
+      : options_(context.options),
+        settings_(languageModelSettings().read(context.options.settings)),
+        batch_size_(context.batch_size),
+        seed_(context.seed),
+        device_(context.device) {
+    checkOptions(options_, settings_, batch_size_);
+    data_ = loadTokenSplits(options_, settings_.level, seed_);
+    checkSplits(*data_, settings_.context);
+    models::GptShape shape{data_->vocabulary, settings_.context, settings_.layers, settings_.heads,
+                           settings_.width,   settings_.bias,    settings_.dropout};
+    model_ = std::make_shared<models::GptModel>(shape, seed_);
+    model_->to(device_);
+  }
+
+  torch::nn::Module& model() override { return *model_; }
+
+  int64_t batchesPerEpoch(const Shard& shard) const override {
+    return (windowCount(data_->ids[0]) / shard.world_size) / batch_size_;
+  }
+
+  std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) override {
+    model_->seedRandomness(streamSeed(seed_, shard.rank, epoch));
+    return std::make_unique<WindowStream>(data_->ids[0], epochWindows(windowCount(data_->ids[0]), seed_, epoch, shard),
+                                          settings_.context, batch_size_, device_);
+  }
+
+  at::Tensor trainLoss(const Batch& batch, MetricSums& metrics) override {
+    model_->train();
+    at::Tensor loss = model_->loss(model_->forward(batch.inputs), batch.targets);
+    const double tokens = static_cast<double>(batch.targets.numel());
+    metrics.add("cross_entropy", loss.item<double>() * tokens);
+    metrics.weight += tokens;
+    return loss;
+  }
+
+  MetricSums evaluate(const Shard& shard, const std::string& split, const EvaluationLimits& limits) override;
+
+  std::vector<std::string> evaluationSplits() const override { return {"validation", "test"}; }
+
+  std::vector<std::string> embeddingParameters() const override {
+    return {"transformer.wte.weight", "transformer.wpe.weight"};
+  }
+
+  std::map<std::string, double> finalize(std::map<std::string, double> means) const override {
+    const auto it = means.find("cross_entropy");
+    if (it == means.end()) return means;
+    means["perplexity"] = std::exp(it->second);
+    if (settings_.level == "char") means["bits_per_character"] = it->second / std::log(2.0);
+    return means;
+  }
+
+  // The dropout generator, once an epoch has seeded it (never at dropout 0).
+  void saveState(State& state) const override {
+    const at::Tensor random = model_->randomState();
+    if (random.defined()) state["dropout_generator"] = random.clone();
+  }
+  void loadState(const State& state) override {
+    if (settings_.dropout > 0) model_->setRandomState(stateEntry(state, "language-model", "dropout_generator"));
+  }
+
+  bool synthetic() const override { return options_.synthetic; }
+
+ private:
+  int64_t windowCount(const at::Tensor& ids) const { return (ids.size(0) - 1) / settings_.context; }
+
+  TaskOptions options_;
+  LanguageModelOptions settings_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  c10::Device device_;
+  std::shared_ptr<const TokenSplits> data_;
+  std::shared_ptr<models::GptModel> model_;
+};
+
+MetricSums LanguageModelTask::evaluate(const Shard& shard, const std::string& split, const EvaluationLimits& limits) {
+  namespace F = torch::nn::functional;
+  size_t index = 1;
+  while (index < kSplits.size() && split != kSplits[index].second) ++index;
+  if (index == kSplits.size()) throw std::invalid_argument("language-model has no split '" + split + "'");
+  const at::Tensor& ids = data_->ids[index];
+  int64_t windows = windowCount(ids);
+  if (limits.max_samples > 0) windows = std::min(windows, limits.max_samples / settings_.context);
+  const at::Tensor mine = testShardIndices(windows, shard);
+  const int64_t chunk = evaluationChunk(options_.test_batch_size, device_);
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  MetricSums metrics;
+  for (int64_t start = 0; start < mine.size(0) && !(limits.stop && limits.stop()); start += chunk) {
+    const Batch batch =
+        windowBatch(ids, mine.narrow(0, start, std::min(chunk, mine.size(0) - start)), settings_.context);
+    const at::Tensor logits = model_->forward(toDevice(batch.inputs, device_));
+    const at::Tensor per_token = F::cross_entropy(logits.flatten(0, 1), toDevice(batch.targets, device_).flatten(),
+                                                  F::CrossEntropyFuncOptions().reduction(torch::kNone));
+    metrics.add("cross_entropy", per_token.to(at::kDouble).sum().item<double>());
+    metrics.weight += static_cast<double>(batch.targets.numel());
+  }
+  model_->train();
+  return metrics;
+}
+
+}  // namespace
+
+const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings() {
+  using hyperparams::integerAtLeast;
+  using O = LanguageModelOptions;
+  static const auto schema =
+      hyperparams::SettingsSchema<O>()
+          .add(&O::level, "level", hyperparams::oneOf({"char", "word"}),
+               "language-model: char (byte ids) or word (the wikitext2 task's tokens).")
+          .add(&O::context, "context", integerAtLeast(1), "language-model: window length T (tokens).")
+          .add(&O::layers, "layers", integerAtLeast(1), "language-model: transformer blocks.")
+          .add(&O::heads, "heads", integerAtLeast(1), "language-model: attention heads (divide task.width).")
+          .add(&O::width, "width", integerAtLeast(1), "language-model: embedding width d.")
+          .add(&O::dropout, "dropout", hyperparams::fraction(), "language-model: dropout probability.")
+          .add(&O::bias, "bias", hyperparams::boolean(), "language-model: biases in linear and LayerNorm layers.");
+  return schema;
+}
+
+CharData encodeCharacters(const std::vector<std::string>& texts) {
+  std::array<bool, 256> seen{};
+  for (const auto& text : texts) {
+    for (char c : text) seen[static_cast<unsigned char>(c)] = true;
+  }
+  CharData data;
+  std::array<int64_t, 256> rank{};
+  for (int byte = 0; byte < 256; ++byte) {
+    if (!seen[byte]) continue;
+    rank[byte] = static_cast<int64_t>(data.vocabulary.size());
+    data.vocabulary.push_back(static_cast<unsigned char>(byte));
+  }
+  for (const auto& text : texts) {
+    at::Tensor ids = at::empty({static_cast<int64_t>(text.size())}, at::kLong);
+    auto* out = ids.data_ptr<int64_t>();
+    for (size_t i = 0; i < text.size(); ++i) out[i] = rank[static_cast<unsigned char>(text[i])];
+    data.ids.push_back(ids);
+  }
+  return data;
+}
+
+Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t context) {
+  const at::Tensor positions = windows.unsqueeze(1) * context + at::arange(context, windows.options()).unsqueeze(0);
+  return {ids.index({positions}), ids.index({positions + 1})};
+}
+
+at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Shard& shard) {
+  at::Generator generator = at::detail::createCPUGenerator(streamSeed(seed, -1, epoch));
+  const at::Tensor permutation = at::randperm(windows, generator, at::TensorOptions().dtype(at::kLong));
+  const int64_t per_rank = windows / shard.world_size;
+  return permutation.slice(0, shard.rank, windows, shard.world_size).narrow(0, 0, per_rank).contiguous();
+}
+
+std::unique_ptr<Task> makeLanguageModelTask(const TaskContext& context) {
+  return std::make_unique<LanguageModelTask>(context);
+}
+
+}  // namespace gcrun::tasks
