@@ -191,6 +191,26 @@ TEST(PowerSgdDdpReducer, ContinuesFromItsSavedStateBitForBit) {
   });
 }
 
+// The shared invariants of reducers_test.cpp (which see only the default start_iter's plain
+// all-reduce), while compressing: the same update on every rank, and memory = send - update.
+TEST(PowerSgdDdpReducer, DeliversOneUpdateAndKeepsWhatItLostWhileCompressing) {
+  for (int world_size : {1, 3}) {
+    runRanks(world_size, [&](Communicator& comm) {
+      auto reducer = buildReducer("powersgd-ddp", comm, compressingFromTheThirdCall());
+      for (int step = 0; step < 4; ++step) {
+        auto b = makeInputs(mixedShapes(), comm.rank(), step);
+        const auto sent = testing::clones(b.send);
+        reducer->reduce(b.send, b.out, b.memory);
+        for (size_t i = 0; i < b.out.size(); ++i) {
+          for (const auto& other : comm.allgather(b.out[i])) EXPECT_TRUE(torch::equal(other, b.out[i]));
+          EXPECT_TRUE(torch::equal(b.memory[i], step < 2 ? torch::zeros_like(sent[i]) : sent[i] - b.out[i]))
+              << "step " << step << " tensor " << i;
+        }
+      }
+    });
+  }
+}
+
 // Compressing, it sends the uncompressed tensors, each matrix's P and Q, and splits them per tensor.
 TEST(PowerSgdDdpReducer, CountsTheBitsOfWhatItAllReduces) {
   runRanks(2, [&](Communicator& comm) {
