@@ -117,13 +117,16 @@ void orthogonalizeAsTheHook(at::Tensor matrices, double epsilon) {
 // Bucket layout assumed: DDP (torch 1.13, find_unused_parameters=False) with ONE bucket, i.e.
 // bucket_cap_mb and dist._DEFAULT_FIRST_BUCKET_BYTES (set before DDP is built: its rebuild reads it)
 // above the model's size. The bucket is a flat buffer holding the tensors back to back: for the
-// first call in registration order (DDP's construction puts every parameter in one bucket), from
-// the second on in reverse registration order: DDP rebuilds its bucket before its second forward in
-// the order backward made the gradients ready, which is that order for a model whose backward runs
-// its layers in reverse (GradBucket.parameters() shows it; the conformance test checks it). With
-// find_unused_parameters=True DDP keeps its first bucket, but on Gloo its used-parameter all-reduce
-// then races the hook's chained all-reduces and Gloo aborts. The order decides the order of the Q
-// draws and the layout of the flat buffers; everything else is elementwise or per matrix.
+// first call in registration order (DDP's construction puts every parameter in one bucket); from
+// the second on in the order rank 0's gradients became ready during the first backward, which DDP
+// rebuilds its bucket in before its second forward and broadcasts from rank 0. Here that is the
+// order of rank 0's ready() calls during the first call (the trainer makes them from the same
+// autograd post-hooks DDP uses; under a task that clips gradients, in reverse order), broadcast at the
+// second call (a control message, not counted in the bits), or reverse registration order when
+// ready() did not come for every tensor. With find_unused_parameters=True DDP would keep its first
+// bucket, but on Gloo its used-parameter all-reduce then races the hook's chained all-reduces and
+// Gloo aborts. The order decides the order of the Q draws and the layout of the flat buffers;
+// everything else is elementwise or per matrix.
 // The hook's error feedback is its own: the trainer's (optimizer.memory) must be off; memory[i] gets
 // send[i] - out[i] as the contract asks. Only reducer.granularity layer: the tensors are the
 // parameters.
@@ -132,10 +135,16 @@ class PowerSgdDdpReducer : public Reducer {
   PowerSgdDdpReducer(const ReducerContext& context, const PowerSgdDdpOptions& options)
       : comm_(context.comm), options_(options), seeds_(static_cast<uint32_t>(options.random_seed)) {}
 
+  // During the first call: DDP's rebuilt bucket follows the order the gradients become ready.
+  void ready(size_t index, const std::vector<at::Tensor>& send) override {
+    if (iter_ == 0 && ready_order_.size() < send.size()) ready_order_.push_back(index);
+  }
+
   uint64_t reduce(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& out,
                   const std::vector<at::Tensor>& memory) override {
     // DDP rebuilds its bucket before its second forward (see the class comment).
     const bool rebuilt = iter_ >= 1;
+    if (rebuilt && rebuilt_order_.empty()) rebuilt_order_ = rankZerosReadyOrder(send.size());
     if (!bucket_.defined() || rebuilt != rebuilt_layout_) layOut(send, rebuilt);
     for (size_t i = 0; i < send.size(); ++i) views_[i].copy_(send[i]);
     last_compressed_ = iter_ >= options_.start_iter;
@@ -162,9 +171,12 @@ class PowerSgdDdpReducer : public Reducer {
     return costs;
   }
 
-  // The iteration, how many seeds numpy's generator gave, the error and the warm-start Q.
+  // The iteration, the rebuilt bucket's order, how many seeds numpy's generator gave, the error
+  // and the warm-start Q.
   void saveState(State& state) const override {
     state["iter"] = at::scalar_tensor(iter_, at::kLong);
+    std::vector<int64_t> order(rebuilt_order_.begin(), rebuilt_order_.end());
+    state["bucket_order"] = at::tensor(order, at::kLong);
     state["seeds_drawn"] = at::scalar_tensor(seeds_.drawn(), at::kLong);
     state["queries_drawn"] = at::scalar_tensor(queries_drawn_ ? 1 : 0, at::kLong);
     if (error_.defined()) state["error"] = error_.cpu().clone();
@@ -174,6 +186,9 @@ class PowerSgdDdpReducer : public Reducer {
   void loadState(const State& state) override {
     const auto entry = [&](const std::string& name) { return stateEntry(state, "powersgd-ddp", name); };
     iter_ = entry("iter").item<int64_t>();
+    const auto order = entry("bucket_order").to(at::kLong).contiguous();
+    rebuilt_order_.assign(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
+    ready_order_.clear();
     seeds_ = NumpyLegacyRandint(static_cast<uint32_t>(options_.random_seed));
     for (int64_t k = entry("seeds_drawn").item<int64_t>(); k > 0; --k) seeds_.next();
     queries_drawn_ = entry("queries_drawn").item<int64_t>() != 0;
@@ -190,6 +205,18 @@ class PowerSgdDdpReducer : public Reducer {
     at::Tensor m, p, q;
   };
 
+  // DDP's sync_bucket_indices: every rank takes rank 0's order.
+  std::vector<size_t> rankZerosReadyOrder(size_t count) {
+    std::vector<int64_t> order(count);
+    for (size_t k = 0; k < count; ++k) {
+      order[k] = static_cast<int64_t>(ready_order_.size() == count ? ready_order_[k] : count - 1 - k);
+    }
+    at::Tensor agreed = at::tensor(order, at::kLong).to(comm_.device());
+    if (comm_.size() > 1) comm_.broadcast(agreed, 0);
+    agreed = agreed.cpu();
+    return {agreed.data_ptr<int64_t>(), agreed.data_ptr<int64_t>() + count};
+  }
+
   bool worthCompressing(int64_t n, int64_t m, int64_t r) const {
     return static_cast<double>((n + m) * r) * options_.min_compression_rate < static_cast<double>(n * m);
   }
@@ -199,8 +226,15 @@ class PowerSgdDdpReducer : public Reducer {
     rebuilt_layout_ = rebuilt;
     uncompressed_.clear();
     matrices_.clear();
-    std::vector<size_t> order(like.size());
-    for (size_t k = 0; k < like.size(); ++k) order[k] = rebuilt ? like.size() - 1 - k : k;
+    std::vector<size_t> order = rebuilt_order_;
+    if (!rebuilt) {
+      order.resize(like.size());
+      for (size_t k = 0; k < like.size(); ++k) order[k] = k;
+    }
+    if (order.size() != like.size()) {
+      throw std::invalid_argument("powersgd-ddp: the saved bucket order has " + std::to_string(order.size()) +
+                                  " tensors, this model " + std::to_string(like.size()));
+    }
     int64_t total = 0;
     for (const auto& t : like) total += t.numel();
     bucket_ = at::empty({total}, like.empty() ? at::TensorOptions() : like.front().options());
@@ -337,12 +371,14 @@ class PowerSgdDdpReducer : public Reducer {
   NumpyLegacyRandint seeds_;
   int64_t iter_ = 0;  // the hook's state.iter: one bucket, so one per call
   bool last_compressed_ = false;
-  bool rebuilt_layout_ = false;       // the views follow DDP's rebuilt bucket
-  bool queries_drawn_ = false;        // q_memory_ holds the last averaged Q, for warm start
-  at::Tensor bucket_;                 // the DDP bucket: every tensor back to back in bucket order
-  std::vector<at::Tensor> views_;     // per tensor, in the caller's order: views into bucket_
-  std::vector<size_t> uncompressed_;  // in bucket order
-  std::vector<Matrix> matrices_;      // in the hook's order: grouped by shape
+  bool rebuilt_layout_ = false;        // the views follow DDP's rebuilt bucket
+  std::vector<size_t> ready_order_;    // this rank's ready() calls during the first call
+  std::vector<size_t> rebuilt_order_;  // the rebuilt bucket: rank 0's ready order, once agreed
+  bool queries_drawn_ = false;         // q_memory_ holds the last averaged Q, for warm start
+  at::Tensor bucket_;                  // the DDP bucket: every tensor back to back in bucket order
+  std::vector<at::Tensor> views_;      // per tensor, in the caller's order: views into bucket_
+  std::vector<size_t> uncompressed_;   // in bucket order
+  std::vector<Matrix> matrices_;       // in the hook's order: grouped by shape
   at::Tensor uncompressed_memory_, p_memory_, q_memory_, error_;
   at::Tensor restored_error_, restored_queries_;  // from loadState(), applied once the buffers exist
 };

@@ -17,8 +17,9 @@ from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersg
 
 
 class Tiny(torch.nn.Module):
-    """An embedding-like table, then linear layers; fc1 and fc4 share a shape with others between
-    them, so the hook's grouping by shape changes the order in which it draws the queries."""
+    """An embedding-like table, then linear layers and a conv-like kernel [8, 2, 2, 2]; fc1, fc4 and
+    the kernel (viewed as [8, 8]) share a matrix shape with others between them, so the hook's
+    grouping by shape changes the order in which it draws the queries."""
 
     def __init__(self):
         super().__init__()
@@ -27,13 +28,14 @@ class Tiny(torch.nn.Module):
         self.fc2 = torch.nn.Linear(8, 12)
         self.fc3 = torch.nn.Linear(12, 8)
         self.fc4 = torch.nn.Linear(8, 8)
+        self.kernel = torch.nn.Parameter(torch.randn(8, 2, 2, 2) * 0.3)
         self.head = torch.nn.Linear(8, 5)
 
     def forward(self, idx):
         x = self.table[idx]
         for layer in (self.fc1, self.fc2, self.fc3, self.fc4):
             x = torch.tanh(layer(x))
-        return self.head(x)
+        return self.head(torch.tanh(x @ self.kernel.view(8, 8).t()))
 
 
 def write(path, tensors):

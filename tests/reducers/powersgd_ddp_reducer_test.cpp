@@ -99,11 +99,23 @@ std::vector<at::Tensor> readTensors(const std::string& path, const std::vector<P
   return tensors;
 }
 
-std::string bucketOrder(const std::vector<Parameter>& parameters, bool reverse) {
+std::string registrationOrder(const std::vector<Parameter>& parameters) {
   std::string order;
-  for (size_t k = 0; k < parameters.size(); ++k)
-    order += parameters[reverse ? parameters.size() - 1 - k : k].name + "\n";
+  for (const auto& p : parameters) order += p.name + "\n";
   return order;
+}
+
+// The indices of the parameters named line by line in `order`.
+std::vector<size_t> readyIndices(const std::string& order, const std::vector<Parameter>& parameters) {
+  std::vector<size_t> indices;
+  std::istringstream lines(order);
+  for (std::string name; std::getline(lines, name);) {
+    const auto found =
+        std::find_if(parameters.begin(), parameters.end(), [&](const Parameter& p) { return p.name == name; });
+    if (found == parameters.end()) throw std::runtime_error("unknown parameter " + name);
+    indices.push_back(static_cast<size_t>(found - parameters.begin()));
+  }
+  return indices;
 }
 
 // Runs the hook under DDP, then feeds each rank's gradients as the hook got them through
@@ -117,12 +129,13 @@ void expectTheHooksBits(const HookRun& run) {
                                run.peerArguments() + " 2>&1");
   ASSERT_EQ(peer.exit_code, 0) << peer.output;
   const auto parameters = readShapes(dir.file("shapes.txt"));
-  ASSERT_EQ(parameters.size(), 11u);
-  // The bucket the hook got: registration order, then reverse once DDP has rebuilt it.
-  for (int step = 0; step < run.steps; ++step) {
-    ASSERT_EQ(readText(dir.file("step" + std::to_string(step) + "_rank0_order.txt")), bucketOrder(parameters, step > 0))
-        << "step " << step;
-  }
+  ASSERT_EQ(parameters.size(), 12u);
+  // The bucket the hook got: registration order, then rebuilt once in the order the gradients
+  // became ready (not reverse registration: table and kernel are registered before the layers).
+  const auto orderAt = [&](int step) { return readText(dir.file("step" + std::to_string(step) + "_rank0_order.txt")); };
+  ASSERT_EQ(orderAt(0), registrationOrder(parameters));
+  for (int step = 2; step < run.steps; ++step) ASSERT_EQ(orderAt(step), orderAt(1)) << "step " << step;
+  const auto ready = readyIndices(orderAt(1), parameters);
   runRanks(2, [&](Communicator& comm) {
     auto reducer = buildReducer("powersgd-ddp", comm, run.reducerOptions());
     for (int step = 0; step < run.steps; ++step) {
@@ -134,6 +147,8 @@ void expectTheHooksBits(const HookRun& run) {
         out.push_back(torch::empty_like(t));
         memory.push_back(torch::empty_like(t));
       }
+      // As gcrun's trainer does from backward's hooks: the order DDP rebuilds its bucket in.
+      for (size_t i : ready) reducer->ready(i, send);
       reducer->reduce(send, out, memory);
       for (size_t i = 0; i < out.size(); ++i) {
         EXPECT_TRUE(torch::equal(out[i], expected[i]))
@@ -192,7 +207,8 @@ TEST(PowerSgdDdpReducer, ContinuesFromItsSavedStateBitForBit) {
 }
 
 // The shared invariants of reducers_test.cpp (which see only the default start_iter's plain
-// all-reduce), while compressing: the same update on every rank, and memory = send - update.
+// all-reduce), while compressing: the same update on every rank, whatever order each rank's
+// gradients became ready in, and memory = send - update.
 TEST(PowerSgdDdpReducer, DeliversOneUpdateAndKeepsWhatItLostWhileCompressing) {
   for (int world_size : {1, 3}) {
     runRanks(world_size, [&](Communicator& comm) {
@@ -200,6 +216,9 @@ TEST(PowerSgdDdpReducer, DeliversOneUpdateAndKeepsWhatItLostWhileCompressing) {
       for (int step = 0; step < 4; ++step) {
         auto b = makeInputs(mixedShapes(), comm.rank(), step);
         const auto sent = testing::clones(b.send);
+        // Ranks whose gradients became ready in different orders agree on rank 0's.
+        const size_t n = b.send.size();
+        for (size_t j = 0; j < n; ++j) reducer->ready(comm.rank() % 2 == 0 ? j : n - 1 - j, b.send);
         reducer->reduce(b.send, b.out, b.memory);
         for (size_t i = 0; i < b.out.size(); ++i) {
           for (const auto& other : comm.allgather(b.out[i])) EXPECT_TRUE(torch::equal(other, b.out[i]));
