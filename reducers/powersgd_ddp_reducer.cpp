@@ -39,7 +39,7 @@ const hyperparams::SettingsSchema<PowerSgdDdpOptions>& powerSgdDdpSettings() {
           .add(&O::min_compression_rate, "min_compression_rate", hyperparams::numberAtLeast(0),
                "Compress a matrix only if n*m > rate*rank*(n+m) (PyTorch's rule; 0: every matrix).")
           .add(&O::error_feedback, "error_feedback", boolean(),
-               "powersgd-ddp: the hook's own error feedback (use_error_feedback); needs optimizer.memory=false.")
+               "powersgd-ddp: the hook's use_error_feedback, kept by the reducer (optimizer.memory must be false).")
           .add(&O::warm_start, "warm_start", boolean(),
                "powersgd-ddp: reuse the previous step's Q (the hook's warm_start).")
           .add(&O::random_seed, "random_seed", integerAtLeast(0),
@@ -49,8 +49,8 @@ const hyperparams::SettingsSchema<PowerSgdDdpOptions>& powerSgdDdpSettings() {
 
 // numpy's np.random.RandomState(seed).randint(1_000_000_000), call after call: the legacy seeding is
 // MT19937's init_genrand, and the legacy bounded draw takes 32-bit outputs masked to 30 bits
-// (numpy's gen_mask of the range), rejecting those above 999,999,999. Checked against numpy itself in
-// tests/reducers/powersgd_ddp_reducer_test.cpp.
+// (numpy's gen_mask of the range), rejecting those above 999,999,999. Its first draws for seeds 0,
+// 42 and 2^32 - 1 were compared with numpy 1.24's; the conformance test's queries depend on it.
 class NumpyLegacyRandint {
  public:
   explicit NumpyLegacyRandint(uint32_t seed) : engine_(seed) {}
