@@ -1,7 +1,8 @@
 """PyTorch's side of tests/reducers/powersgd_ddp_reducer_test.cpp: a tiny model trained by two Gloo
-processes under DDP with torch 1.13's powerSGD_hook. Every step, each rank writes the gradients the
-hook got (before it added its error) and the gradients DDP left in .grad after it, as raw float32
-in parameter order, and the parameter order of the bucket the hook saw.
+processes under DDP with torch 1.13's powerSGD_hook and SGD. It writes the initial parameters, and
+every step, each rank the gradients the hook got (before it added its error) and the gradients DDP
+left in .grad after it, as raw float32 in parameter order, and the parameter order of the bucket the
+hook saw.
 
 usage: powersgd_ddp_peer.py OUT_DIR RANK START_ITER ERROR_FEEDBACK WARM_START EPSILON SEED
                             MIN_COMPRESSION_RATE STEPS
@@ -74,6 +75,7 @@ def worker(rank, args):
         with open(os.path.join(out, "shapes.txt"), "w") as f:
             for name, p in model.named_parameters():
                 f.write(" ".join([name] + [str(d) for d in p.shape]) + "\n")
+        write(os.path.join(out, "init.bin"), model.parameters())
     for step in range(steps):
         data = torch.Generator().manual_seed(1000 * rank + step)
         idx = torch.randint(0, 16, (6,), generator=data)

@@ -1,5 +1,6 @@
 // The powersgd-ddp reducer against PyTorch DDP's powerSGD_hook itself (torch 1.13, two Gloo
-// processes: powersgd_ddp_peer.py), bit for bit, and its checkpoint state.
+// processes: powersgd_ddp_peer.py), bit for bit: on the hook's own inputs, and training the peer's
+// model in LibTorch. And its checkpoint state.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include "experiments/sync/gradient_hooks.h"
 #include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"
 #include "tests/support/command.h"
@@ -118,6 +120,52 @@ std::vector<size_t> readyIndices(const std::string& order, const std::vector<Par
   return indices;
 }
 
+// powersgd_ddp_peer.py's Tiny in LibTorch, on parameters in its registration order (table, kernel,
+// fc1-fc4 and head, weight then bias), with the same ops: autograd then runs the same graph.
+at::Tensor tinyLoss(const std::vector<at::Tensor>& p, int rank, int step) {
+  auto data = at::detail::createCPUGenerator(1000 * rank + step);
+  const auto idx = at::randint(0, 16, {6}, data, at::kLong);
+  const auto target = at::randint(0, 5, {6}, data, at::kLong);
+  auto x = p[0].index({idx});
+  for (size_t layer = 0; layer < 4; ++layer) x = at::tanh(at::linear(x, p[2 + 2 * layer], p[3 + 2 * layer]));
+  x = at::tanh(at::matmul(x, p[1].view({8, 8}).t()));
+  return at::cross_entropy_loss(at::linear(x, p[10], p[11]), target);
+}
+
+// gcrun's side of the peer's training: the same model and data, gradients handed to powersgd-ddp
+// from backward's post-hooks as the trainer does (so DDP's rebuilt order comes from LibTorch's
+// autograd), SGD as torch.optim.SGD(lr=0.5) applies it. Each step's update must be DDP's.
+void expectTheSameTraining(const HookRun& run, const TempDir& dir, const std::vector<Parameter>& parameters) {
+  runRanks(2, [&](Communicator& comm) {
+    auto reducer = buildReducer("powersgd-ddp", comm, run.reducerOptions());
+    std::vector<at::Tensor> params = readTensors(dir.file("init.bin"), parameters), send, out, memory;
+    for (auto& p : params) {
+      p.set_requires_grad(true);
+      send.push_back(torch::empty_like(p));
+      out.push_back(torch::empty_like(p));
+      memory.push_back(torch::empty_like(p));
+    }
+    experiments::GradientReadyHooks hooks(params, [&](size_t i) { reducer->ready(i, send); });
+    for (int step = 0; step < run.steps; ++step) {
+      for (auto& p : params) {
+        if (p.grad().defined()) p.mutable_grad().zero_();  // zero_grad(set_to_none=False), torch 1.13's
+      }
+      tinyLoss(params, comm.rank(), step).backward();
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < params.size(); ++i) send[i].copy_(params[i].grad());
+      reducer->reduce(send, out, memory);
+      const auto expected = readTensors(
+          dir.file("step" + std::to_string(step) + "_rank" + std::to_string(comm.rank()) + "_reduced.bin"), parameters);
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_TRUE(torch::equal(out[i], expected[i]))
+            << "trained, step " << step << " " << parameters[i].name << ": max |difference| "
+            << (out[i] - expected[i]).abs().max().item<float>();
+        params[i].add_(out[i], -0.5);
+      }
+    }
+  });
+}
+
 // Runs the hook under DDP, then feeds each rank's gradients as the hook got them through
 // powersgd-ddp: every step's update must be the one DDP left in .grad, bit for bit.
 void expectTheHooksBits(const HookRun& run) {
@@ -157,6 +205,7 @@ void expectTheHooksBits(const HookRun& run) {
       }
     }
   });
+  expectTheSameTraining(run, dir, parameters);
 }
 
 TEST(PowerSgdDdpReducer, EqualsTheHookWithErrorFeedbackAndWarmStartAfterDdpsRebuild) { expectTheHooksBits(HookRun{}); }
