@@ -10,6 +10,7 @@ namespace gcrun::reducers {
 // code; reducerRegistry() registers them on first use.
 ReducerSpec exactSpec();
 ReducerSpec powerSgdSpec();
+ReducerSpec powerSgdDdpSpec();
 ReducerSpec unbiasedRankSpec();
 ReducerSpec svdSpec();
 ReducerSpec atomoSpec();

@@ -9,6 +9,10 @@ Registry<ReducerSpec>& reducerRegistry() {
     r->add("exact", "all-reduce average of the full gradient (SGD; the reference's ExactReducer)", exactSpec());
     r->add("powersgd", "rank-r PowerSGD: power iteration with a warm-started query (the reference's RankKReducer)",
            powerSgdSpec());
+    r->add("powersgd-ddp",
+           "PyTorch DDP's powerSGD_hook (torch 1.13) op for op, on one bucket of every parameter: bit for bit "
+           "the hook's update",
+           powerSgdDdpSpec());
     r->add("unbiased-rank",
            "half a power iteration per step, P and Q in turn, local error (the reference's HalfRankKReducer)",
            unbiasedRankSpec());

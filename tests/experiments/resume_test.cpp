@@ -44,6 +44,9 @@ gcrun::ReducerOptions reducerOptions(const std::string& granularity) {
   options.settings["rank"] = int64_t{2};
   options.settings["compression"] = 0.2;
   options.settings["quantization_levels"] = int64_t{16};
+  // powersgd and powersgd-ddp compress from the third step, every tensor: state to carry.
+  options.settings["start_iter"] = int64_t{2};
+  options.settings["min_compression_rate"] = 0.5;
   options.granularity = gcrun::enumFromName<gcrun::Granularity>(granularity);
   return options;
 }

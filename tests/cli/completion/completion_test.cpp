@@ -119,7 +119,7 @@ TEST_F(Completion, SetKeysAndTheirValues) {
   EXPECT_TRUE(has(reducers, "exact"));
   EXPECT_EQ(complete("experiment fashion-sgd --set reducer.granularity=bu"), std::vector<std::string>{"bucket"});
   EXPECT_EQ(complete("show fashion-sgd --set optimizer.memory=t"), std::vector<std::string>{"true"});
-  EXPECT_EQ(complete("experiment --set=reducer.name=powers"), std::vector<std::string>{"powersgd"});
+  EXPECT_EQ(complete("experiment --set=reducer.name=powers"), (std::vector<std::string>{"powersgd", "powersgd-ddp"}));
   EXPECT_TRUE(has(complete("study fashion-ranks --set output.sinks="), "jsonl"));
 }
 
