@@ -121,7 +121,7 @@ struct ReducerSpec {
   // `gcrun list keys|reducers` and the reference's aliases come from here.
   std::vector<hyperparams::SettingSpec> settings;
   // False for reducers that are only meaningful without error feedback (the reference's signum
-  // and atomo): a config with optimizer.memory on is refused.
+  // and atomo) or keep their own (powersgd-ddp): a config with optimizer.memory on is refused.
   bool supports_memory = true;
   // The reducer.granularity values it accepts; others are refused before training.
   std::vector<Granularity> granularities = {Granularity::layer};

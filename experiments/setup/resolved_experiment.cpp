@@ -31,7 +31,8 @@ void checkReducer(const ExperimentConfig& config, const reducers::ReducerSpec& s
   const auto& name = config.reducer.name;
   if (config.optimizer.memory && !spec.supports_memory) {
     throw UserError("optimizer.memory: reducer '" + name +
-                    "' is only meaningful without error feedback; set optimizer.memory=false");
+                    "' takes no error feedback from gcrun (it is meaningful only without, or keeps its own); "
+                    "set optimizer.memory=false");
   }
   const auto& allowed = spec.granularities;
   if (std::find(allowed.begin(), allowed.end(), config.reducer.granularity) == allowed.end()) {
