@@ -30,8 +30,7 @@ class AdamW final : public Optimizer {
         params_(context.params),
         names_(context.names),
         grads_(context.grads),
-        schedule_(scheduleRegistry().at(options_.schedule).factory(
-            ScheduleContext{options_, context.world_size, context.total_steps})) {
+        schedule_(makeSchedule(context)) {
     const auto& embeddings = context.embeddings;
     for (size_t i = 0; i < params_.size(); ++i) {
       const bool embedding = std::find(embeddings.begin(), embeddings.end(), names_[i]) != embeddings.end();
@@ -102,14 +101,15 @@ class AdamW final : public Optimizer {
 };
 
 // The reference SGD's parts before the reduce have no AdamW counterpart: refused, not ignored.
+void refuseBeforeReduce(const std::string& key, bool set) {
+  if (!set) return;
+  throw UserError(key + ": optimizer 'adamw' steps only after the reduce (its weight decay is decoupled, its " +
+                  "moments are its own); set " + key + "=false or optimizer.name=sgd");
+}
+
 void validateAdamW(const OptimizerOptions& options) {
-  for (const auto& [key, set] : {std::pair<const char*, bool>{"optimizer.mom_before_reduce", options.mom_before_reduce},
-                                 std::pair<const char*, bool>{"optimizer.wd_before_reduce", options.wd_before_reduce}}) {
-    if (set) {
-      throw UserError(std::string(key) + ": optimizer 'adamw' steps only after the reduce (its weight decay is "
-                      "decoupled, its moments are its own); set " + key + "=false or optimizer.name=sgd");
-    }
-  }
+  refuseBeforeReduce("optimizer.mom_before_reduce", options.mom_before_reduce);
+  refuseBeforeReduce("optimizer.wd_before_reduce", options.wd_before_reduce);
 }
 
 }  // namespace

@@ -73,6 +73,9 @@ struct OptimizerSpec {
 // one file in experiments/optimizers/ and its entry in optimizer_registry.cpp.
 Registry<OptimizerSpec>& optimizerRegistry();
 
+// optimizer.schedule's schedule over the run `context` describes.
+std::unique_ptr<LearningRateSchedule> makeSchedule(const OptimizerContext& context);
+
 // The optimizer and schedule `options` name, looked up, and the optimizer's own checks; a
 // UserError naming the key otherwise.
 const OptimizerSpec& checkedOptimizer(const OptimizerOptions& options);

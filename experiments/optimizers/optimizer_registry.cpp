@@ -19,6 +19,12 @@ Registry<OptimizerSpec>& optimizerRegistry() {
   return *registry;
 }
 
+std::unique_ptr<LearningRateSchedule> makeSchedule(const OptimizerContext& context) {
+  return scheduleRegistry()
+      .at(context.options.schedule)
+      .factory(ScheduleContext{context.options, context.world_size, context.total_steps});
+}
+
 const OptimizerSpec& checkedOptimizer(const OptimizerOptions& options) {
   try {
     scheduleRegistry().at(options.schedule);

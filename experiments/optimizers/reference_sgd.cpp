@@ -22,8 +22,7 @@ class ReferenceSgd final : public Optimizer {
         names_(context.names),
         grads_(context.grads),
         momenta_(params_.size()),
-        schedule_(scheduleRegistry().at(options_.schedule).factory(
-            ScheduleContext{options_, context.world_size, context.total_steps})) {
+        schedule_(makeSchedule(context)) {
     for (const auto& name : names_) groups_.push_back(groupOf(name, options_));
   }
 

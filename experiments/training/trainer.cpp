@@ -282,7 +282,7 @@ class Trainer::Loop {
     summary.step = at_.step;
     summary.bits = at_.bits;
     summary.elapsed_s = secondsSince(s_.start);
-    summary.learning_rate = s_.optimizer->learningRate({at_.step, s_.position()});
+    summary.learning_rate = s_.optimizer->learningRate({at_.step, s_.position()});  // the next step's
     result_.last_train = summary.train;
     if (evaluate) {
       result_.last_test = summary.test;

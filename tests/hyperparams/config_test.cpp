@@ -247,7 +247,8 @@ TEST(ConfigYaml, LayoutIsNestedShortAndStable) {
   config.optimizer.decay_at_epochs = {150, 250};
   const std::string text = toYaml(config, keys());
   EXPECT_EQ(text.rfind("# experiment: cifar-powersgd\n", 0), 0u) << text;
-  EXPECT_NE(text.find("\noptimizer:\n  name: sgd\n  learning_rate: 0.1\n  conv_learning_rate: null\n"), std::string::npos)
+  EXPECT_NE(text.find("\noptimizer:\n  name: sgd\n  learning_rate: 0.1\n  conv_learning_rate: null\n"),
+            std::string::npos)
       << text;
   EXPECT_NE(text.find("  weight_decay: 0.0001\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  decay_at_epochs: [150, 250]\n"), std::string::npos) << text;

@@ -71,9 +71,9 @@ TEST(CosineSchedule, FollowsNanoGptAndDecaysOverTheRunWhenDecayStepsIsZero) {
   for (int64_t it = 0; it < 14; ++it) {
     EXPECT_DOUBLE_EQ(schedule->rate(0.1, {it, 0.0}), nanoGptRate(it, 0.1, 0.01, 3, 10)) << it;
   }
-  EXPECT_DOUBLE_EQ(schedule->rate(0.1, {0, 0.0}), 0.1 / 4);       // warm-up from the first step
-  EXPECT_DOUBLE_EQ(schedule->rate(0.1, {3, 0.0}), 0.1);           // the peak, no world-size factor
-  EXPECT_DOUBLE_EQ(schedule->rate(0.1, {10, 0.0}), 0.01);         // reached at decay_steps
+  EXPECT_DOUBLE_EQ(schedule->rate(0.1, {0, 0.0}), 0.1 / 4);  // warm-up from the first step
+  EXPECT_DOUBLE_EQ(schedule->rate(0.1, {3, 0.0}), 0.1);      // the peak, no world-size factor
+  EXPECT_DOUBLE_EQ(schedule->rate(0.1, {10, 0.0}), 0.01);    // reached at decay_steps
   EXPECT_DOUBLE_EQ(schedule->rate(0.1, {6, 0.0}), 0.01 + 0.5 * (1 + std::cos(M_PI * 3 / 7)) * 0.09);
   options.decay_steps = 0;
   const auto over_run = scheduleRegistry().at("cosine").factory(ScheduleContext{options, 1, 23});
@@ -176,7 +176,8 @@ TEST_P(AdamWClosedForm, StepsAsTheFormula) {
     for (size_t k = 0; k < sizes.size(); ++k) {
       const auto got = model.params[k].reshape({-1});
       for (size_t j = 0; j < sizes[k]; ++j) {
-        EXPECT_NEAR(got[j].item<double>(), c.p[k][j], 1e-13) << "step " << t << ", " << model.names[k] << "[" << j << "]";
+        EXPECT_NEAR(got[j].item<double>(), c.p[k][j], 1e-13)
+            << "step " << t << ", " << model.names[k] << "[" << j << "]";
       }
     }
   }
