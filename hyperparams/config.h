@@ -84,6 +84,8 @@ struct TrainingOptions {
 };
 
 struct OptimizerOptions {
+  // From the optimizer registry (experiments/optimizers/): sgd (the reference's) or adamw.
+  std::string name = "sgd";
   double learning_rate = 0.1;
   // Learning rate of parameters named like "*conv*weight*" (the reference's conv group); unset: learning_rate.
   std::optional<double> conv_learning_rate;
@@ -104,6 +106,21 @@ struct OptimizerOptions {
   // 0: scale by the number of workers, as the reference does when this is unset.
   double scale_lr_with_factor = 0.0;
   double warmup_epochs = 5.0;
+  // AdamW's moment decay rates and the term added to its denominator.
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  // AdamW decays the task's embedding tables (Task::embeddingParameters()) too.
+  bool decay_embeddings = false;
+  // The reduced gradient is clipped to this global L2 norm before the step (either optimizer); 0: no clip.
+  double clip_norm = 0.0;
+  // From the schedule registry: reference (the epoch-based schedule above) or cosine (nanoGPT's
+  // warm-up and cosine decay by step, over the fields below).
+  std::string schedule = "reference";
+  int64_t warmup_steps = 0;
+  // 0: the run's total steps.
+  int64_t decay_steps = 0;
+  double min_learning_rate = 0.0;
 
   double conv_lr() const { return conv_learning_rate.value_or(learning_rate); }
   double conv_wd() const { return weight_decay_conv.value_or(weight_decay); }

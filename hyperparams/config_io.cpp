@@ -202,6 +202,21 @@ std::string flow(const YAML::Node& value) {
   return out.c_str();
 }
 
+// The cosine schedule's keys against each other and the base rate; they hold whatever the
+// schedule, so that switching to it later cannot find them wrong.
+void checkOptimizerRanges(const OptimizerOptions& o) {
+  if (o.decay_steps > 0 && o.warmup_steps > o.decay_steps) {
+    throw UserError("config: optimizer.warmup_steps = " + std::to_string(o.warmup_steps) +
+                    " is above optimizer.decay_steps = " + std::to_string(o.decay_steps) +
+                    "; expected warmup_steps <= decay_steps (or decay_steps 0: the run's total steps)");
+  }
+  if (o.min_learning_rate > o.learning_rate) {
+    throw UserError("config: optimizer.min_learning_rate = " + formatNumber(o.min_learning_rate) +
+                    " is above optimizer.learning_rate = " + formatNumber(o.learning_rate) +
+                    "; expected a number from 0 to learning_rate");
+  }
+}
+
 }  // namespace
 
 ValueSources defaultSources(const ConfigKeys& keys) {
@@ -262,6 +277,7 @@ void validate(const ExperimentConfig& config, const ConfigKeys& keys) {
                       spec.accepted);
     }
   }
+  checkOptimizerRanges(config.optimizer);
   if (config.distributed.backend == Backend::nccl && config.device != Device::cuda) {
     throw UserError("config: distributed.backend = 'nccl' needs device = 'cuda' (device is '" + nameOf(config.device) +
                     "'); set device=cuda or distributed.backend=gloo");

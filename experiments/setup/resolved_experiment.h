@@ -50,9 +50,10 @@ ExperimentConfig layeredConfig(const std::string& preset, const std::string& con
                                const std::vector<std::string>& assignments);
 
 // Validates `config` (every value again, as hyperparams::validate, since a config changed in code
-// bypasses the setters), checks every name it gives against the registries (task, reducer, sinks),
-// what the chosen reducer accepts (error feedback, granularity), output.trace, and the device and
-// backend against this build. Throws UserError.
+// bypasses the setters), checks every name it gives against the registries (task, reducer, sinks,
+// optimizer and schedule), what the chosen reducer accepts (error feedback, granularity) and the
+// optimizer's own checks, output.trace, and the device and backend against this build. Throws
+// UserError.
 ResolvedExperiment resolve(const ExperimentConfig& config);
 // The same over `keys`, the configKeys() its caller has built already.
 ResolvedExperiment resolve(const ExperimentConfig& config, const hyperparams::ConfigKeys& keys);

@@ -30,8 +30,9 @@ struct SyncContext {
   // Each parameter's .grad (buffers.gradients), zeroed, which the optimizer steps along, and a
   // memory per parameter for the strategy's error feedback.
   GradientBuffers& buffers;
-  // The optimizer's weight decay and momentum on parameter i's final gradient, when the config
-  // puts them before the reduce; a strategy that sends gradients calls it before making a send.
+  // Optimizer::beforeSend on parameter i's final gradient (the reference SGD's weight decay and
+  // momentum when the config puts them before the reduce); a strategy that sends gradients calls it
+  // before making a send.
   std::function<void(size_t)> before_send;
 };
 

@@ -8,8 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "experiments/training/lr_schedule.h"
-#include "experiments/training/optimizer.h"
+#include "experiments/optimizers/optimizer.h"
 #include "experiments/training/step_instruments.h"
 #include "experiments/training/training_state.h"
 #include "experiments/training/worker_metrics.h"
@@ -28,6 +27,18 @@ std::vector<std::string> parameterNames(torch::nn::Module& model) {
   return names;
 }
 
+Phase phaseOf(StepPart part) {
+  switch (part) {
+    case StepPart::weight_decay:
+      return Phase::weight_decay;
+    case StepPart::momentum:
+      return Phase::momentum;
+    case StepPart::update:
+      return Phase::optimizer_step;
+  }
+  return Phase::optimizer_step;
+}
+
 int64_t totalStepsOf(const TrainingOptions& training, int64_t batches_per_epoch) {
   const int64_t steps = training.epochs * batches_per_epoch;
   return training.max_steps > 0 ? std::min(steps, training.max_steps) : steps;
@@ -41,39 +52,35 @@ struct Trainer::State : TrainerDeps {
         params(task.model().parameters()),
         names(parameterNames(task.model())),
         buffers(params),
-        optimizer(config.optimizer, params, names, buffers.gradients),
-        sync(synchronizer(SyncContext{config, comm, reducer, lossless_reducer, task.localGradientClipNorm(), params,
-                                      names, buffers, [this](size_t i) { beforeSend(i); }})),
         shard{comm.rank(), comm.size()},
         batches_per_epoch(tasks::batchesPerEpochOf(task, shard, config.training.batch_size)),
         total_steps(totalStepsOf(config.training, batches_per_epoch)),
+        optimizer(checkedOptimizer(config.optimizer)
+                      .make(OptimizerContext{config.optimizer, params, names, buffers.gradients,
+                                             task.embeddingParameters(), comm.size(), total_steps})),
+        sync(synchronizer(SyncContext{config, comm, reducer, lossless_reducer, task.localGradientClipNorm(), params,
+                                      names, buffers, [this](size_t i) { optimizer->beforeSend(i); }})),
         instruments(timer, trace) {}
 
   std::vector<at::Tensor> params;
   std::vector<std::string> names;  // the parameters', in order
   // Made before the optimizer and the synchronizer, which both work on them.
   GradientBuffers buffers;
-  Optimizer optimizer;
-  std::unique_ptr<Synchronizer> sync;
   tasks::Shard shard;
   int64_t batches_per_epoch;
   int64_t total_steps;
+  std::unique_ptr<Optimizer> optimizer;  // optimizer.name's
+  std::unique_ptr<Synchronizer> sync;
   LoopPosition at;  // at.elapsed_s is updated for checkpoints; `start` times the run
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   // A mid-epoch checkpoint's task state, loaded once its epoch's batches are set up again.
   std::optional<tasks::Task::State> resumed_task_state;
   StepInstruments instruments;
 
-  TrainingParts parts() { return {task, *sync, names, params, optimizer.momenta()}; }
+  TrainingParts parts() { return {task, *sync, *optimizer}; }
 
   double position() const { return at.epoch + static_cast<double>(at.batch_index) / batches_per_epoch; }
   bool done() const { return at.epoch >= config.training.epochs || at.step >= total_steps; }
-
-  // The parts of the optimizer the config puts before the reduce, on a parameter's final gradient.
-  void beforeSend(size_t i) {
-    if (config.optimizer.wd_before_reduce) optimizer.addWeightDecay(i);
-    if (config.optimizer.mom_before_reduce) optimizer.applyMomentum(i);
-  }
 
   // The reference's step: forward and backward (whose hooks may start the sync), the
   // synchronizer's after-backward, the optimizer, the synchronizer's after-step.
@@ -112,18 +119,12 @@ struct Trainer::State : TrainerDeps {
     return loss.item<double>();
   }
 
-  // Weight decay and momentum unless they came before the reduce, and the learning-rate step.
+  // The optimizer's step after the reduce, its parts timed as the trainer's phases.
   void applyOptimizer() {
-    if (!config.optimizer.wd_before_reduce) {
-      auto scope = instruments.phase(Phase::weight_decay);
-      for (size_t i = 0; i < optimizer.size(); ++i) optimizer.addWeightDecay(i);
-    }
-    if (!config.optimizer.mom_before_reduce) {
-      auto scope = instruments.phase(Phase::momentum);
-      for (size_t i = 0; i < optimizer.size(); ++i) optimizer.applyMomentum(i);
-    }
-    auto scope = instruments.phase(Phase::optimizer_step);
-    optimizer.step(comm.size(), position());
+    optimizer->step({at.step, position()}, [this](StepPart part, const std::function<void()>& work) {
+      auto scope = instruments.phase(phaseOf(part));
+      work();
+    });
   }
 
   // The bits a sync sent; a gradient that stopped being finite ends the run.
@@ -263,8 +264,8 @@ class Trainer::Loop {
     at_.window_loss = 0;
     const double loss = total.cpu().item<double>() / static_cast<double>(comm.size() * window);
     emit(s_.task.lossName(), loss, s_.position(), window);
-    const auto& o = s_.config.optimizer;
-    emit("learning_rate", learningRate(o, o.learning_rate, comm.size(), step_position), s_.position(), window);
+    // The rate of the step just done: its index is one below the steps counted.
+    emit("learning_rate", s_.optimizer->learningRate({at_.step - 1, step_position}), s_.position(), window);
   }
 
   // The epoch's metrics, evaluated every evaluation.every_epochs epochs and at the run's end; false
@@ -281,8 +282,7 @@ class Trainer::Loop {
     summary.step = at_.step;
     summary.bits = at_.bits;
     summary.elapsed_s = secondsSince(s_.start);
-    summary.learning_rate =
-        learningRate(config.optimizer, config.optimizer.learning_rate, s_.comm.size(), s_.position());
+    summary.learning_rate = s_.optimizer->learningRate({at_.step, s_.position()});  // the next step's
     result_.last_train = summary.train;
     if (evaluate) {
       result_.last_test = summary.test;

@@ -30,18 +30,18 @@ void checkLike(const at::Tensor& saved, const at::Tensor& expected, const std::s
 
 bool hasPrefix(const std::string& name, const std::string& prefix) { return name.rfind(prefix, 0) == 0; }
 
-// Entries this run may lack in a checkpoint: momenta before their first step, the window counters
-// of checkpoints written before they existed, and the task's and those the synchronizer checks
-// itself, which their loadState() asks for by name.
-bool mayBeMissing(const std::string& name, const Synchronizer& synchronizer) {
-  return hasPrefix(name, "momentum/") || name == "counter/window_loss" || name == "counter/window_steps" ||
-         hasPrefix(name, "task/") || synchronizer.checksEntry(name);
+// Entries this run may lack in a checkpoint: the optimizer's it makes as it goes (momenta before
+// their first step), the window counters of checkpoints written before they existed, and the
+// task's and those the synchronizer checks itself, which their loadState() asks for by name.
+bool mayBeMissing(const std::string& name, const TrainingParts& parts) {
+  return parts.optimizer.mayLack(name) || name == "counter/window_loss" || name == "counter/window_steps" ||
+         hasPrefix(name, "task/") || parts.synchronizer.checksEntry(name);
 }
 
 // Every entry of `state` is one `expected` names, of its dtype and shape, before anything is
 // copied. Entries a synchronizer or task adds as it runs are checked by their loadState(); a
 // train_sums/ entry, one per metric, is a float64 scalar.
-void checkEntries(const TensorMap& state, const TensorMap& expected, const Synchronizer& synchronizer) {
+void checkEntries(const TensorMap& state, const TensorMap& expected, const TrainingParts& parts) {
   const at::Tensor sum = torch::scalar_tensor(0.0, torch::kFloat64);
   for (const auto& [name, saved] : state) {
     const auto found = expected.find(name);
@@ -49,12 +49,12 @@ void checkEntries(const TensorMap& state, const TensorMap& expected, const Synch
       checkLike(saved, found->second, name);
     } else if (hasPrefix(name, "train_sums/")) {
       checkLike(saved, sum, name);
-    } else if (!hasPrefix(name, "task/") && !synchronizer.checksEntry(name)) {
+    } else if (!hasPrefix(name, "task/") && !parts.synchronizer.checksEntry(name)) {
       throw UserError("checkpoint entry '" + name + "' is not one this run saves (a different model or setting)");
     }
   }
   for (const auto& kv : expected) {
-    if (!mayBeMissing(kv.first, synchronizer)) entry(state, kv.first);
+    if (!mayBeMissing(kv.first, parts)) entry(state, kv.first);
   }
 }
 
@@ -73,9 +73,7 @@ TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& posit
   TensorMap state;
   for (const auto& item : parts.task.model().named_parameters()) state["param/" + item.key()] = item.value();
   for (const auto& item : parts.task.model().named_buffers()) state["buffer/" + item.key()] = item.value();
-  for (size_t i = 0; i < parts.names.size(); ++i) {
-    if (parts.momenta[i].defined()) state["momentum/" + parts.names[i]] = parts.momenta[i];
-  }
+  parts.optimizer.saveState(state);
   parts.synchronizer.saveState(state);
   tasks::Task::State task_state;
   parts.task.saveState(task_state);
@@ -97,9 +95,7 @@ TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& posit
 
 TensorMap expectedTraining(const TrainingParts& parts) {
   TensorMap expected = snapshotTraining(parts, LoopPosition{});
-  for (size_t i = 0; i < parts.names.size(); ++i) {
-    expected["momentum/" + parts.names[i]] = torch::empty(parts.params[i].sizes(), parts.params[i].options());
-  }
+  parts.optimizer.expectState(expected);
   return expected;
 }
 
@@ -111,7 +107,7 @@ uint64_t bytesOf(const TensorMap& state) {
 
 LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
                              std::optional<tasks::Task::State>& task_state) {
-  checkEntries(state, expectedTraining(parts), parts.synchronizer);
+  checkEntries(state, expectedTraining(parts), parts);
   torch::NoGradGuard no_grad;
   for (const auto& item : parts.task.model().named_parameters()) {
     item.value().detach().copy_(state.at("param/" + item.key()));
@@ -119,11 +115,7 @@ LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
   for (const auto& item : parts.task.model().named_buffers()) {
     item.value().detach().copy_(state.at("buffer/" + item.key()));
   }
-  for (size_t i = 0; i < parts.names.size(); ++i) {
-    const auto momentum = state.find("momentum/" + parts.names[i]);
-    if (momentum == state.end()) continue;
-    parts.momenta[i] = torch::empty(parts.params[i].sizes(), parts.params[i].options()).copy_(momentum->second);
-  }
+  parts.optimizer.loadState(state);
   parts.synchronizer.loadState(state);
   LoopPosition position;
   position.step = entry(state, "counter/step").item<int64_t>();

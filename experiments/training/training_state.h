@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "experiments/optimizers/optimizer.h"
 #include "experiments/sync/synchronizer.h"
 #include "hyperparams/base/tensor_map.h"
 #include "tasks/task.h"
@@ -26,23 +27,22 @@ struct LoopPosition {
   tasks::MetricSums train_sums;  // this epoch's, so far
 };
 
-// What one rank's checkpoint holds, by entry prefix: param/, buffer/ (the model), momentum/, task/
-// (its saveState()), counter/ and train_sums/ (the LoopPosition; counter/window_* are optional, for
-// checkpoints written before they existed), and the synchronizer's own (every-step: memory/ and
-// reducer/). Restoring it makes the rest of the run what the saved run would have done.
+// What one rank's checkpoint holds, by entry prefix: param/, buffer/ (the model), task/ (its
+// saveState()), counter/ and train_sums/ (the LoopPosition; counter/window_* are optional, for
+// checkpoints written before they existed), the optimizer's own (sgd: momentum/; adamw: adamw/)
+// and the synchronizer's own (every-step: memory/ and reducer/). Restoring it makes the rest of
+// the run what the saved run would have done.
 struct TrainingParts {
   tasks::Task& task;
   Synchronizer& synchronizer;
-  const std::vector<std::string>& names;  // the model's parameter names, in order
-  const std::vector<at::Tensor>& params;  // in the same order
-  std::vector<at::Tensor>& momenta;       // undefined before a parameter's first momentum step
+  Optimizer& optimizer;
 };
 
 TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& position);
 
 // What a checkpoint of this run holds, each entry of the dtype and shape this run saves it with:
-// snapshotTraining's entries now, and a momentum for every parameter. The synchronizer's and task's
-// entries are those they save before their first step.
+// snapshotTraining's entries now, and every entry the optimizer may save (Optimizer::expectState).
+// The synchronizer's and task's entries are those they save before their first step.
 TensorMap expectedTraining(const TrainingParts& parts);
 // The bytes of the tensors of `state`.
 uint64_t bytesOf(const TensorMap& state);
@@ -57,7 +57,7 @@ std::unique_ptr<tasks::BatchStream> batchesFrom(tasks::Task& task, const tasks::
 // separately (set only mid-epoch): it is loaded once the epoch's batches are set up again. Before
 // anything is copied, a missing entry, one this run does not save, or one of another shape or
 // dtype than expectedTraining's is a UserError naming it (the entries the synchronizer checks
-// itself aside).
+// itself aside; an optimizer's entry may be missing where Optimizer::mayLack says).
 LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
                              std::optional<tasks::Task::State>& task_state);
 

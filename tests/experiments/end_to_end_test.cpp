@@ -123,6 +123,13 @@ TEST(EndToEnd, BadInputExitsTwoWithOneLine) {
   expectUserError(gcrun("experiment fashion-sgd --set training.epochs=zero"), "training.epochs");
   expectUserError(gcrun("experiment no-such-preset"), "fashion-sgd");
   expectUserError(gcrun("experiment fashion-sgd --set reducer.name=nope"), "powersgd");
+  expectUserError(gcrun("experiment fashion-sgd --set optimizer.name=adam"), "optimizer.name: unknown optimizer");
+  expectUserError(gcrun("experiment fashion-sgd --set optimizer.schedule=step"), "optimizer.schedule");
+  expectUserError(gcrun("experiment fashion-sgd --set optimizer.name=adamw --set optimizer.mom_before_reduce=true"),
+                  "optimizer.mom_before_reduce");
+  expectUserError(gcrun("experiment fashion-sgd --set optimizer.warmup_steps=9 --set optimizer.decay_steps=3"),
+                  "optimizer.warmup_steps");
+  expectUserError(gcrun("experiment fashion-sgd --set optimizer.beta2=1"), "optimizer.beta2");
   expectUserError(gcrun("experiment fashion-sgd --config " + dir.file("missing.yaml")), "missing.yaml");
   expectUserError(gcrun("experiment fashion-sgd --nproc-per-node 0"), "nproc-per-node");
   expectUserError(gcrun("frobnicate"), "frobnicate");

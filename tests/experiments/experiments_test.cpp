@@ -6,12 +6,12 @@
 
 #include <torch/torch.h>
 
+#include "experiments/optimizers/lr_schedule.h"
 #include "experiments/setup/presets.h"
 #include "experiments/setup/resolved_experiment.h"
 #include "experiments/setup/resolved_file.h"
 #include "experiments/sync/gradient_exchange.h"
 #include "experiments/sync/gradient_hooks.h"
-#include "experiments/training/lr_schedule.h"
 #include "experiments/worker/runner.h"
 #include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"

@@ -212,6 +212,51 @@ TEST(Faults, ResumeIsExact) {
   }
 }
 
+// AdamW (its moments and step count in the checkpoint) with the cosine schedule and the clip,
+// over PowerSGD with error feedback: interrupted at some step S and resumed to S + 2, it ends as a
+// run of S + 2 steps straight, bit for bit. decay_steps is set, so the schedule does not follow
+// training.max_steps, which differs between the two.
+TEST(Faults, AdamWInterruptedAndResumedIsTheUninterruptedRun) {
+  TempDir dir;
+  const std::string settings = " --nproc-per-node 2" + kQuick +
+                               " --set optimizer.name=adamw --set optimizer.learning_rate=0.002"
+                               " --set optimizer.schedule=cosine --set optimizer.warmup_steps=2"
+                               " --set optimizer.decay_steps=50 --set optimizer.clip_norm=1";
+  const std::string split = dir.file("split"), straight = dir.file("straight");
+  Process launcher(std::string(GCRUN_BINARY_PATH) + " experiment fashion-powersgd-rank2 --output-dir " + split +
+                       settings + " --set training.max_steps=100000 --set checkpoint.every_steps=3",
+                   dir.file("log"));
+  ASSERT_TRUE(
+      waitFor([&] { return std::filesystem::exists(split + "/checkpoints/manifest.json"); }, std::chrono::seconds(60)))
+      << launcher.output();
+  ::kill(launcher.pid(), SIGINT);
+  ASSERT_EQ(launcher.wait(std::chrono::seconds(40)), 128 + SIGINT) << launcher.output();
+  const int64_t steps = manifestStep(split) + 2;
+  auto resumed = gcrun("experiment fashion-powersgd-rank2 --nproc-per-node 2 --resume " + split +
+                           " --set training.max_steps=" + std::to_string(steps),
+                       dir);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  auto uninterrupted = gcrun("experiment fashion-powersgd-rank2 --output-dir " + straight + settings +
+                                 " --set training.max_steps=" + std::to_string(steps),
+                             dir);
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+
+  const auto expected = metricsAt(straight, steps);
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(metricsAt(split, steps), expected);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto want = checkpointOf(straight, rank);
+    const auto got = checkpointOf(split, rank);
+    ASSERT_TRUE(want.count("adamw/exp_avg/fc1.weight") && want.count("memory/fc1.weight"));
+    EXPECT_EQ(want.at("adamw/step").item<int64_t>(), steps);
+    for (const auto& [name, tensor] : want) {
+      if (name == "counter/elapsed_s") continue;
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_TRUE(torch::equal(tensor, got.at(name))) << "rank " << rank << ": " << name;
+    }
+  }
+}
+
 // Mid-epoch, with dropout masks and the LSTM's hidden state carried from batch to batch.
 TEST(Faults, ResumeOfTheLstmMidEpochIsExact) {
   TempDir dir;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
 
 #include "experiments/setup/resolved_experiment.h"
 #include "experiments/worker/runner.h"
@@ -172,6 +175,100 @@ INSTANTIATE_TEST_SUITE_P(Momentum, OptimizerMatchesTheReference,
                            }
                            return name;
                          });
+
+// AdamW through the trainer on |w|^2/2, in float64 by hand: w (1-D) is not decayed, g = w is
+// clipped to norm 1, and the rate is nanoGPT's cosine over the run's 5 steps after one warm-up step.
+std::vector<double> adamWReferenceWeights(int steps) {
+  std::vector<double> w{1, -2, 3}, m(3), v(3);
+  for (int t = 1; t <= steps; ++t) {
+    const double norm = std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
+    const double clip = std::min(1.0 / (norm + 1e-6), 1.0);
+    const int it = t - 1;
+    const double lr = it < 1 ? 0.1 * (it + 1) / 2 : 0.01 + 0.5 * (1 + std::cos(M_PI * (it - 1) / 4.0)) * 0.09;
+    for (size_t i = 0; i < w.size(); ++i) {
+      const double g = w[i] * clip;
+      m[i] = 0.9 * m[i] + 0.1 * g;
+      v[i] = 0.999 * v[i] + 0.001 * g * g;
+      w[i] -= lr * (m[i] / (1 - std::pow(0.9, t))) / (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8);
+    }
+  }
+  return w;
+}
+
+const std::vector<std::string> kAdamW = {"optimizer.name=adamw",     "optimizer.schedule=cosine",
+                                         "optimizer.warmup_steps=1", "optimizer.min_learning_rate=0.01",
+                                         "optimizer.clip_norm=1",    "output.log_every_steps=1"};
+
+std::vector<std::string> withAdamW(std::vector<std::string> assignments) {
+  assignments.insert(assignments.begin(), kAdamW.begin(), kAdamW.end());
+  return assignments;
+}
+
+TEST(Training, AdamWMatchesTheFormulaAndLogsItsRates) {
+  auto config = quadraticConfig(withAdamW({"training.max_steps=5"}));
+  const auto expected = adamWReferenceWeights(5);
+  double expected_loss = 0;
+  for (double w : expected) expected_loss += 0.5 * w * w;
+  for (int world_size : {1, 2}) {
+    TempDir dir;
+    runRanks(world_size, [&](comm::Communicator& comm) {
+      auto result = runWorker(resolve(config), RunOptions{dir.file("run")}, comm);
+      EXPECT_EQ(result.training.steps, 5);
+      EXPECT_NEAR(result.training.last_test.at("loss"), expected_loss, 1e-5 * expected_loss);
+    });
+    // Each step's log: the rate of the step just done (0-based index step - 1); the epoch's: the
+    // next step's (at step 5, past the decay). No world-size factor.
+    std::ifstream metrics(dir.file("run/metrics.jsonl"));
+    int step_rates = 0, epoch_rates = 0;
+    for (std::string line; std::getline(metrics, line);) {
+      const auto event = YAML::Load(line);
+      if (event["name"].as<std::string>() != "learning_rate") continue;
+      const bool per_step = event["window"].IsDefined();
+      const int it = event["step"].as<int>() - (per_step ? 1 : 0);
+      const double rate = it < 1 ? 0.05 : it >= 5 ? 0.01 : 0.01 + 0.5 * (1 + std::cos(M_PI * (it - 1) / 4.0)) * 0.09;
+      EXPECT_NEAR(event["value"].as<double>(), rate, 1e-15) << line;
+      ++(per_step ? step_rates : epoch_rates);
+    }
+    EXPECT_EQ(step_rates, 5);
+    EXPECT_EQ(epoch_rates, 2);  // the epochs of 4 steps end at steps 4 and 5
+  }
+}
+
+std::map<std::string, at::Tensor> lastCheckpoint(const std::string& run_dir) {
+  const auto manifest = YAML::LoadFile(run_dir + "/checkpoints/manifest.json");
+  std::ifstream in(run_dir + "/checkpoints/" + manifest["files"][0]["file"].as<std::string>(), std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::map<std::string, at::Tensor> state;
+  for (const auto& item : torch::pickle_load(bytes).toGenericDict()) {
+    state[item.key().toStringRef()] = item.value().toTensor();
+  }
+  return state;
+}
+
+// 6 steps straight, and 3 steps + resume to 6: the same checkpoint, AdamW's moments and step
+// included. decay_steps is set: 0 would follow each part's own training.max_steps.
+TEST(Training, AdamWResumeIsExact) {
+  TempDir dir;
+  const auto run = [&](const std::string& run_dir, int64_t steps, bool resume) {
+    auto config =
+        quadraticConfig(withAdamW({"optimizer.decay_steps=6", "training.max_steps=" + std::to_string(steps)}));
+    runRanks(1, [&](comm::Communicator& comm) { runWorker(resolve(config), RunOptions{run_dir, resume}, comm); });
+  };
+  run(dir.file("straight"), 6, false);
+  run(dir.file("split"), 3, false);
+  EXPECT_EQ(lastCheckpoint(dir.file("split")).at("adamw/step").item<int64_t>(), 3);
+  run(dir.file("split"), 6, true);
+  const auto want = lastCheckpoint(dir.file("straight"));
+  const auto got = lastCheckpoint(dir.file("split"));
+  ASSERT_TRUE(want.count("adamw/exp_avg/weight") && want.count("adamw/exp_avg_sq/weight"));
+  EXPECT_EQ(want.at("adamw/step").item<int64_t>(), 6);
+  EXPECT_EQ(want.size(), got.size());
+  for (const auto& [name, tensor] : want) {
+    if (name == "counter/elapsed_s") continue;
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_TRUE(torch::equal(tensor, got.at(name))) << name;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Real training on the synthetic Fashion-MNIST task, several ranks as threads.

@@ -86,6 +86,41 @@ TEST(ConfigErrors, ListsAreChecked) {
   expectMessageHas(setError("output.sinks=[[console]]"), {"output.sinks"});
 }
 
+TEST(ConfigErrors, OptimizerValuesAndTheirRanges) {
+  expectMessageHas(setError("optimizer.beta1=1"), {"optimizer.beta1 = '1'", "a number in [0, 1)"});
+  expectMessageHas(setError("optimizer.beta2=-0.1"), {"optimizer.beta2 = '-0.1'", "a number in [0, 1)"});
+  expectMessageHas(setError("optimizer.epsilon=0"), {"optimizer.epsilon = '0'", "a number > 0"});
+  expectMessageHas(setError("optimizer.weight_decay=-1e-4"), {"optimizer.weight_decay", "a number >= 0"});
+  expectMessageHas(setError("optimizer.clip_norm=-1"), {"optimizer.clip_norm = '-1'", "a number >= 0"});
+  expectMessageHas(setError("optimizer.warmup_steps=-1"), {"optimizer.warmup_steps", "an integer >= 0"});
+  expectMessageHas(setError("optimizer.decay_steps=1.5"), {"optimizer.decay_steps", "(0: the run's total steps)"});
+  expectMessageHas(setError("optimizer.min_learning_rate=-0.1"), {"optimizer.min_learning_rate", "a number >= 0"});
+  expectMessageHas(setError("optimizer.name="), {"optimizer.name = 'null'", "a non-empty name"});
+
+  auto config = fromYaml("optimizer: {warmup_steps: 20, decay_steps: 10}\n");
+  expectMessageHas(userErrorOf([&] { validate(config, keys()); }),
+                   {"optimizer.warmup_steps = 20 is above optimizer.decay_steps = 10"});
+  config.optimizer.decay_steps = 0;  // the run's total steps: checked against nothing here
+  EXPECT_NO_THROW(validate(config, keys()));
+  config.optimizer.decay_steps = 20;
+  EXPECT_NO_THROW(validate(config, keys()));
+  config.optimizer.min_learning_rate = 0.2;
+  expectMessageHas(userErrorOf([&] { validate(config, keys()); }),
+                   {"optimizer.min_learning_rate = 0.2 is above optimizer.learning_rate = 0.1"});
+}
+
+// The names are the registries' to check, when the experiment resolves.
+TEST(ConfigErrors, OptimizerNamesAreTheRegistries) {
+  auto config = fromYaml("optimizer: {name: adam}\n");
+  expectMessageHas(userErrorOf([&] { experiments::resolve(config); }),
+                   {"optimizer.name: unknown optimizer 'adam'; known: adamw, sgd"});
+  config = fromYaml("optimizer: {schedule: step}\n");
+  expectMessageHas(userErrorOf([&] { experiments::resolve(config); }),
+                   {"optimizer.schedule: unknown learning-rate schedule 'step'; known: cosine, reference"});
+  config = fromYaml("optimizer: {name: adamw, wd_before_reduce: true}\n");
+  expectMessageHas(userErrorOf([&] { experiments::resolve(config); }), {"optimizer.wd_before_reduce", "adamw"});
+}
+
 TEST(ConfigErrors, InvalidYamlNamesSourceAndLine) {
   expectMessageHas(yamlError("seed: 1\ntraining:\n  epochs: [1, 2\n  batch_size: 3\nx: {\n", "file run.yaml"),
                    {"config: invalid YAML in file run.yaml at line ", "column"});

@@ -47,6 +47,16 @@ ExperimentConfig everyFieldChanged() {
   c.optimizer.decay_with_factor = 3.0;
   c.optimizer.scale_lr_with_factor = 16;
   c.optimizer.warmup_epochs = 0.25;
+  c.optimizer.name = "adamw";
+  c.optimizer.beta1 = 0.8;
+  c.optimizer.beta2 = 0.99;
+  c.optimizer.epsilon = 1e-6;
+  c.optimizer.decay_embeddings = true;
+  c.optimizer.clip_norm = 1.5;
+  c.optimizer.schedule = "cosine";
+  c.optimizer.warmup_steps = 10;
+  c.optimizer.decay_steps = 100;
+  c.optimizer.min_learning_rate = 1e-3;
   c.reducer = {"powersgd", Granularity::model, 0.5, {{"rank", int64_t{2}}, {"reuse_query", false}}};
   c.distributed = {Backend::nccl, 1.0 + 1.0 / 3.0};
   c.output = {{"console", "tensorboard"}, 10, {}, "3-7"};
@@ -82,6 +92,16 @@ void expectSameConfig(const ExperimentConfig& a, const ExperimentConfig& b) {
   EXPECT_EQ(x.decay_with_factor, y.decay_with_factor);
   EXPECT_EQ(x.scale_lr_with_factor, y.scale_lr_with_factor);
   EXPECT_EQ(x.warmup_epochs, y.warmup_epochs);
+  EXPECT_EQ(x.name, y.name);
+  EXPECT_EQ(x.beta1, y.beta1);
+  EXPECT_EQ(x.beta2, y.beta2);
+  EXPECT_EQ(x.epsilon, y.epsilon);
+  EXPECT_EQ(x.decay_embeddings, y.decay_embeddings);
+  EXPECT_EQ(x.clip_norm, y.clip_norm);
+  EXPECT_EQ(x.schedule, y.schedule);
+  EXPECT_EQ(x.warmup_steps, y.warmup_steps);
+  EXPECT_EQ(x.decay_steps, y.decay_steps);
+  EXPECT_EQ(x.min_learning_rate, y.min_learning_rate);
   EXPECT_EQ(a.reducer.name, b.reducer.name);
   EXPECT_EQ(a.reducer.granularity, b.reducer.granularity);
   EXPECT_EQ(a.reducer.bucket_mb, b.reducer.bucket_mb);
@@ -228,7 +248,9 @@ TEST(ConfigYaml, LayoutIsNestedShortAndStable) {
   config.optimizer.decay_at_epochs = {150, 250};
   const std::string text = toYaml(config, keys());
   EXPECT_EQ(text.rfind("# experiment: cifar-powersgd\n", 0), 0u) << text;
-  EXPECT_NE(text.find("\noptimizer:\n  learning_rate: 0.1\n  conv_learning_rate: null\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\noptimizer:\n  name: sgd\n  learning_rate: 0.1\n  conv_learning_rate: null\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("  weight_decay: 0.0001\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  decay_at_epochs: [150, 250]\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  sinks: [console, jsonl, csv]\n"), std::string::npos) << text;
