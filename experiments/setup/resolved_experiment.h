@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/optimizers/optimizer.h"
 #include "experiments/setup/registered_keys.h"
 #include "experiments/setup/request.h"
 #include "experiments/sync/synchronizer.h"
@@ -21,6 +22,7 @@ struct ResolvedExperiment {
   reducers::ReducerSpec reducer;  // reducer.name's
   tasks::TaskSpec task;           // task.name's
   SynchronizerFactory sync;       // sync.strategy's
+  OptimizerSpec optimizer;        // optimizer.name's, its checks passed
   // output.sinks', in order, then layers.csv's (outputs/layers/) when output.layer_stats_every_steps
   // is on, whatever output.sinks says.
   std::vector<outputs::SinkSpec> sinks;

@@ -55,9 +55,8 @@ struct Trainer::State : TrainerDeps {
         shard{comm.rank(), comm.size()},
         batches_per_epoch(tasks::batchesPerEpochOf(task, shard, config.training.batch_size)),
         total_steps(totalStepsOf(config.training, batches_per_epoch)),
-        optimizer(checkedOptimizer(config.optimizer)
-                      .make(OptimizerContext{config.optimizer, params, names, buffers.gradients,
-                                             task.embeddingParameters(), comm.size(), total_steps})),
+        optimizer(optimizer_spec.make(OptimizerContext{config.optimizer, params, names, buffers.gradients,
+                                                       task.embeddingParameters(), comm.size(), total_steps})),
         sync(synchronizer(SyncContext{config, comm, reducer, lossless_reducer, task.localGradientClipNorm(), params,
                                       names, buffers, [this](size_t i) { optimizer->beforeSend(i); }})),
         instruments(timer, trace) {}

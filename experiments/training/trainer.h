@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/optimizers/optimizer.h"
 #include "experiments/sync/synchronizer.h"
 #include "experiments/training/checkpoint.h"
 #include "experiments/training/step_sampler.h"
@@ -48,6 +49,8 @@ struct TrainerDeps {
   bool lossless_reducer;  // the reducer's spec says it delivers the exact average
   // sync.strategy's factory: what keeps the workers' models in agreement.
   const SynchronizerFactory& synchronizer;
+  // optimizer.name's: what steps along the synchronized gradients.
+  const OptimizerSpec& optimizer_spec;
   outputs::Timer& timer;
   // Written every checkpoint.every_steps and every_epochs, at the end, and when the run is stopped.
   CheckpointStore& checkpoints;

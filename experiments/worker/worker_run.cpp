@@ -123,7 +123,8 @@ WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& opt
       run_dir_(openRunDirectory(config_, options, comm, role)),
       checkpoints_(run_dir_, comm, comm.device()),
       trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, experiment.reducer.lossless,
-                           inputs_.synchronizer, timer_, checkpoints_, role, stopRequestOf(stop_signal_), trace_}),
+                           inputs_.synchronizer, experiment.optimizer, timer_, checkpoints_, role,
+                           stopRequestOf(stop_signal_), trace_}),
       record_(run_dir_, leader_) {
   trace.setRunDirectory(run_dir_);
 #ifdef GCRUN_WITH_CUDA
