@@ -72,7 +72,8 @@ class Diloco : public Synchronizer {
     return sampleOf(exchange_, memories_, lossless_, error_feedback_);
   }
   LayerSample layerSample() const override {
-    return layerSampleOf(exchange_, memories_, lossless_, synced_ ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
+    return layerSampleOf(exchange_, memories_, lossless_,
+                         synced_ ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
   }
 
   void saveState(TensorMap& state) const override {

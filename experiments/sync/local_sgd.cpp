@@ -73,7 +73,8 @@ class LocalSgd : public Synchronizer {
     return sampleOf(exchange_, memories_, lossless_, error_feedback_);
   }
   LayerSample layerSample() const override {
-    return layerSampleOf(exchange_, memories_, lossless_, reduced_ ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
+    return layerSampleOf(exchange_, memories_, lossless_,
+                         reduced_ ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
   }
 
   void saveState(TensorMap& state) const override {
@@ -111,6 +112,8 @@ class LocalSgd : public Synchronizer {
 
 }  // namespace
 
-SynchronizerSpec localSgdSpec() { return {[](const SyncContext& c) { return std::make_unique<LocalSgd>(c); }, localSgdSchema().specs(), true}; }
+SynchronizerSpec localSgdSpec() {
+  return {[](const SyncContext& c) { return std::make_unique<LocalSgd>(c); }, localSgdSchema().specs(), true};
+}
 
 }  // namespace gcrun::experiments

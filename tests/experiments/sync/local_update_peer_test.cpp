@@ -67,8 +67,9 @@ at::Tensor trainInGcrun(comm::Communicator& comm, const PeerRun& run) {
   config.sync.strategy = run.strategy;
   config.sync.settings["every"] = run.every;
   if (run.strategy == "local-sgd") config.sync.settings["warmup_steps"] = run.warmup_steps;
-  auto sync = synchronizerRegistry().at(run.strategy).factory.make(
-      SyncContext{config, comm, *reducer, true, 0.0, params, names, buffers, [](size_t) {}});
+  auto sync = synchronizerRegistry()
+                  .at(run.strategy)
+                  .factory.make(SyncContext{config, comm, *reducer, true, 0.0, params, names, buffers, [](size_t) {}});
   HeavyBallSgd sgd;
   std::vector<at::Tensor> rows;
   for (int64_t step = 1; step <= kSteps; ++step) {
@@ -97,9 +98,9 @@ void expectSameAsPeer(const PeerRun& run) {
   }
   testing::TempDir dir;
   const std::string out = dir.file("peer");
-  const auto peer = testing::runCommand(
-      "/usr/bin/python3 " GCRUN_LOCAL_UPDATE_PEER " " + run.strategy + " " + std::to_string(kSteps) + " " +
-      std::to_string(run.every) + " " + std::to_string(run.warmup_steps) + " 0.05 0.9 0.7 0.9 " + out);
+  const auto peer = testing::runCommand("/usr/bin/python3 " GCRUN_LOCAL_UPDATE_PEER " " + run.strategy + " " +
+                                        std::to_string(kSteps) + " " + std::to_string(run.every) + " " +
+                                        std::to_string(run.warmup_steps) + " 0.05 0.9 0.7 0.9 " + out);
   ASSERT_EQ(peer.exit_code, 0) << peer.output;
   std::vector<at::Tensor> ours(kWorkers);
   testing::runRanks(kWorkers, [&](comm::Communicator& comm) { ours[comm.rank()] = trainInGcrun(comm, run); });
