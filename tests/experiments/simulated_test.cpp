@@ -99,6 +99,9 @@ TEST(LocalUpdates, KeysAreListedShownAndChecked) {
        {"sync.every", "sync.warmup_steps", "sync.outer_learning_rate", "sync.outer_momentum", "sync.outer_nesterov"}) {
     EXPECT_TRUE(contains(keys.output, key)) << key << "\n" << keys.output;
   }
+  const auto strategies = runCommand(kGcrun + " list strategies");
+  EXPECT_TRUE(contains(strategies.output, "local-sgd") && contains(strategies.output, "sync.outer_momentum = 0.9"))
+      << strategies.output;
   const auto shown = runCommand(kGcrun + " show fashion-sgd --set sync.strategy=diloco --set sync.every=16");
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
   EXPECT_TRUE(contains(shown.output, "every: 16") && contains(shown.output, "outer_learning_rate: 0.7"))

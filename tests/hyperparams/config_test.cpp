@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "experiments/sync/synchronizer.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/config_keys.h"
@@ -264,11 +265,9 @@ TEST(ConfigKeys, ListEveryKeyWithAcceptedTextHelpAndAliases) {
     EXPECT_FALSE(info.help.empty()) << info.key;
   }
   EXPECT_EQ(names.size(), known.size());
-  // A dump writes the listed keys that its reducer reads: the built-in ones and the reducer's own.
-  std::set<std::string> every_reducers;
-  for (const auto* entry : reducers::reducerRegistry().entries()) {
-    ExperimentConfig config;
-    config.reducer.name = entry->name;
+  // A dump writes the listed keys that its reducer and sync strategy read: the built-in ones and
+  // their own settings.
+  const auto dumpedKeys = [](const ExperimentConfig& config) {
     std::set<std::string> dumped;
     for (const auto& top : YAML::Load(toYaml(config, keys()))) {
       const auto name = top.first.as<std::string>();
@@ -278,18 +277,38 @@ TEST(ConfigKeys, ListEveryKeyWithAcceptedTextHelpAndAliases) {
       }
       for (const auto& leaf : top.second) dumped.insert(name + "." + leaf.first.as<std::string>());
     }
-    std::set<std::string> expected;
-    for (const auto& key : names) {
-      if (key.rfind("reducer.", 0) != 0 || key == "reducer.name" || key == "reducer.granularity" ||
-          key == "reducer.bucket_mb") {
-        expected.insert(key);
-      }
+    return dumped;
+  };
+  const auto ownSetting = [](const std::string& key) {
+    if (key == "reducer.name" || key == "reducer.granularity" || key == "reducer.bucket_mb" || key == "sync.strategy") {
+      return false;
     }
-    for (const auto& setting : entry->factory.settings) expected.insert("reducer." + setting.name);
-    EXPECT_EQ(dumped, expected) << entry->name;
-    every_reducers.insert(dumped.begin(), dumped.end());
+    return key.rfind("reducer.", 0) == 0 || key.rfind("sync.", 0) == 0;
+  };
+  std::set<std::string> built_in;
+  for (const auto& key : names) {
+    if (!ownSetting(key)) built_in.insert(key);
   }
-  EXPECT_EQ(every_reducers, names);
+  std::set<std::string> every_owners;
+  for (const auto* entry : reducers::reducerRegistry().entries()) {
+    ExperimentConfig config;
+    config.reducer.name = entry->name;
+    auto expected = built_in;
+    for (const auto& setting : entry->factory.settings) expected.insert("reducer." + setting.name);
+    const auto dumped = dumpedKeys(config);
+    EXPECT_EQ(dumped, expected) << entry->name;
+    every_owners.insert(dumped.begin(), dumped.end());
+  }
+  for (const auto* entry : experiments::synchronizerRegistry().entries()) {
+    ExperimentConfig config;  // the exact reducer, which reads no settings of its own
+    config.sync.strategy = entry->name;
+    auto expected = built_in;
+    for (const auto& setting : entry->factory.settings) expected.insert("sync." + setting.name);
+    const auto dumped = dumpedKeys(config);
+    EXPECT_EQ(dumped, expected) << entry->name;
+    every_owners.insert(dumped.begin(), dumped.end());
+  }
+  EXPECT_EQ(every_owners, names);
   for (const char* key : {"seed", "device", "description", "task.test_batch_size", "optimizer.weight_decay_bn",
                           "reducer.reuse_query", "distributed.timeout_s", "output.log_every_steps"}) {
     EXPECT_EQ(names.count(key), 1u) << key;
