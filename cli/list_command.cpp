@@ -65,6 +65,17 @@ void printReducers() {
   }
 }
 
+// Each sync strategy with the sync.* keys it reads and their defaults.
+void printStrategies() {
+  for (const auto* entry : experiments::synchronizerRegistry().entries()) {
+    std::printf("  %-28s %s\n", entry->name.c_str(), entry->description.c_str());
+    for (const auto& setting : entry->factory.settings) {
+      std::printf("  %-28s   sync.%s = %s\n", "", setting.name.c_str(),
+                  hyperparams::formatSetting(setting.default_value).c_str());
+    }
+  }
+}
+
 const std::map<std::string, std::function<void()>>& listings() {
   static const std::map<std::string, std::function<void()>> table = {
       {"experiments", printPresets},
@@ -77,6 +88,7 @@ const std::map<std::string, std::function<void()>>& listings() {
       {"reducers", printReducers},
       {"tasks", [] { printRegistry(tasks::taskRegistry()); }},
       {"sinks", [] { printRegistry(outputs::sinkRegistry()); }},
+      {"strategies", printStrategies},
       {"keys", printKeys},
   };
   return table;
@@ -89,8 +101,9 @@ void addListCommand(CLI::App& app) {
   auto plugins = std::make_shared<std::vector<std::string>>();
   std::vector<std::string> choices;
   for (const auto& kv : listings()) choices.push_back(kv.first);
-  auto* command = app.add_subcommand("list", "List experiments, studies, reducers, tasks, metric sinks or config keys");
-  command->add_option("what", *what, "experiments (default), studies, reducers, tasks, sinks or keys")
+  auto* command = app.add_subcommand(
+      "list", "List experiments, studies, reducers, sync strategies, tasks, metric sinks or config keys");
+  command->add_option("what", *what, "experiments (default), studies, reducers, strategies, tasks, sinks or keys")
       ->check(CLI::IsMember(choices));
   addPluginOption(*command, *plugins);
   command->callback([what, plugins] {

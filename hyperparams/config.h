@@ -142,6 +142,8 @@ struct ReducerOptions {
 struct SyncOptions {
   // A strategy from the synchronizer registry; every-step: each step's gradient through the reducer.
   std::string strategy = "every-step";
+  // The values given for the strategies' own settings (sync.every, ...), as for the reducers'.
+  SettingValues settings;
 };
 
 struct DistributedOptions {

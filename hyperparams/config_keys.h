@@ -47,7 +47,7 @@ class ConfigKeys {
   explicit ConfigKeys(const Extensions& extensions = {});
 
   // In the order toYaml() writes them: top-level keys first, then section by section, then the
-  // extensions' settings (reducers', tasks', sinks', each in the order the owners are listed).
+  // extensions' settings (reducers', tasks', sinks', strategies', each in the order the owners are listed).
   const std::vector<KeySpec>& keys() const { return keys_; }
   const std::vector<AliasSpec>& aliases() const { return aliases_; }
   const KeySpec* find(const std::string& key) const;
@@ -59,7 +59,7 @@ class ConfigKeys {
 };
 
 // Appends the keys and aliases of `extensions` to the built-in ones and makes the names of their
-// owners the choices of reducer.name, task.name and output.sinks (settings.cpp).
+// owners the choices of reducer.name, task.name, output.sinks and sync.strategy (settings.cpp).
 void addExtensionKeys(const Extensions& extensions, std::vector<KeySpec>& keys, std::vector<AliasSpec>& aliases);
 
 }  // namespace gcrun::hyperparams

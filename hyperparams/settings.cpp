@@ -41,6 +41,12 @@ SettingSection outputSection() {
           [](const ExperimentConfig& c) { return c.output.sinks; }};
 }
 
+SettingSection syncSection() {
+  return {"sync", [](ExperimentConfig& c) -> SettingValues& { return c.sync.settings; },
+          [](const ExperimentConfig& c) -> const SettingValues& { return c.sync.settings; },
+          [](const ExperimentConfig& c) { return std::vector<std::string>{c.sync.strategy}; }};
+}
+
 // Every declaration of one key, by owner; they agree on type and rule.
 struct Declarations {
   std::map<std::string, SettingSpec> by_owner;
@@ -125,6 +131,7 @@ void addExtensionKeys(const Extensions& extensions, std::vector<KeySpec>& keys, 
   addSection(reducerSection(), extensions.reducers, keys, aliases);
   addSection(taskSection(), extensions.tasks, keys, aliases);
   addSection(outputSection(), extensions.sinks, keys, aliases);
+  addSection(syncSection(), extensions.strategies, keys, aliases);
   const auto names = [&](const char* key, const std::vector<SettingOwner>& owners) {
     for (auto& spec : keys) {
       if (spec.key != key) continue;
@@ -134,6 +141,7 @@ void addExtensionKeys(const Extensions& extensions, std::vector<KeySpec>& keys, 
   names("reducer.name", extensions.reducers);
   names("task.name", extensions.tasks);
   names("output.sinks", extensions.sinks);
+  names("sync.strategy", extensions.strategies);
   for (const auto& [reference_value, value] : extensions.reducer_reference_names) {
     for (auto& alias : aliases) {
       if (alias.key == "reducer.name") alias.values[reference_value] = value;

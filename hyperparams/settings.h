@@ -21,7 +21,8 @@ namespace gcrun::hyperparams {
 // their values land:
 //  - reducer: ReducerOptions::settings, from ReducerSpec::settings (reducers/reducer.h);
 //  - task: TaskOptions::settings, from TaskSpec::settings (tasks/task.h);
-//  - output: OutputOptions::settings, from SinkSpec::settings (outputs/metric_sink.h).
+//  - output: OutputOptions::settings, from SinkSpec::settings (outputs/metric_sink.h);
+//  - sync: SyncOptions::settings, from SynchronizerSpec::settings (experiments/sync/synchronizer.h).
 struct SettingSpec {
   std::string name;            // under the section: "rank"
   SettingValue default_value;  // its type is the setting's type
@@ -43,11 +44,12 @@ struct SettingOwner {
 // they agree on its type and what it accepts (powersgd and svd both read reducer.rank); a clash is
 // a UserError naming both owners. The config stores the value given, if any; where none is, the
 // default is that of the owner the config selects (reducer.name, task.name, the first of
-// output.sinks that declares it), or else of the first owner listed.
+// output.sinks that declares it, sync.strategy), or else of the first owner listed.
 struct Extensions {
   std::vector<SettingOwner> reducers;
   std::vector<SettingOwner> tasks;
   std::vector<SettingOwner> sinks;
+  std::vector<SettingOwner> strategies;
   // The reference's names for reducer.name's values, given through its alias optimizer_reducer:
   // its RankKReducer is gcrun's powersgd.
   std::map<std::string, std::string> reducer_reference_names;

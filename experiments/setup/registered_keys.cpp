@@ -1,5 +1,6 @@
 #include "experiments/setup/registered_keys.h"
 
+#include "experiments/sync/synchronizer.h"
 #include "outputs/metric_sink.h"
 #include "reducers/reducer.h"
 #include "tasks/task.h"
@@ -21,6 +22,7 @@ hyperparams::ConfigKeys configKeys() {
   extensions.reducers = ownersOf(reducers::reducerRegistry());
   extensions.tasks = ownersOf(tasks::taskRegistry());
   extensions.sinks = ownersOf(outputs::sinkRegistry());
+  extensions.strategies = ownersOf(synchronizerRegistry());
   for (const auto* entry : reducers::reducerRegistry().inOrderAdded()) {
     const auto& reference_name = entry->factory.reference_name;
     if (!reference_name.empty()) extensions.reducer_reference_names[reference_name] = entry->name;

@@ -185,14 +185,23 @@ ExperimentConfig resumedConfig(const ExperimentRequest& request, const ConfigKey
 
 }  // namespace
 
+namespace {
+
+bool declares(const std::vector<hyperparams::SettingSpec>& settings, const std::string& name) {
+  return std::any_of(settings.begin(), settings.end(), [&](const auto& s) { return s.name == name; });
+}
+
+}  // namespace
+
 bool ResolvedExperiment::reads(const std::string& key) const {
-  const std::string section = "reducer.";
-  if (key.rfind(section, 0) != 0 || key == "reducer.name" || key == "reducer.granularity" ||
-      key == "reducer.bucket_mb") {
+  if (key == "reducer.name" || key == "reducer.granularity" || key == "reducer.bucket_mb" || key == "sync.strategy") {
     return true;
   }
-  const std::string name = key.substr(section.size());
-  return std::any_of(reducer.settings.begin(), reducer.settings.end(), [&](const auto& s) { return s.name == name; });
+  for (const auto& [section, settings] :
+       {std::pair{std::string("reducer."), &reducer.settings}, std::pair{std::string("sync."), &sync.settings}}) {
+    if (key.rfind(section, 0) == 0) return declares(*settings, key.substr(section.size()));
+  }
+  return true;
 }
 
 ResolvedExperiment resolveExperiment(const ExperimentRequest& request) {

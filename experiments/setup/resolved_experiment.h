@@ -21,7 +21,7 @@ struct ResolvedExperiment {
   ExperimentConfig config;
   reducers::ReducerSpec reducer;  // reducer.name's
   tasks::TaskSpec task;           // task.name's
-  SynchronizerFactory sync;       // sync.strategy's
+  SynchronizerSpec sync;          // sync.strategy's
   OptimizerSpec optimizer;        // optimizer.name's, its checks passed
   // output.sinks', in order, then layers.csv's (outputs/layers/) when output.layer_stats_every_steps
   // is on, whatever output.sinks says.
@@ -32,8 +32,8 @@ struct ResolvedExperiment {
   // other setting given (hyperparams::toYaml).
   std::string config_yaml;
 
-  // Whether the run reads `key`: a reducer's own setting only when the chosen reducer declares it,
-  // every other key always.
+  // Whether the run reads `key`: a reducer's (a strategy's) own setting only when the chosen
+  // reducer (sync.strategy) declares it, every other key always.
   bool reads(const std::string& key) const;
 };
 

@@ -75,8 +75,9 @@ GradientExchange::GradientExchange(std::vector<at::Tensor> params, std::vector<s
 
 GradientExchange::~GradientExchange() = default;
 
-void GradientExchange::startStep(bool sample) {
+void GradientExchange::startStep(bool sample, bool exchange) {
   sampling_ = sample;
+  exchanging_ = exchange;
   sampled_.reset();
   if (grad_flat_.defined()) {
     grad_flat_.zero_();
@@ -96,6 +97,11 @@ void GradientExchange::prepareSend(size_t i) {
   }
   before_send_(i);
   if (sampling_) grad_norms_[i] = grads_[i].norm();
+  if (!exchanging_) {
+    if (sampling_) send_norms_[i] = torch::zeros({}, grad_norms_[i].options());
+    send_sums_[i] = grads_[i].sum();
+    return;
+  }
   if (options_.lossless) {
     if (sampling_) send_norms_[i] = grad_norms_[i];
   } else {
@@ -132,6 +138,19 @@ void GradientExchange::clip() {
 GradientExchange::LayerNorms GradientExchange::sampledLayerNorms() const {
   if (!sampled_) return {};
   return {doublesOf(grad_norms_), doublesOf(send_norms_)};
+}
+
+void GradientExchange::keepLocal() {
+  torch::NoGradGuard no_grad;
+  clip();
+  for (size_t k = params_.size(); k-- > 0;) {
+    if (!prepared_[k]) prepareSend(k);
+  }
+  std::fill(prepared_.begin(), prepared_.end(), 0);
+  if (const int64_t bad = firstNonFinite(send_sums_); bad >= 0) {
+    throw NonFiniteGradient("the local gradient of '" + names_[bad] + "' is not finite (nan or inf)");
+  }
+  if (sampling_) sampled_ = Norms{globalNormFromNorms(grad_norms_), 0.0};
 }
 
 uint64_t GradientExchange::reduce() {

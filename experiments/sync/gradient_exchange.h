@@ -58,14 +58,19 @@ class GradientExchange {
                    reducers::Reducer& reducer, Options options, std::function<void(size_t)> before_send);
   ~GradientExchange();
 
-  // Before each backward; with `sample`, reduce() also records the norms (sampledNorms()).
-  void startStep(bool sample);
+  // Before each backward; with `sample`, reduce() (or keepLocal()) also records the norms
+  // (sampledNorms()). With `exchange` false the step's gradients stay this worker's: backward's
+  // hooks prepare them but send nothing, and keepLocal() takes reduce()'s place.
+  void startStep(bool sample, bool exchange = true);
   // After backward: finishes the sends, checks them, reduces. The update is then in the buffers'
   // gradients, what the sends lost in their memories. Returns the bits this worker sent. Throws
   // NonFiniteGradient when a local or reduced gradient is not finite: a local one, because sign
   // and top-k compressors would hide it (a lossless reducer cannot, so its sends go unchecked);
   // a reduced one is the same on every rank, so all stop.
   uint64_t reduce();
+  // After backward of a step started without exchange: the local gradient clipped, with what
+  // before_send adds, is what the optimizer steps along. Throws NonFiniteGradient as reduce() does.
+  void keepLocal();
 
   // ||gradient|| and ||send|| over all parameters before the last reduce, if it was sampled.
   struct Norms {
@@ -97,6 +102,7 @@ class GradientExchange {
   std::vector<at::Tensor> send_sums_;                // for the local finiteness check
   std::vector<at::Tensor> grad_norms_, send_norms_;  // on sampled steps
   bool sampling_ = false;
+  bool exchanging_ = true;
   std::optional<Norms> sampled_;
   std::unique_ptr<GradientReadyHooks> hooks_;
 };

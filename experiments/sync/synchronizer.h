@@ -13,6 +13,7 @@
 #include "hyperparams/base/registry.h"
 #include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
+#include "hyperparams/settings.h"
 #include "reducers/comm/communicator.h"
 #include "reducers/reducer.h"
 
@@ -93,8 +94,19 @@ class Synchronizer {
 
 using SynchronizerFactory = std::function<std::unique_ptr<Synchronizer>(const SyncContext&)>;
 
+// How a strategy is registered: its factory and what gcrun must know about it without building one.
+struct SynchronizerSpec {
+  SynchronizerFactory make;
+  // The settings it reads, keys sync.<name> (`--set`, `gcrun show`, `gcrun list keys`); it reads
+  // their values from config.sync.settings with its SettingsSchema, as reducers do theirs.
+  std::vector<hyperparams::SettingSpec> settings;
+  // The workers' models differ between syncs: simulated workers then keep a copy each instead of
+  // sharing one (experiments/worker/simulated_workers.h).
+  bool local_replicas = false;
+};
+
 // The strategies, by sync.strategy; the built-ins are registered on first use. A strategy is one
 // file in experiments/sync/ and its entry in synchronizer_registry.cpp.
-Registry<SynchronizerFactory>& synchronizerRegistry();
+Registry<SynchronizerSpec>& synchronizerRegistry();
 
 }  // namespace gcrun::experiments

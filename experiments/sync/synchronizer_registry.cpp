@@ -4,12 +4,22 @@ namespace gcrun::experiments {
 
 // Each strategy's factory, defined in its own file.
 std::unique_ptr<Synchronizer> makeEveryStep(const SyncContext& context);
+SynchronizerSpec localSgdSpec();
+SynchronizerSpec dilocoSpec();
 
-Registry<SynchronizerFactory>& synchronizerRegistry() {
-  static Registry<SynchronizerFactory>* registry = [] {
-    auto* r = new Registry<SynchronizerFactory>("sync strategy");
+Registry<SynchronizerSpec>& synchronizerRegistry() {
+  static Registry<SynchronizerSpec>* registry = [] {
+    auto* r = new Registry<SynchronizerSpec>("sync strategy");
     r->add("every-step", "each step's gradient through the reducer, with error feedback (the reference's)",
-           makeEveryStep);
+           {makeEveryStep, {}, false});
+    r->add("local-sgd",
+           "each worker steps alone; parameters averaged every sync.every steps after sync.warmup_steps of "
+           "every-step (PyTorch's post-local SGD)",
+           localSgdSpec());
+    r->add("diloco",
+           "sync.every inner steps alone, then the pseudo-gradient through the reducer and an outer Nesterov SGD "
+           "on the global model (DiLoCo)",
+           dilocoSpec());
     return r;
   }();
   return *registry;

@@ -85,7 +85,7 @@ RunResult runSimulated(const ResolvedExperiment& experiment, const RunOptions& o
       workers,
       [&](int w) {
         try {
-          SimulatedWorker role(shared, w);
+          SimulatedWorker role(shared, w, experiment.sync.local_replicas);
           results[w] =
               WorkerRun(experiment, options, *comms[w], device, role, stopSignalOf(stop_signals), recorder).run();
         } catch (const std::exception&) {

@@ -55,10 +55,12 @@ void SimulatedWorker::settleInput(comm::Communicator& /*comm*/, const std::strin
     shared_.fail();
     throw UserError(problem);
   }
+  if (own_parameters_) return;
   index_ == 0 ? shared_.publish(task->model()) : shared_.adopt(task->model());
 }
 
 void SimulatedWorker::update(int64_t step, const std::function<void()>& apply) {
+  if (own_parameters_) return apply();
   if (index_ != 0) return shared_.waitForStep(step);
   apply();
   shared_.stepped(step);

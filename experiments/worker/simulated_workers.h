@@ -23,7 +23,9 @@ namespace gcrun::experiments {
 // turns on the device. Logical worker 0 owns the parameters: it applies each step's update, and
 // the others wait for that update before their next forward pass. Every worker computes from the
 // same parameters as a real worker would, so a simulated run gives what a run of as many processes
-// gives.
+// gives. Under a strategy whose workers' models differ between syncs (SynchronizerSpec::
+// local_replicas) each logical worker keeps its own parameters and applies its own updates; they
+// still compute in turns.
 // What a simulated worker's wait throws when another one of its process failed.
 class AnotherWorkerFailed : public std::runtime_error {
  public:
@@ -62,11 +64,12 @@ class SharedParameters {
 };
 
 // Logical worker `index` of its process: worker 0 publishes its parameters and applies every
-// update; the others adopt them and wait for each update. They compute in turns and log through
-// worker 0's logger.
+// update; the others adopt them and wait for each update; with `own_parameters`, each keeps and
+// updates its own. They compute in turns and log through worker 0's logger.
 class SimulatedWorker : public WorkerRole {
  public:
-  SimulatedWorker(SharedParameters& shared, int index) : shared_(shared), index_(index) {}
+  SimulatedWorker(SharedParameters& shared, int index, bool own_parameters)
+      : shared_(shared), index_(index), own_parameters_(own_parameters) {}
 
   std::unique_lock<std::mutex> turn() override { return std::unique_lock<std::mutex>(shared_.compute()); }
   // A failure stops the process's other logical workers too (their waits throw).
@@ -78,6 +81,7 @@ class SimulatedWorker : public WorkerRole {
  private:
   SharedParameters& shared_;
   int index_;
+  bool own_parameters_;
 };
 
 }  // namespace gcrun::experiments

@@ -99,7 +99,7 @@ WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, c
                                                      reducer_comm, config.reducer, static_cast<uint64_t>(config.seed),
                                                      reducers::parametersOf(inputs.task->model())}),
                                                  config.reducer);
-      inputs.synchronizer = experiment.sync;
+      inputs.synchronizer = experiment.sync.make;
     } catch (const UserError& e) {
       problem = e.what();
     }

@@ -30,11 +30,14 @@ constexpr int kSteps = 50;
 // every machine (std::mt19937 and the modulo are fully specified).
 void writeSplit(const std::string& path, int sentences, uint32_t seed) {
   static const std::vector<std::string> words = {
-      "the", "of",   "and",  "to",    "a",     "in",    "that", "is",   "was",   "he",    "for",   "it",
-      "with", "as",  "his",  "on",    "be",    "at",    "by",   "this", "had",   "not",   "are",   "but",
-      "from", "or",  "have", "an",    "they",  "which", "one",  "you",  "were",  "her",   "all",   "she",
-      "there", "would", "their", "we", "him",  "been",  "has",  "when", "who",   "will",  "more",  "no",
-      "The",  "Fulton", "County", "jury", "said", "Friday", "an", "investigation", "of", "Atlanta's", "recent"};
+      "the",  "of",        "and",    "to",   "a",     "in",     "that",  "is",
+      "was",  "he",        "for",    "it",   "with",  "as",     "his",   "on",
+      "be",   "at",        "by",     "this", "had",   "not",    "are",   "but",
+      "from", "or",        "have",   "an",   "they",  "which",  "one",   "you",
+      "were", "her",       "all",    "she",  "there", "would",  "their", "we",
+      "him",  "been",      "has",    "when", "who",   "will",   "more",  "no",
+      "The",  "Fulton",    "County", "jury", "said",  "Friday", "an",    "investigation",
+      "of",   "Atlanta's", "recent"};
   std::mt19937 random(seed);
   std::ofstream out(path);
   for (int s = 0; s < sentences; ++s) {
@@ -100,9 +103,10 @@ TwinRun runBoth(const std::string& preset, const std::vector<Setting>& extra, co
   const auto ours = runCommand(std::string(GCRUN_BINARY_PATH) + " experiment " + preset +
                                " --nproc-per-node 2 --output-dir " + dir.file("run") + sets);
   EXPECT_EQ(ours.exit_code, 0) << ours.output;
-  const auto twin = runCommand("OMP_NUM_THREADS=1 /usr/bin/python3 -m torch.distributed.run --nnodes 1 "
-                               "--nproc_per_node 2 --redirects 1 --tee 1 --master_port " +
-                               std::to_string(29500 + ::getpid() % 2000) + " " GCRUN_GPT_TWIN + flags);
+  const auto twin = runCommand(
+      "OMP_NUM_THREADS=1 /usr/bin/python3 -m torch.distributed.run --nnodes 1 "
+      "--nproc_per_node 2 --redirects 1 --tee 1 --master_port " +
+      std::to_string(29500 + ::getpid() % 2000) + " " GCRUN_GPT_TWIN + flags);
   EXPECT_EQ(twin.exit_code, 0) << twin.output;
   TwinRun run;
   std::istringstream metrics(readFile(dir.file("run/metrics.jsonl")));

@@ -70,6 +70,50 @@ TEST_P(SimulatedMatchesProcesses, TwoWorkers) {
 
 INSTANTIATE_TEST_SUITE_P(Reducers, SimulatedMatchesProcesses, ::testing::Values("powersgd", "exact", "topk"));
 
+// Strategies whose workers' models differ between syncs: each simulated worker keeps its own.
+class LocalUpdatesSimulated : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LocalUpdatesSimulated, MatchProcessesAndResumeExactly) {
+  TempDir dir;
+  const std::string settings = kShortRun + GetParam();
+  run("experiment fashion-powersgd-rank2 --simulated-workers 2 --output-dir " + dir.file("simulated") + settings);
+  run("experiment fashion-powersgd-rank2 --nproc-per-node 2 --output-dir " + dir.file("processes") + settings);
+  expectSameRun(dir.file("simulated"), dir.file("processes"));
+  // Stopped mid-period at step 10 (and evaluated there), resumed to 30: the whole run's events.
+  run("experiment fashion-powersgd-rank2 --simulated-workers 2 --output-dir " + dir.file("parts") + settings +
+      " --set training.max_steps=10");
+  run("experiment fashion-powersgd-rank2 --resume " + dir.file("parts") + " --simulated-workers 2" + settings);
+  EXPECT_EQ(events(dir.file("simulated"), 10), events(dir.file("parts"), 10));
+  EXPECT_EQ(runJson(dir.file("simulated"))["bits_sent"].as<uint64_t>(),
+            runJson(dir.file("parts"))["bits_sent"].as<uint64_t>());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, LocalUpdatesSimulated,
+    ::testing::Values(" --set sync.strategy=local-sgd --set sync.every=4 --set sync.warmup_steps=3",
+                      " --set sync.strategy=diloco --set sync.every=4"));
+
+TEST(LocalUpdates, KeysAreListedShownAndChecked) {
+  const auto keys = runCommand(kGcrun + " list keys");
+  for (const char* key :
+       {"sync.every", "sync.warmup_steps", "sync.outer_learning_rate", "sync.outer_momentum", "sync.outer_nesterov"}) {
+    EXPECT_TRUE(contains(keys.output, key)) << key << "\n" << keys.output;
+  }
+  const auto strategies = runCommand(kGcrun + " list strategies");
+  EXPECT_TRUE(contains(strategies.output, "local-sgd") && contains(strategies.output, "sync.outer_momentum = 0.9"))
+      << strategies.output;
+  const auto shown = runCommand(kGcrun + " show fashion-sgd --set sync.strategy=diloco --set sync.every=16");
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_TRUE(contains(shown.output, "every: 16") && contains(shown.output, "outer_learning_rate: 0.7"))
+      << shown.output;
+  EXPECT_FALSE(contains(shown.output, "warmup_steps")) << "diloco does not read it\n" << shown.output;
+  for (const char* bad :
+       {"sync.every=0", "sync.outer_momentum=1", "sync.outer_learning_rate=-1", "sync.strategy=nope"}) {
+    const auto refused = runCommand(kGcrun + " experiment fashion-sgd --set sync.strategy=diloco --set " + bad);
+    EXPECT_EQ(refused.exit_code, 2) << bad << "\n" << refused.output;
+  }
+}
+
 TEST(SimulatedWorkers, TwoProcessesOfTwoMatchFourProcesses) {
   TempDir dir;
   run("experiment fashion-powersgd-rank2 --nproc-per-node 2 --simulated-workers 2 --output-dir " +

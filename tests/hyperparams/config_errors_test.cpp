@@ -56,6 +56,17 @@ TEST(ConfigErrors, BadValuesNameKeySourceAndAcceptedText) {
   expectMessageHas(setError("output.log_every_steps=0"), {"output.log_every_steps"});
 }
 
+// The sync strategies' own settings (experiments/sync/): refused out of range, naming the key.
+TEST(ConfigErrors, SyncSettingsAreChecked) {
+  expectMessageHas(setError("sync.every=0"), {"sync.every = '0' in --set", "an integer >= 1"});
+  expectMessageHas(setError("sync.every=-3"), {"sync.every = '-3'", "an integer >= 1"});
+  expectMessageHas(setError("sync.warmup_steps=-1"), {"sync.warmup_steps", "an integer >= 0"});
+  expectMessageHas(setError("sync.outer_learning_rate=0"), {"sync.outer_learning_rate = '0'", "a number > 0"});
+  expectMessageHas(setError("sync.outer_momentum=1"), {"sync.outer_momentum = '1'", "a number in [0, 1)"});
+  expectMessageHas(setError("sync.outer_momentum=-0.5"), {"sync.outer_momentum", "a number in [0, 1)"});
+  expectMessageHas(setError("sync.outer_nesterov=maybe"), {"sync.outer_nesterov", "true or false"});
+}
+
 TEST(ConfigErrors, EnumsListTheirChoices) {
   expectMessageHas(setError("optimizer.momentum_type=adam"),
                    {"optimizer.momentum_type = 'adam' in --set",

@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "experiments/sync/synchronizer.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
 #include "hyperparams/config_keys.h"
@@ -287,16 +288,9 @@ TEST(ConfigKeys, ListEveryKeyWithAcceptedTextHelpAndAliases) {
     EXPECT_FALSE(info.help.empty()) << info.key;
   }
   EXPECT_EQ(names.size(), known.size());
-  // A dump writes the listed keys that its reducer reads: the built-in ones and the reducer's own;
-  // a task's own settings only where that task is selected (fashion-mnist declares none).
-  std::set<std::string> task_settings;
-  for (const auto* task : tasks::taskRegistry().entries()) {
-    for (const auto& setting : task->factory.settings) task_settings.insert("task." + setting.name);
-  }
-  std::set<std::string> every_reducers;
-  for (const auto* entry : reducers::reducerRegistry().entries()) {
-    ExperimentConfig config;
-    config.reducer.name = entry->name;
+  // A dump writes the listed keys that its reducer and sync strategy read: the built-in ones and
+  // their own settings.
+  const auto dumpedKeys = [](const ExperimentConfig& config) {
     std::set<std::string> dumped;
     for (const auto& top : YAML::Load(toYaml(config, keys()))) {
       const auto name = top.first.as<std::string>();
@@ -306,27 +300,52 @@ TEST(ConfigKeys, ListEveryKeyWithAcceptedTextHelpAndAliases) {
       }
       for (const auto& leaf : top.second) dumped.insert(name + "." + leaf.first.as<std::string>());
     }
-    std::set<std::string> expected;
-    for (const auto& key : names) {
-      if (task_settings.count(key) == 0 && (key.rfind("reducer.", 0) != 0 || key == "reducer.name" ||
-                                            key == "reducer.granularity" || key == "reducer.bucket_mb")) {
-        expected.insert(key);
-      }
-    }
-    for (const auto& setting : entry->factory.settings) expected.insert("reducer." + setting.name);
-    EXPECT_EQ(dumped, expected) << entry->name;
-    every_reducers.insert(dumped.begin(), dumped.end());
-  }
+    return dumped;
+  };
+  // A task's own settings are dumped only where that task is selected, as a reducer's and a strategy's.
+  std::set<std::string> task_settings;
   for (const auto* task : tasks::taskRegistry().entries()) {
-    ExperimentConfig config;
-    config.task.name = task->name;
-    const auto dumped = YAML::Load(toYaml(config, keys()))["task"];
-    for (const auto& setting : task->factory.settings) {
-      EXPECT_TRUE(dumped[setting.name]) << task->name << ": task." << setting.name;
-      every_reducers.insert("task." + setting.name);
-    }
+    for (const auto& setting : task->factory.settings) task_settings.insert("task." + setting.name);
   }
-  EXPECT_EQ(every_reducers, names);
+  const auto ownSetting = [&](const std::string& key) {
+    if (key == "reducer.name" || key == "reducer.granularity" || key == "reducer.bucket_mb" || key == "sync.strategy") {
+      return false;
+    }
+    return key.rfind("reducer.", 0) == 0 || key.rfind("sync.", 0) == 0 || task_settings.count(key) > 0;
+  };
+  std::set<std::string> built_in;
+  for (const auto& key : names) {
+    if (!ownSetting(key)) built_in.insert(key);
+  }
+  std::set<std::string> every_owners;
+  for (const auto* entry : reducers::reducerRegistry().entries()) {
+    ExperimentConfig config;
+    config.reducer.name = entry->name;
+    auto expected = built_in;
+    for (const auto& setting : entry->factory.settings) expected.insert("reducer." + setting.name);
+    const auto dumped = dumpedKeys(config);
+    EXPECT_EQ(dumped, expected) << entry->name;
+    every_owners.insert(dumped.begin(), dumped.end());
+  }
+  for (const auto* entry : experiments::synchronizerRegistry().entries()) {
+    ExperimentConfig config;  // the exact reducer, which reads no settings of its own
+    config.sync.strategy = entry->name;
+    auto expected = built_in;
+    for (const auto& setting : entry->factory.settings) expected.insert("sync." + setting.name);
+    const auto dumped = dumpedKeys(config);
+    EXPECT_EQ(dumped, expected) << entry->name;
+    every_owners.insert(dumped.begin(), dumped.end());
+  }
+  for (const auto* entry : tasks::taskRegistry().entries()) {
+    ExperimentConfig config;
+    config.task.name = entry->name;
+    auto expected = built_in;
+    for (const auto& setting : entry->factory.settings) expected.insert("task." + setting.name);
+    const auto dumped = dumpedKeys(config);
+    EXPECT_EQ(dumped, expected) << entry->name;
+    every_owners.insert(dumped.begin(), dumped.end());
+  }
+  EXPECT_EQ(every_owners, names);
   for (const char* key : {"seed", "device", "description", "task.test_batch_size", "optimizer.weight_decay_bn",
                           "reducer.reuse_query", "distributed.timeout_s", "output.log_every_steps"}) {
     EXPECT_EQ(names.count(key), 1u) << key;

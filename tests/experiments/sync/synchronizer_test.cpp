@@ -12,15 +12,18 @@
 #include "tests/support/reducer_fixtures.h"
 
 // Invariants every registered sync strategy keeps, checked over a real 2-rank Gloo group with a
-// lossless and a compressing reducer: the workers' models agree after the run's last step, a
-// checkpoint's state restored into a fresh synchronizer continues bit for bit as the saved one
-// would have (its parameters and its own state alike), and the bits a strategy reports are those
-// its reducer sent.
+// lossless and a compressing reducer, with sync.every 2 (and local-sgd's warm-up of 5 steps, so
+// that its reducer runs after the restore, which some reducers apply lazily) for the strategies
+// that read them, so that the run's last step is a sync: the workers' models agree
+// after it, and during an evaluation between syncs every worker evaluates the same model and gets
+// its own back after; a checkpoint's state restored into a fresh synchronizer continues bit for
+// bit as the saved one would have (its parameters and its own state alike); and the bits a
+// strategy reports are those its reducer sent plus those it sent itself outside the reducer.
 
 namespace gcrun::experiments {
 namespace {
 
-constexpr int kSteps = 4;
+constexpr int kSteps = 8;
 
 // Counts the bits of every reduce() it passes on to `inner`.
 class CountingReducer : public reducers::Reducer {
@@ -42,18 +45,57 @@ class CountingReducer : public reducers::Reducer {
   std::unique_ptr<reducers::Reducer> inner_;
 };
 
+// Counts the bits of the collectives a strategy runs itself, outside its reducer.
+class CountingCommunicator : public comm::Communicator {
+ public:
+  explicit CountingCommunicator(comm::Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backend() const override { return inner_.backend(); }
+  void allreduceSum(at::Tensor& tensor) override {
+    sent += reducers::bitsOf(tensor);
+    inner_.allreduceSum(tensor);
+  }
+  std::unique_ptr<comm::PendingCollective> allreduceSumAsync(at::Tensor& tensor) override {
+    sent += reducers::bitsOf(tensor);
+    return inner_.allreduceSumAsync(tensor);
+  }
+  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
+    sent += reducers::bitsOf(tensor);
+    return inner_.allgather(tensor);
+  }
+  void broadcast(at::Tensor& tensor, int root) override { inner_.broadcast(tensor, root); }
+  void barrier() override { inner_.barrier(); }
+  uint64_t sent = 0;
+
+ private:
+  comm::Communicator& inner_;
+};
+
+// The test's settings of the strategies that declare them: a sync every 2 steps, 5 warm-up steps.
+SettingValues testSettings(const std::string& strategy) {
+  SettingValues values;
+  for (const auto& spec : synchronizerRegistry().at(strategy).factory.settings) {
+    if (spec.name == "every") values["every"] = int64_t{2};
+    if (spec.name == "warmup_steps") values["warmup_steps"] = int64_t{5};
+  }
+  return values;
+}
+
 // One worker of the test: a 6x4 weight and a bias, the same on every rank at the start, trained
 // by plain SGD on data of its own rank, through `strategy` and `reducer`.
 struct Worker {
   Worker(comm::Communicator& comm, const std::string& strategy, const std::string& reducer_name)
       : params{torch::linspace(-1, 1, 24).reshape({6, 4}).clone().requires_grad_(), torch::zeros({4}).requires_grad_()},
         buffers(params),
-        reducer(testing::buildReducer(reducer_name, comm)) {
+        reducer(testing::buildReducer(reducer_name, comm)),
+        counting(comm) {
     config.sync.strategy = strategy;
+    config.sync.settings = testSettings(strategy);
     config.reducer.name = reducer_name;
     const bool lossless = reducers::reducerRegistry().at(reducer_name).factory.lossless;
-    sync = synchronizerRegistry().at(strategy).factory(
-        SyncContext{config, comm, reducer, lossless, 0.0, params, names, buffers, [](size_t) {}});
+    sync = synchronizerRegistry().at(strategy).factory.make(
+        SyncContext{config, counting, reducer, lossless, 0.0, params, names, buffers, [](size_t) {}});
   }
 
   // Step `step` (1-based) on data drawn from (rank, step): the bits the synchronizer reports.
@@ -75,6 +117,7 @@ struct Worker {
   std::vector<std::string> names{"weight", "bias"};
   GradientBuffers buffers;
   CountingReducer reducer;
+  CountingCommunicator counting;
   std::unique_ptr<Synchronizer> sync;
 };
 
@@ -91,6 +134,19 @@ void expectSameState(const TensorMap& a, const TensorMap& b) {
     ASSERT_EQ(b.count(name), 1u) << name;
     EXPECT_TRUE(torch::equal(tensor, b.at(name))) << name;
   }
+}
+
+// Between syncs: every worker evaluates the same model, and has its own back after.
+void expectOneModelEvaluated(comm::Communicator& comm, Worker& worker) {
+  std::vector<at::Tensor> own;
+  for (const auto& p : worker.params) own.push_back(p.detach().clone());
+  const uint64_t sent = worker.counting.sent;
+  worker.sync->beforeEvaluation();
+  const auto evaluated = gathered(comm, worker.params);
+  EXPECT_TRUE(torch::equal(evaluated[0], evaluated[1])) << "the workers evaluate different models";
+  worker.sync->afterEvaluation();
+  for (size_t i = 0; i < own.size(); ++i) EXPECT_TRUE(torch::equal(own[i], worker.params[i])) << worker.names[i];
+  worker.counting.sent = sent;  // an evaluation's collectives are no part of training's bits
 }
 
 class EveryStrategy : public ::testing::TestWithParam<std::string> {};
@@ -116,6 +172,7 @@ TEST_P(EveryStrategy, KeepsItsInvariantsOverTwoRanks) {
       for (int64_t s = kSteps / 2 + 1; s <= kSteps; ++s) {
         bits += saved.step(s, comm.rank());
         restored.step(s, comm.rank());
+        if (s == kSteps - 1) expectOneModelEvaluated(comm, saved);
       }
       for (size_t i = 0; i < saved.params.size(); ++i) {
         EXPECT_TRUE(torch::equal(saved.params[i], restored.params[i])) << "a restored run differs: " << saved.names[i];
@@ -124,7 +181,7 @@ TEST_P(EveryStrategy, KeepsItsInvariantsOverTwoRanks) {
       saved.sync->saveState(saved_end);
       restored.sync->saveState(restored_end);
       expectSameState(saved_end, restored_end);
-      EXPECT_EQ(bits, saved.reducer.sent) << "the bits reported are the reducer's";
+      EXPECT_EQ(bits, saved.reducer.sent + saved.counting.sent) << "the bits reported are all that was sent";
       EXPECT_GT(bits, 0u);
       const auto all = gathered(comm, saved.params);
       EXPECT_TRUE(torch::equal(all[0], all[1])) << "the workers' models differ after the last sync";

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "experiments/sync/synchronizer.h"
+#include "hyperparams/base/tensor_map.h"
+#include "reducers/reducer.h"
+
+namespace gcrun::experiments {
+
+// The checkpoint entries of a strategy that sends through the reducer: memory/<parameter> (its
+// error feedback, one per parameter) and reducer/<entry> (the reducer's own state).
+void saveReducerState(TensorMap& state, const std::vector<std::string>& names, const std::vector<at::Tensor>& memories,
+                      const reducers::Reducer& reducer);
+// Copies them back; a reducer entry it refuses is a UserError.
+void loadReducerState(const TensorMap& state, const std::vector<std::string>& names,
+                      const std::vector<at::Tensor>& memories, reducers::Reducer& reducer);
+// The reducer's entries, which its loadState() asks for by name (Synchronizer::checksEntry).
+bool isReducerEntry(const std::string& name);
+
+// The last step's norms as the exchange sampled them, and what the sends lost (the memories'
+// norms; none for a lossless reducer, whose memory is always zero).
+std::optional<SyncSample> sampleOf(const GradientExchange& exchange, const std::vector<at::Tensor>& memories,
+                                   bool lossless, bool error_feedback);
+LayerSample layerSampleOf(const GradientExchange& exchange, const std::vector<at::Tensor>& memories, bool lossless,
+                          std::vector<reducers::Reducer::TensorCost> costs);
+
+}  // namespace gcrun::experiments

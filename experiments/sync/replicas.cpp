@@ -1,0 +1,47 @@
+#include "experiments/sync/replicas.h"
+
+#include <torch/torch.h>
+
+#include "reducers/reducer.h"
+
+namespace gcrun::experiments {
+
+uint64_t averageParameters(comm::Communicator& comm, const std::vector<at::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  if (params.empty()) return 0;
+  std::vector<at::Tensor> flat;
+  for (const auto& p : params) flat.push_back(p.detach().reshape(-1));
+  auto all = torch::cat(flat);
+  all.div_(comm.size());
+  comm.allreduceSum(all);
+  int64_t offset = 0;
+  for (const auto& p : params) {
+    p.detach().copy_(all.narrow(0, offset, p.numel()).view_as(p));
+    offset += p.numel();
+  }
+  return reducers::bitsOf(all);
+}
+
+std::vector<at::Tensor> copiesOf(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> copies;
+  for (const auto& t : tensors) copies.push_back(t.detach().clone());
+  return copies;
+}
+
+void copyInto(const std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < to.size(); ++i) to[i].detach().copy_(from[i]);
+}
+
+void EvaluatedModel::swapIn(const std::vector<at::Tensor>& model) {
+  kept_ = copiesOf(params_);
+  copyInto(params_, model);
+}
+
+void EvaluatedModel::restore() {
+  if (kept_.empty()) return;
+  copyInto(params_, kept_);
+  kept_.clear();
+}
+
+}  // namespace gcrun::experiments

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "reducers/comm/communicator.h"
+
+namespace gcrun::experiments {
+
+// Helpers of the strategies whose workers' models differ between syncs.
+
+// PyTorch 1.13's model_averaging.utils.average_parameters, op for op: the parameters flattened
+// into one buffer, divided by the number of workers, all-reduced (sum) and copied back. Returns
+// the bits this worker sent (the buffer's).
+uint64_t averageParameters(comm::Communicator& comm, const std::vector<at::Tensor>& params);
+
+// Detached copies of `tensors`.
+std::vector<at::Tensor> copiesOf(const std::vector<at::Tensor>& tensors);
+// to[i] = from[i], in place.
+void copyInto(const std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from);
+
+// The worker's own parameters put aside while another model (the global one, the replicas'
+// average) is evaluated in their place, and put back after.
+class EvaluatedModel {
+ public:
+  explicit EvaluatedModel(const std::vector<at::Tensor>& params) : params_(params) {}
+  // The parameters become `model` until restore().
+  void swapIn(const std::vector<at::Tensor>& model);
+  // The worker's own parameters again; nothing when none were swapped out.
+  void restore();
+
+ private:
+  const std::vector<at::Tensor>& params_;
+  std::vector<at::Tensor> kept_;
+};
+
+}  // namespace gcrun::experiments
