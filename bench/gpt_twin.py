@@ -252,6 +252,13 @@ def train(args):
     os._exit(0)
 
 
+def flag(text):
+    """A boolean as gcrun's YAML spells it (true/false) or as 1/0."""
+    if text.lower() not in ("true", "false", "1", "0"):
+        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+    return text.lower() in ("true", "1")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="a folder of wiki.{train,valid,test}.tokens")
@@ -263,7 +270,7 @@ def main():
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--width", type=int, default=128)
-    parser.add_argument("--bias", type=int, default=1)
+    parser.add_argument("--bias", type=flag, default=True)
     parser.add_argument("--batch-size", type=int, default=12)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--min-learning-rate", type=float, default=1e-4)
@@ -273,7 +280,7 @@ def main():
     parser.add_argument("--beta2", type=float, default=0.99)
     parser.add_argument("--epsilon", type=float, default=1e-8)
     parser.add_argument("--weight-decay", type=float, default=0.1)
-    parser.add_argument("--decay-embeddings", type=int, default=0)
+    parser.add_argument("--decay-embeddings", type=flag, default=False)
     parser.add_argument("--clip-norm", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=3, help="steps left out of the median time")
@@ -282,11 +289,10 @@ def main():
     parser.add_argument("--rank", type=int, default=4, help="powerSGD_hook's matrix_approximation_rank")
     parser.add_argument("--start-iter", type=int, default=2)
     parser.add_argument("--min-compression-rate", type=float, default=2.0)
-    parser.add_argument("--error-feedback", type=int, default=1)
-    parser.add_argument("--warm-start", type=int, default=1)
+    parser.add_argument("--error-feedback", type=flag, default=True)
+    parser.add_argument("--warm-start", type=flag, default=True)
     parser.add_argument("--random-seed", type=int, default=0)
     args = parser.parse_args()
-    args.bias = bool(args.bias)
     train(args)
 
 
