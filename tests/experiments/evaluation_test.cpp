@@ -63,7 +63,7 @@ TEST(Evaluation, EveryEpochsSkipsEpochsButNotTheLast) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(stepsWith(run, "test"), (std::set<int64_t>{20, 30}));
   EXPECT_EQ(stepsWith(run, "train").count(10), 1u);
-  EXPECT_TRUE(contains(result.output, "small synthetic test split")) << result.output;
+  EXPECT_TRUE(contains(result.output, "small synthetic held-out splits")) << result.output;
 }
 
 // ResNet-18 on 10,000 synthetic test images takes a minute or more on a CPU: SIGTERM during that
