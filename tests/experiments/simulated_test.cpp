@@ -106,7 +106,16 @@ TEST(LocalUpdates, KeysAreListedShownAndChecked) {
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
   EXPECT_TRUE(contains(shown.output, "every: 16") && contains(shown.output, "outer_learning_rate: 0.7"))
       << shown.output;
-  EXPECT_FALSE(contains(shown.output, "warmup_steps")) << "diloco does not read it\n" << shown.output;
+  // In the sync section, up to the next top-level key (optimizer.warmup_steps is another key).
+  const auto sync_at = shown.output.find("\nsync:\n");
+  ASSERT_NE(sync_at, std::string::npos) << shown.output;
+  size_t sync_end = shown.output.find('\n', sync_at + 1);
+  while (sync_end != std::string::npos && shown.output.compare(sync_end + 1, 2, "  ") == 0) {
+    sync_end = shown.output.find('\n', sync_end + 1);
+  }
+  const auto sync = shown.output.substr(sync_at, sync_end - sync_at);
+  EXPECT_TRUE(contains(sync, "every: 16")) << sync;
+  EXPECT_FALSE(contains(sync, "warmup_steps")) << "diloco does not read it\n" << shown.output;
   for (const char* bad :
        {"sync.every=0", "sync.outer_momentum=1", "sync.outer_learning_rate=-1", "sync.strategy=nope"}) {
     const auto refused = runCommand(kGcrun + " experiment fashion-sgd --set sync.strategy=diloco --set " + bad);
