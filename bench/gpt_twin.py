@@ -3,7 +3,8 @@
 The twin of `gcrun experiment brown-gpt-*` for the conformance test and the benchmark: the same
 nanoGPT model, initial weights, batches, learning-rate schedule, clipping and AdamW, trained under
 DDP over Gloo with one process per worker. It shares no code with gcrun, only the contract that
-tasks/language_model.h, tasks/models/gpt.h and experiments/training/adamw_optimizer.h state:
+tasks/language_model.h, tasks/models/gpt.h and experiments/optimizers/ (adamw.cpp, lr_schedule.h,
+gradient_clipping.h) state:
 
 - token ids: char level, the bytes of the files with the sorted set of all bytes of the three
   splits as vocabulary; word level, whitespace tokens lower-cased plus "<eos>" per line, "<unk>",
