@@ -67,6 +67,7 @@ ResolvedExperiment lookUp(ExperimentConfig config, const ConfigKeys& keys) {
   experiment.reducer = reducers::reducerRegistry().at(config.reducer.name).factory;
   checkReducer(config, experiment.reducer);
   experiment.sync = synchronizerRegistry().at(config.sync.strategy).factory;
+  if (experiment.sync.validate) experiment.sync.validate(config);
   experiment.optimizer = checkedOptimizer(config.optimizer);
   for (const auto& sink : config.output.sinks) experiment.sinks.push_back(outputs::sinkRegistry().at(sink).factory);
   if (config.output.layer_stats_every_steps > 0) experiment.sinks.push_back({outputs::makeLayerStatsSink});

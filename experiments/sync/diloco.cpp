@@ -16,12 +16,13 @@ struct DilocoOptions {
   double outer_learning_rate = 0.7;
   double outer_momentum = 0.9;
   bool outer_nesterov = true;
+  bool drift = true;
 };
 
 const hyperparams::SettingsSchema<DilocoOptions>& dilocoSchema() {
   using hyperparams::SettingsSchema;
   static const auto schema =
-      withPeriod(SettingsSchema<DilocoOptions>(), &DilocoOptions::every)
+      withDrift(withPeriod(SettingsSchema<DilocoOptions>(), &DilocoOptions::every), &DilocoOptions::drift)
           .add(&DilocoOptions::outer_learning_rate, "outer_learning_rate", hyperparams::numberAbove(0),
                "diloco: the outer SGD's learning rate on the averaged pseudo-gradient.")
           .add(&DilocoOptions::outer_momentum, "outer_momentum", hyperparams::fraction(),
@@ -44,6 +45,7 @@ class Diloco : public Synchronizer {
   explicit Diloco(const SyncContext& context)
       : options_(dilocoSchema().read(context.config.sync.settings)),
         error_feedback_(context.config.optimizer.memory),
+        comm_(context.comm),
         reducer_(context.reducer),
         lossless_(context.lossless_reducer),
         params_(context.params),
@@ -59,21 +61,29 @@ class Diloco : public Synchronizer {
 
   void beforeBackward(bool sample) override { exchange_.startStep(sample, /*exchange=*/false); }
   uint64_t afterBackward() override {
-    synced_ = false;
     exchange_.keepLocal();
     return 0;
   }
-  uint64_t afterStep(int64_t step) override { return step % options_.every == 0 ? outerStep() : 0; }
+  uint64_t afterStep(int64_t step) override {
+    last_sync_.reset();
+    if (step % options_.every != 0) return 0;
+    SyncEvent event;
+    if (options_.drift) event.replica_drift = replicaDrift(comm_, params_);
+    event.bits = outerStep();
+    last_sync_ = event;
+    return event.bits;
+  }
 
   void beforeEvaluation() override { evaluated_.swapIn(global_); }
   void afterEvaluation() override { evaluated_.restore(); }
+  std::optional<SyncEvent> lastSync() const override { return last_sync_; }
 
   std::optional<SyncSample> sample() const override {
     return sampleOf(exchange_, memories_, lossless_, error_feedback_);
   }
   LayerSample layerSample() const override {
     return layerSampleOf(exchange_, memories_, lossless_,
-                         synced_ ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
+                         last_sync_ ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
   }
 
   void saveState(TensorMap& state) const override {
@@ -120,7 +130,6 @@ class Diloco : public Synchronizer {
     }
     ++outer_steps_;
     copyInto(params_, global_);
-    synced_ = true;
     return bits;
   }
 
@@ -141,6 +150,7 @@ class Diloco : public Synchronizer {
 
   const DilocoOptions options_;
   const bool error_feedback_;
+  comm::Communicator& comm_;
   reducers::Reducer& reducer_;
   const bool lossless_;
   const std::vector<at::Tensor>& params_;
@@ -151,7 +161,7 @@ class Diloco : public Synchronizer {
   EvaluatedModel evaluated_;
   std::vector<at::Tensor> global_, momenta_;  // θ_g and the outer momentum
   int64_t outer_steps_ = 0;
-  bool synced_ = false;  // the last step synced
+  std::optional<SyncEvent> last_sync_;  // the last step's, if it synced
 };
 
 }  // namespace

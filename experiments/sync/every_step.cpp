@@ -28,6 +28,7 @@ class EveryStep : public Synchronizer {
   uint64_t afterStep(int64_t /*step*/) override { return 0; }
   void beforeEvaluation() override {}
   void afterEvaluation() override {}
+  std::optional<SyncEvent> lastSync() const override { return std::nullopt; }
 
   std::optional<SyncSample> sample() const override {
     return sampleOf(exchange_, memories_, lossless_, config_.optimizer.memory);

@@ -12,11 +12,13 @@ namespace {
 struct LocalSgdOptions {
   int64_t every = 8;
   int64_t warmup_steps = 0;
+  bool drift = true;
 };
 
 const hyperparams::SettingsSchema<LocalSgdOptions>& localSgdSchema() {
   static const auto schema =
-      withPeriod(hyperparams::SettingsSchema<LocalSgdOptions>(), &LocalSgdOptions::every)
+      withDrift(withPeriod(hyperparams::SettingsSchema<LocalSgdOptions>(), &LocalSgdOptions::every),
+                &LocalSgdOptions::drift)
           .add(&LocalSgdOptions::warmup_steps, "warmup_steps", hyperparams::integerAtLeast(0),
                "local-sgd: the first this many steps exchange gradients through the reducer every step "
                "(PyTorch's post-local SGD warm-up).");
@@ -57,7 +59,13 @@ class LocalSgd : public Synchronizer {
 
   uint64_t afterStep(int64_t step) override {
     steps_ = step;
-    return averagesAfter(step) ? averageParameters(comm_, params_) : 0;
+    last_sync_.reset();
+    if (!averagesAfter(step)) return 0;
+    SyncEvent event;
+    if (options_.drift) event.replica_drift = replicaDrift(comm_, params_);
+    event.bits = averageParameters(comm_, params_);
+    last_sync_ = event;
+    return event.bits;
   }
 
   // The replicas' average is evaluated (not counted as sent: it is no part of training).
@@ -68,6 +76,7 @@ class LocalSgd : public Synchronizer {
     evaluated_.swapIn(average);
   }
   void afterEvaluation() override { evaluated_.restore(); }
+  std::optional<SyncEvent> lastSync() const override { return last_sync_; }
 
   std::optional<SyncSample> sample() const override {
     return sampleOf(exchange_, memories_, lossless_, error_feedback_);
@@ -108,6 +117,7 @@ class LocalSgd : public Synchronizer {
   EvaluatedModel evaluated_;
   int64_t steps_ = 0;     // the steps done
   bool reduced_ = false;  // the last step went through the reducer
+  std::optional<SyncEvent> last_sync_;
 };
 
 }  // namespace

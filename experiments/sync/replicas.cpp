@@ -1,5 +1,7 @@
 #include "experiments/sync/replicas.h"
 
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "reducers/reducer.h"
@@ -20,6 +22,20 @@ uint64_t averageParameters(comm::Communicator& comm, const std::vector<at::Tenso
     offset += p.numel();
   }
   return reducers::bitsOf(all);
+}
+
+double replicaDrift(comm::Communicator& comm, const std::vector<at::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  auto mean = copiesOf(params);
+  averageParameters(comm, mean);
+  double distance = 0, norm = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    distance += (params[i].detach() - mean[i]).to(torch::kFloat64).square().sum().item<double>();
+    norm += mean[i].to(torch::kFloat64).square().sum().item<double>();
+  }
+  auto total = torch::tensor({distance}, torch::TensorOptions().dtype(torch::kFloat64).device(comm.device()));
+  comm.allreduceSum(total);
+  return norm > 0 ? std::sqrt(total.cpu().item<double>() / comm.size() / norm) : 0.0;
 }
 
 std::vector<at::Tensor> copiesOf(const std::vector<at::Tensor>& tensors) {

@@ -16,6 +16,11 @@ namespace gcrun::experiments {
 // the bits this worker sent (the buffer's).
 uint64_t averageParameters(comm::Communicator& comm, const std::vector<at::Tensor>& params);
 
+// How far the workers' models have drifted apart: sqrt(mean_w ||θ_w - θ̄||²) / ||θ̄||, θ̄ their exact
+// mean. A measurement, not part of training: it all-reduces a copy of the parameters and one
+// scalar, and what it sends is not counted as sent.
+double replicaDrift(comm::Communicator& comm, const std::vector<at::Tensor>& params);
+
 // Detached copies of `tensors`.
 std::vector<at::Tensor> copiesOf(const std::vector<at::Tensor>& tensors);
 // to[i] = from[i], in place.

@@ -52,6 +52,15 @@ struct LayerSample {
   std::vector<reducers::Reducer::TensorCost> costs;  // the reducer's, empty when it does not say
 };
 
+// What the last step's sync of the workers' models did. Strategies that sync models every H steps
+// report it on the steps they sync; every-step, whose gradient exchange is the step itself, never does.
+struct SyncEvent {
+  uint64_t bits = 0;  // what this worker sent for it
+  // The replicas' distance from their mean just before the sync, relative to the mean's norm
+  // (replicaDrift, replicas.h); none where not measured (sync.drift: false).
+  std::optional<double> replica_drift;
+};
+
 // What keeps the workers' models in agreement: a strategy (every step's gradient through the
 // reducer, or models averaged every H steps, or an outer optimizer on pseudo-gradients) that the
 // trainer calls at fixed points of each step, in lockstep on every worker:
@@ -78,6 +87,9 @@ class Synchronizer {
   virtual void beforeEvaluation() = 0;
   virtual void afterEvaluation() = 0;
 
+  // The last step's sync of models, if it made one (read after afterStep()).
+  virtual std::optional<SyncEvent> lastSync() const = 0;
+
   // The last step's norms, if it was sampled; measured when asked, after the step.
   virtual std::optional<SyncSample> sample() const = 0;
   virtual LayerSample layerSample() const = 0;
@@ -103,6 +115,10 @@ struct SynchronizerSpec {
   // The workers' models differ between syncs: simulated workers then keep a copy each instead of
   // sharing one (experiments/worker/simulated_workers.h).
   bool local_replicas = false;
+  // Refuses, with a UserError of one line naming the key and what it accepts, a configuration the
+  // strategy cannot run (a reducer that cannot carry its payload, an optimizer it needs another
+  // of); called once, when the experiment is resolved. Empty: every configuration.
+  std::function<void(const ExperimentConfig&)> validate;
 };
 
 // The strategies, by sync.strategy; the built-ins are registered on first use. A strategy is one

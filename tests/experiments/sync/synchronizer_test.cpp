@@ -7,6 +7,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "experiments/sync/replicas.h"
 #include "experiments/sync/synchronizer.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/reducer_fixtures.h"
@@ -72,12 +73,14 @@ class CountingCommunicator : public comm::Communicator {
   comm::Communicator& inner_;
 };
 
-// The test's settings of the strategies that declare them: a sync every 2 steps, 5 warm-up steps.
+// The test's settings of the strategies that declare them: a sync every 2 steps, 5 warm-up steps,
+// no drift measured (its collectives are not counted as sent).
 SettingValues testSettings(const std::string& strategy) {
   SettingValues values;
   for (const auto& spec : synchronizerRegistry().at(strategy).factory.settings) {
     if (spec.name == "every") values["every"] = int64_t{2};
     if (spec.name == "warmup_steps") values["warmup_steps"] = int64_t{5};
+    if (spec.name == "drift") values["drift"] = false;
   }
   return values;
 }
@@ -108,8 +111,13 @@ struct Worker {
     torch::NoGradGuard no_grad;
     uint64_t bits = sync->afterBackward();
     for (size_t i = 0; i < params.size(); ++i) params[i].sub_(buffers.gradients[i], 0.1);
-    bits += sync->afterStep(step);
-    return bits;
+    const uint64_t synced = sync->afterStep(step);
+    const auto event = sync->lastSync();
+    if (event) {
+      EXPECT_EQ(event->bits, synced) << "a sync's event carries the bits of its step";
+      ++syncs;
+    }
+    return bits + synced;
   }
 
   ExperimentConfig config;
@@ -119,6 +127,7 @@ struct Worker {
   CountingReducer reducer;
   CountingCommunicator counting;
   std::unique_ptr<Synchronizer> sync;
+  int syncs = 0;  // the steps whose lastSync() said they synced models
 };
 
 // The parameters of every rank, each rank's concatenated.
@@ -183,6 +192,7 @@ TEST_P(EveryStrategy, KeepsItsInvariantsOverTwoRanks) {
       expectSameState(saved_end, restored_end);
       EXPECT_EQ(bits, saved.reducer.sent + saved.counting.sent) << "the bits reported are all that was sent";
       EXPECT_GT(bits, 0u);
+      if (entry->factory.local_replicas) EXPECT_GT(saved.syncs, 0) << "a strategy that syncs models reports its syncs";
       const auto all = gathered(comm, saved.params);
       EXPECT_TRUE(torch::equal(all[0], all[1])) << "the workers' models differ after the last sync";
     });
@@ -190,6 +200,15 @@ TEST_P(EveryStrategy, KeepsItsInvariantsOverTwoRanks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reducers, EveryStrategy, ::testing::Values("exact", "powersgd"));
+
+// Two replicas (1, 0) and (3, 0): their mean (2, 0) is 1 from each, so the drift is 1 / 2.
+TEST(ReplicaDrift, IsTheReplicasRmsDistanceFromTheirMeanOverTheMeansNorm) {
+  testing::runRanks(2, [](comm::Communicator& comm) {
+    const std::vector<at::Tensor> params{torch::tensor({comm.rank() == 0 ? 1.0f : 3.0f}), torch::zeros({1})};
+    EXPECT_DOUBLE_EQ(replicaDrift(comm, params), 0.5);
+    EXPECT_EQ(params[0].item<float>(), comm.rank() == 0 ? 1.0f : 3.0f) << "measuring leaves the replicas as they were";
+  });
+}
 
 TEST(SynchronizerRegistry, EveryStepIsTheDefaultAndAnUnknownNameListsTheKnownOnes) {
   EXPECT_TRUE(synchronizerRegistry().contains(ExperimentConfig{}.sync.strategy));
