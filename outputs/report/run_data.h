@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,10 @@ struct RunData {
   std::string name;        // the directory's name without its -seed<k> suffix
   std::string config_key;  // the resolved configuration without its seed: runs that share it differ only by seed
   std::map<std::string, std::string> settings;  // the configuration, flattened: "reducer.rank" -> "2"
-  Baseline baseline = Baseline::none;           // the reducer's, as run.json records it
+  // The keys whose values run.json's sources say were given (by a preset, a file or --set), not
+  // defaults; nothing when it has no sources (a run from before gcrun recorded them).
+  std::optional<std::set<std::string>> given;
+  Baseline baseline = Baseline::none;  // the reducer's, as run.json records it
   int64_t seed = 0;
   // run.json's; nothing when run.json is unreadable (`unreadable`) or holds no status gcrun writes.
   std::optional<RunStatus> status;

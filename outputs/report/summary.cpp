@@ -85,6 +85,30 @@ void addOptionalColumns(const std::vector<ConfigGroup>& groups, const std::strin
   }
 }
 
+// Whether `key` was given a value in `run` rather than left at its default (a run without
+// recorded sources counts as given).
+bool givenIn(const RunData& run, const std::string& key) { return !run.given || run.given->count(key) > 0; }
+
+// The keys whose values tell configurations apart: those two configurations both have with
+// different values, and those some lack that one was given explicitly (a reducer's own defaults,
+// which only its rows have, are not shown).
+std::set<std::string> keysThatTellApart(const std::vector<ConfigGroup>& groups) {
+  std::set<std::string> varying;
+  for (const auto& group : groups) {
+    const RunData& run = *group.runs.front();
+    for (const auto& kv : run.settings) {
+      if (describesOnly(kv.first)) continue;
+      for (const auto& other : groups) {
+        const auto& settings = other.runs.front()->settings;
+        const auto found = settings.find(kv.first);
+        const bool differs = found == settings.end() ? givenIn(run, kv.first) : found->second != kv.second;
+        if (differs) varying.insert(kv.first);
+      }
+    }
+  }
+  return varying;
+}
+
 }  // namespace
 
 Spread spreadOf(const std::vector<double>& values) {
@@ -110,18 +134,7 @@ std::vector<ConfigGroup> groupRuns(const std::vector<RunData>& runs) {
     if (added) groups.emplace_back();
     groups[it->second].runs.push_back(&run);
   }
-  // The keys whose values differ between configurations (a key one lacks counts as differing).
-  std::set<std::string> varying;
-  for (const auto& group : groups) {
-    for (const auto& kv : group.runs.front()->settings) {
-      if (describesOnly(kv.first)) continue;
-      for (const auto& other : groups) {
-        const auto& settings = other.runs.front()->settings;
-        const auto found = settings.find(kv.first);
-        if (found == settings.end() || found->second != kv.second) varying.insert(kv.first);
-      }
-    }
-  }
+  const std::set<std::string> varying = keysThatTellApart(groups);
   for (auto& group : groups) {
     std::sort(group.runs.begin(), group.runs.end(),
               [](const RunData* a, const RunData* b) { return a->seed < b->seed; });
