@@ -73,6 +73,9 @@ struct EvaluationOptions {
   int64_t max_samples = 0;
   // Evaluate after every this many epochs; the run's last epoch (or step) is always evaluated.
   int64_t every_epochs = 1;
+  // Also evaluate after every this many steps within an epoch (0: off): curves of runs whose
+  // training is one long epoch (the GPT's max_steps).
+  int64_t every_steps = 0;
 };
 
 struct TrainingOptions {

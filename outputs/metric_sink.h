@@ -37,13 +37,22 @@ struct Progress {
 };
 
 // Once per epoch, after evaluation, with metrics reduced over all workers.
+// An evaluation's metrics by split.
+struct EvaluatedSplits {
+  std::map<std::string, double> validation;  // empty unless the task has a validation split
+  std::map<std::string, double> test;
+};
+
 struct EpochSummary {
   int64_t epoch = 0;  // 1-based: the epoch just finished
   int64_t step = 0;
   std::map<std::string, double> train;
   std::map<std::string, double> test;
   std::map<std::string, double> validation;  // empty unless the task has a validation split
-  uint64_t bits = 0;                         // cumulative, one worker
+  // Rank 0's own model, where the workers' models differ between syncs and the global one is what
+  // `validation` and `test` evaluate (splits replica_validation, replica_test); empty otherwise.
+  EvaluatedSplits replica;
+  uint64_t bits = 0;  // cumulative, one worker
   double elapsed_s = 0;
   double learning_rate = 0;
 };

@@ -34,6 +34,10 @@ std::string runInfoJson(const RunInfo& info) {
   json["steps"] = info.steps;
   json["epochs_done"] = info.epochs_done;
   json["bits_sent"] = info.bits_sent;
+  if (info.syncs > 0) {
+    json["syncs"] = info.syncs;
+    json["bits_per_sync"] = info.bits_per_sync;
+  }
   json["peak_rss_mib"] = info.peak_rss_mib;
   json["synthetic_data"] = info.synthetic_data;
   json["status"] = info.status ? runStatusText(*info.status) : "";
@@ -74,6 +78,8 @@ std::optional<RunInfo> parseRunInfo(std::string_view text) {
   info.steps = integerOr(*json, "steps", 0);
   info.epochs_done = numberAt(*json, "epochs_done").value_or(0);
   info.bits_sent = static_cast<uint64_t>(std::max(0.0, numberAt(*json, "bits_sent").value_or(0)));
+  info.syncs = std::max<int64_t>(0, integerOr(*json, "syncs", 0));
+  info.bits_per_sync = std::max(0.0, numberAt(*json, "bits_per_sync").value_or(0));
   if (const Json* peaks = memberOf(*json, "peak_rss_mib"); peaks && peaks->is_array()) {
     for (const auto& peak : *peaks) info.peak_rss_mib.push_back(peak.is_number() ? peak.get<double>() : NAN);
   }

@@ -35,7 +35,11 @@ struct RunInfo {
   int64_t num_parameters = 0;
   int64_t steps = 0;
   double epochs_done = 0;
-  uint64_t bits_sent = 0;            // per worker
+  uint64_t bits_sent = 0;  // per worker
+  // Syncs of the workers' models (strategies other than every-step) and what each sent per worker,
+  // on average; run.json's "syncs" and "bits_per_sync", left out when there were none.
+  int64_t syncs = 0;
+  double bits_per_sync = 0;
   std::vector<double> peak_rss_mib;  // each rank's peak resident memory, in rank order
   bool synthetic_data = false;
   // From its start (running) to its end; nothing when run.json holds no status, or a word that is

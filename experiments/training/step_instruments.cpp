@@ -27,6 +27,8 @@ PhaseNames namesOf(Phase phase) {
       return {"batch.mom", nullptr};
     case Phase::optimizer_step:
       return {"batch.step", nullptr};
+    case Phase::sync:
+      return {nullptr, "sync"};
     case Phase::layer_stats:
       return {"layer_stats", nullptr};
     case Phase::evaluation:

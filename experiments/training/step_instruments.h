@@ -19,6 +19,7 @@ enum class Phase {
   weight_decay,
   momentum,
   optimizer_step,
+  sync,  // a strategy's sync of models after the optimizer (traced only)
   layer_stats,
   evaluation
 };

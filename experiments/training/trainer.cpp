@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "experiments/optimizers/optimizer.h"
+#include "experiments/sync/replicas.h"
 #include "experiments/training/step_instruments.h"
 #include "experiments/training/training_state.h"
 #include "experiments/training/worker_metrics.h"
@@ -57,8 +58,8 @@ struct Trainer::State : TrainerDeps {
         total_steps(totalStepsOf(config.training, batches_per_epoch)),
         optimizer(optimizer_spec.make(OptimizerContext{config.optimizer, params, names, buffers.gradients,
                                                        task.embeddingParameters(), comm.size(), total_steps})),
-        sync(synchronizer(SyncContext{config, comm, reducer, lossless_reducer, task.localGradientClipNorm(), params,
-                                      names, buffers, [this](size_t i) { optimizer->beforeSend(i); }})),
+        sync(sync_spec.make(SyncContext{config, sync_comm, reducer, lossless_reducer, task.localGradientClipNorm(),
+                                        params, names, buffers, [this](size_t i) { optimizer->beforeSend(i); }})),
         instruments(timer, trace) {}
 
   std::vector<at::Tensor> params;
@@ -100,7 +101,14 @@ struct Trainer::State : TrainerDeps {
       auto scope = instruments.phase(Phase::optimizer);
       role.update(at.step + 1, [&] { applyOptimizer(); });
     }
-    at.bits += synced([&] { return sync->afterStep(at.step + 1); });
+    {
+      auto scope = instruments.phase(Phase::sync, sync_spec.local_replicas);
+      at.bits += synced([&] { return sync->afterStep(at.step + 1); });
+    }
+    if (const auto event = sync->lastSync()) {
+      ++at.syncs;
+      at.sync_bits += event->bits;
+    }
   }
 
   double forwardBackward(const tasks::Batch& batch, bool sample) {
@@ -141,10 +149,29 @@ struct Trainer::State : TrainerDeps {
     const tasks::EvaluationLimits limits{config.evaluation.max_samples, stop_requested};
     instruments.setStep(at.step);
     auto span = instruments.phase(Phase::evaluation, evaluate);
+    std::optional<outputs::EvaluatedSplits> replica;
+    if (evaluate && sync_spec.local_replicas) {
+      replica = evaluateRankZeroReplica(limits);
+      if (!replica) return std::nullopt;
+    }
     sync->beforeEvaluation();
     auto summary = summarizeEpoch(task, comm, shard, at.train_sums, timer, evaluate ? &limits : nullptr, role);
     sync->afterEvaluation();
+    if (summary && replica) summary->replica = std::move(*replica);
     return summary;
+  }
+
+  // Rank 0's own model, which differs from the evaluated global one between syncs: every worker
+  // evaluates a copy broadcast from rank 0 (not counted as sent: no part of training).
+  std::optional<outputs::EvaluatedSplits> evaluateRankZeroReplica(const tasks::EvaluationLimits& limits) {
+    auto scope = timer.scope("replica.evaluation");
+    auto replica = copiesOf(params);
+    for (auto& p : replica) comm.broadcast(p, 0);
+    EvaluatedModel evaluated(params);
+    evaluated.swapIn(replica);
+    auto splits = evaluateSplits(task, comm, shard, limits, role);
+    evaluated.restore();
+    return splits;
   }
 
   std::string divergedAt(const std::string& what) const {
@@ -198,6 +225,8 @@ class Trainer::Loop {
     result_.epochs = s_.position();
     result_.steps = at_.step;
     result_.bits = at_.bits;
+    result_.syncs = at_.syncs;
+    result_.sync_bits = at_.sync_bits;
     return result_;
   }
 
@@ -216,6 +245,10 @@ class Trainer::Loop {
       ++at_.step;
       ++at_.batch_index;
       reportStep(step_position);
+      if (evaluationDueWithin() && !evaluateWithinEpoch()) {
+        result_.stopped = true;
+        break;
+      }
       if (s_.stopRequested()) {
         result_.stopped = true;
         break;
@@ -236,6 +269,7 @@ class Trainer::Loop {
     sampler_.report(
         *s_.sync, at_.step, step_position,
         [&](const std::string& name, double value, double at) { emit(name, value, at); }, s_.instruments);
+    reportSync();
     logWindow(step_position);
     const double elapsed = secondsSince(s_.start);
     const auto& training = s_.config.training;
@@ -244,6 +278,14 @@ class Trainer::Loop {
       sink->progress({at_.step, s_.total_steps, at_.epoch + 1, training.epochs, at_.loss_sum / at_.batch_index,
                       at_.step * samples_per_step / std::max(elapsed, 1e-9), elapsed});
     }
+  }
+
+  // The step's sync of models, if it made one: what it sent and how far the replicas had drifted.
+  void reportSync() {
+    const auto event = s_.sync->lastSync();
+    if (!event) return;
+    emit("bits_per_sync", static_cast<double>(event->bits), s_.position());
+    if (event->replica_drift) emit("replica_drift", *event->replica_drift, s_.position());
   }
 
   // An event, split "train", at the step just done.
@@ -265,6 +307,31 @@ class Trainer::Loop {
     emit(s_.task.lossName(), loss, s_.position(), window);
     // The rate of the step just done: its index is one below the steps counted.
     emit("learning_rate", s_.optimizer->learningRate({at_.step - 1, step_position}), s_.position(), window);
+  }
+
+  // evaluation.every_steps falls on the step just done, and it is not the epoch's last (whose
+  // evaluation endEpoch() decides).
+  bool evaluationDueWithin() const {
+    const int64_t every = s_.config.evaluation.every_steps;
+    return every > 0 && at_.step % every == 0 && at_.batch_index < s_.batches_per_epoch && at_.step < s_.total_steps;
+  }
+
+  // An evaluation within the epoch: validation and test (and rank 0's replica) at the step just
+  // done, with the time trained so far; false when a stop request cut it short.
+  bool evaluateWithinEpoch() {
+    auto evaluated = s_.summarize(true);
+    if (!evaluated) return false;
+    const auto emit = [&](const std::map<std::string, double>& metrics, const std::string& split) {
+      for (const auto& [name, value] : metrics) {
+        for (auto& sink : sinks_) sink->metric({name, value, split, s_.position(), at_.step, at_.bits});
+      }
+    };
+    emit(evaluated->validation, "validation");
+    emit(evaluated->test, "test");
+    emit(evaluated->replica.validation, "replica_validation");
+    emit(evaluated->replica.test, "replica_test");
+    emit({{"elapsed_s", secondsSince(s_.start)}}, "train");
+    return true;
   }
 
   // The epoch's metrics, evaluated every evaluation.every_epochs epochs and at the run's end; false

@@ -27,6 +27,8 @@ struct TrainingResult {
   int64_t steps = 0;
   double epochs = 0;                         // fractional when training.max_steps stopped it mid-epoch
   uint64_t bits = 0;                         // sent by this worker, all steps
+  int64_t syncs = 0;                         // syncs of the workers' models, all steps
+  uint64_t sync_bits = 0;                    // sent by this worker in those syncs
   std::map<std::string, double> last_train;  // reduced over workers, last epoch
   std::map<std::string, double> last_test;
   std::map<std::string, double> last_validation;  // empty unless the task has a validation split
@@ -46,9 +48,12 @@ struct TrainerDeps {
   tasks::Task& task;
   comm::Communicator& comm;
   reducers::Reducer& reducer;
+  // What the reducer and the sync strategy's own collectives go through: `comm`, or `comm` traced
+  // when output.trace is on.
+  comm::Communicator& sync_comm;
   bool lossless_reducer;  // the reducer's spec says it delivers the exact average
-  // sync.strategy's factory: what keeps the workers' models in agreement.
-  const SynchronizerFactory& synchronizer;
+  // sync.strategy's: what keeps the workers' models in agreement.
+  const SynchronizerSpec& sync_spec;
   // optimizer.name's: what steps along the synchronized gradients.
   const OptimizerSpec& optimizer_spec;
   outputs::Timer& timer;

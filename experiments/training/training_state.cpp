@@ -35,7 +35,8 @@ bool hasPrefix(const std::string& name, const std::string& prefix) { return name
 // task's and those the synchronizer checks itself, which their loadState() asks for by name.
 bool mayBeMissing(const std::string& name, const TrainingParts& parts) {
   return parts.optimizer.mayLack(name) || name == "counter/window_loss" || name == "counter/window_steps" ||
-         hasPrefix(name, "task/") || parts.synchronizer.checksEntry(name);
+         name == "counter/syncs" || name == "counter/sync_bits" || hasPrefix(name, "task/") ||
+         parts.synchronizer.checksEntry(name);
 }
 
 // Every entry of `state` is one `expected` names, of its dtype and shape, before anything is
@@ -84,6 +85,8 @@ TensorMap snapshotTraining(const TrainingParts& parts, const LoopPosition& posit
   state["counter/epoch"] = integer(position.epoch);
   state["counter/batch"] = integer(position.batch_index);
   state["counter/bits"] = integer(static_cast<int64_t>(position.bits));
+  state["counter/syncs"] = integer(position.syncs);
+  state["counter/sync_bits"] = integer(static_cast<int64_t>(position.sync_bits));
   state["counter/loss_sum"] = real(position.loss_sum);
   state["counter/elapsed_s"] = real(position.elapsed_s);
   state["counter/window_loss"] = real(position.window_loss);
@@ -127,6 +130,10 @@ LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
   if (state.count("counter/window_steps") > 0) {
     position.window_loss = entry(state, "counter/window_loss").item<double>();
     position.window_steps = entry(state, "counter/window_steps").item<int64_t>();
+  }
+  if (state.count("counter/syncs") > 0) {
+    position.syncs = entry(state, "counter/syncs").item<int64_t>();
+    position.sync_bits = static_cast<uint64_t>(entry(state, "counter/sync_bits").item<int64_t>());
   }
   for (const auto& kv : withPrefix(state, "train_sums/")) {
     if (kv.first == ".weight") {

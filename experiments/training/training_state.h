@@ -20,6 +20,8 @@ struct LoopPosition {
   int64_t epoch = 0;
   int64_t batch_index = 0;
   uint64_t bits = 0;
+  int64_t syncs = 0;       // syncs of the workers' models (Synchronizer::lastSync)
+  uint64_t sync_bits = 0;  // what those syncs sent
   double loss_sum = 0;     // this epoch's, so far
   double window_loss = 0;  // this worker's loss summed since the last per-step log
   int64_t window_steps = 0;
@@ -28,8 +30,8 @@ struct LoopPosition {
 };
 
 // What one rank's checkpoint holds, by entry prefix: param/, buffer/ (the model), task/ (its
-// saveState()), counter/ and train_sums/ (the LoopPosition; counter/window_* are optional, for
-// checkpoints written before they existed), the optimizer's own (sgd: momentum/; adamw: adamw/)
+// saveState()), counter/ and train_sums/ (the LoopPosition; counter/window_* and counter/sync* are optional,
+// for checkpoints written before they existed), the optimizer's own (sgd: momentum/; adamw: adamw/)
 // and the synchronizer's own (every-step: memory/ and reducer/). Restoring it makes the rest of
 // the run what the saved run would have done.
 struct TrainingParts {

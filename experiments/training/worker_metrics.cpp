@@ -35,20 +35,31 @@ std::optional<outputs::EpochSummary> summarizeEpoch(tasks::Task& task, comm::Com
   }
   if (!evaluation) return summary;
   auto scope = timer.scope("test.last");
+  auto splits = evaluateSplits(task, comm, shard, *evaluation, role);
+  if (!splits) return std::nullopt;
+  summary.validation = std::move(splits->validation);
+  summary.test = std::move(splits->test);
+  return summary;
+}
+
+std::optional<outputs::EvaluatedSplits> evaluateSplits(tasks::Task& task, comm::Communicator& comm,
+                                                       const tasks::Shard& shard,
+                                                       const tasks::EvaluationLimits& evaluation, WorkerRole& role) {
   std::vector<tasks::MetricSums> local;
   {
     auto turn = role.turn();
     for (const auto& split : task.evaluationSplits()) {
-      if (evaluation->stop && evaluation->stop()) break;
-      local.push_back(task.evaluate(shard, split, *evaluation));
+      if (evaluation.stop && evaluation.stop()) break;
+      local.push_back(task.evaluate(shard, split, evaluation));
     }
   }
-  if (evaluation->stop && anyRank(evaluation->stop(), comm)) return std::nullopt;
+  if (evaluation.stop && anyRank(evaluation.stop(), comm)) return std::nullopt;
+  outputs::EvaluatedSplits evaluated;
   const auto splits = task.evaluationSplits();
   for (size_t i = 0; i < splits.size(); ++i) {
-    (splits[i] == "validation" ? summary.validation : summary.test) = reduceMetrics(local[i], task, comm);
+    (splits[i] == "validation" ? evaluated.validation : evaluated.test) = reduceMetrics(local[i], task, comm);
   }
-  return summary;
+  return evaluated;
 }
 
 void reportEpoch(const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks, const outputs::EpochSummary& summary,
@@ -59,6 +70,8 @@ void reportEpoch(const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks,
   for (const auto& kv : summary.train) emit(kv.first, kv.second, "train");
   for (const auto& kv : summary.validation) emit(kv.first, kv.second, "validation");
   for (const auto& kv : summary.test) emit(kv.first, kv.second, "test");
+  for (const auto& kv : summary.replica.validation) emit(kv.first, kv.second, "replica_validation");
+  for (const auto& kv : summary.replica.test) emit(kv.first, kv.second, "replica_test");
   const auto batch_stats = timer.stats().find("batch");
   if (batch_stats != timer.stats().end() && batch_stats->second.events > 0) {
     emit("time_per_batch", batch_stats->second.total_s / batch_stats->second.events, "train");

@@ -32,6 +32,12 @@ std::optional<outputs::EpochSummary> summarizeEpoch(tasks::Task& task, comm::Com
                                                     outputs::Timer& timer, const tasks::EvaluationLimits* evaluation,
                                                     WorkerRole& role);
 
+// The metrics of every evaluation split of the model the parameters hold, reduced over the workers;
+// nullopt when evaluation.stop cut it short (agreed on as summarizeEpoch does).
+std::optional<outputs::EvaluatedSplits> evaluateSplits(tasks::Task& task, comm::Communicator& comm,
+                                                       const tasks::Shard& shard,
+                                                       const tasks::EvaluationLimits& evaluation, WorkerRole& role);
+
 // The summary as events at fractional epoch `position` (every metric by split, time_per_batch,
 // learning_rate and elapsed_s, split train), then each sink's epochEnd().
 void reportEpoch(const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks, const outputs::EpochSummary& summary,

@@ -99,7 +99,6 @@ WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, c
                                                      reducer_comm, config.reducer, static_cast<uint64_t>(config.seed),
                                                      reducers::parametersOf(inputs.task->model())}),
                                                  config.reducer);
-      inputs.synchronizer = experiment.sync.make;
     } catch (const UserError& e) {
       problem = e.what();
     }
@@ -122,9 +121,9 @@ WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& opt
       inputs_(buildInputs(experiment, comm, traced_comm_ ? *traced_comm_ : comm, device, role)),
       run_dir_(openRunDirectory(config_, options, comm, role)),
       checkpoints_(run_dir_, comm, comm.device()),
-      trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, experiment.reducer.lossless,
-                           inputs_.synchronizer, experiment.optimizer, timer_, checkpoints_, role,
-                           stopRequestOf(stop_signal_), trace_}),
+      trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, traced_comm_ ? *traced_comm_ : comm,
+                           experiment.reducer.lossless, experiment.sync, experiment.optimizer, timer_, checkpoints_,
+                           role, stopRequestOf(stop_signal_), trace_}),
       record_(run_dir_, leader_) {
   trace.setRunDirectory(run_dir_);
 #ifdef GCRUN_WITH_CUDA
@@ -199,6 +198,8 @@ RunResult WorkerRun::run() {
   info.steps = result.training.steps;
   info.epochs_done = result.training.epochs;
   info.bits_sent = result.training.bits;
+  info.syncs = result.training.syncs;
+  if (info.syncs > 0) info.bits_per_sync = static_cast<double>(result.training.sync_bits) / info.syncs;
   for (const auto& kv : result.training.last_train) info.final_metrics["train." + kv.first] = kv.second;
   for (const auto& kv : result.training.last_validation) {
     info.final_metrics["validation." + kv.first] = kv.second;

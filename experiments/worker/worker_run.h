@@ -69,11 +69,10 @@ class WorkerRun {
   RunResult run();
 
  private:
-  // The task, the reducer and the sync strategy, built (or looked up) and agreed on by every rank.
+  // The task and the reducer, built and agreed on by every rank.
   struct Inputs {
     std::unique_ptr<tasks::Task> task;
     std::unique_ptr<reducers::Reducer> reducer;
-    SynchronizerFactory synchronizer;
   };
   // The reducer talks through `reducer_comm` (comm itself, or comm traced).
   static Inputs buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm,
