@@ -132,11 +132,11 @@ TEST(StreamingDilocoFragments, StrideModulesInTheOrderOfTheirFirstParameter) {
   EXPECT_THROW(streamingFragments(names, 8), UserError);
 }
 
-// H = 4, F = 2, τ = 1, α = 0.5, the outer SGD's defaults (lr 0.7, momentum 0.9, Nesterov), the exact
-// reducer. Each step rank r adds u_r to every parameter, so θ_r(t) = θ0 + t·u_r. Fragment 0 (module
-// a) sends after step 2: Δ̄ = mean_r(θ0 − θ_r(2)) = −2ū. After step 3 it applies: the first outer step
-// has v = Δ̄ and moves θ_g by −lr(Δ̄ + μ v) = 2·lr·(1 + μ)·ū; the worker's fragment becomes
-// α·θ_r(3) + (1 − α)·θ_g. Fragment 1 (module b) is untouched until its send after step 4.
+// H = 4, F = 2, τ = 1, α = 0.25 (not symmetric, so a swapped α shows), the outer SGD's defaults (lr 0.7, momentum 0.9,
+// Nesterov), the exact reducer. Each step rank r adds u_r to every parameter, so θ_r(t) = θ0 + t·u_r. Fragment 0
+// (module a) sends after step 2: Δ̄ = mean_r(θ0 − θ_r(2)) = −2ū. After step 3 it applies: the first outer step has v = Δ̄
+// and moves θ_g by −lr(Δ̄ + μ v) = 2·lr·(1 + μ)·ū; the worker's fragment becomes α·θ_r(3) + (1 − α)·θ_g. Fragment 1
+// (module b) is untouched until its send after step 4.
 TEST(StreamingDiloco, AppliesADelayedMixedFragmentAsItsClosedFormSays) {
   testing::runRanks(2, [](comm::Communicator& comm) {
     const auto theta0 = [] {
@@ -147,7 +147,7 @@ TEST(StreamingDiloco, AppliesADelayedMixedFragmentAsItsClosedFormSays) {
       return std::vector<at::Tensor>{torch::tensor({0.125, -0.25}, torch::kFloat64) * (r + 1),
                                      torch::tensor({0.5, 0.0625}, torch::kFloat64) * (r + 1)};
     };
-    Worker w(comm, "streaming-diloco", settingsOf({4, 2, 1, 0.5}), "exact", theta0(), {"a.w", "b.w"});
+    Worker w(comm, "streaming-diloco", settingsOf({4, 2, 1, 0.25}), "exact", theta0(), {"a.w", "b.w"});
     const int r = comm.rank();
     for (int64_t step = 1; step <= 3; ++step) {
       w.sync->beforeBackward(false);
@@ -161,7 +161,7 @@ TEST(StreamingDiloco, AppliesADelayedMixedFragmentAsItsClosedFormSays) {
         EXPECT_TRUE(torch::allclose(w.params[0], theta0()[0] + 2 * u(r)[0], 0, 1e-15)) << "applied before τ";
       }
     }
-    const double lr = 0.7, mu = 0.9, alpha = 0.5;
+    const double lr = 0.7, mu = 0.9, alpha = 0.25;
     const auto mean_u = (u(0)[0] + u(1)[0]) / 2;
     const auto global_a = theta0()[0] + 2 * lr * (1 + mu) * mean_u;
     const auto local_a = theta0()[0] + 3 * u(r)[0];
