@@ -283,8 +283,10 @@ class StreamingDiloco : public Synchronizer {
 }  // namespace
 
 SynchronizerSpec streamingDilocoSpec() {
-  return {
-      [](const SyncContext& c) { return std::make_unique<StreamingDiloco>(c); }, streamingSchema().specs(), true, {}};
+  // The schedule's limits refuse a run when it is resolved, before anything is written; the
+  // model's (its modules) when the strategy is built.
+  return {[](const SyncContext& c) { return std::make_unique<StreamingDiloco>(c); }, streamingSchema().specs(), true,
+          [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); }};
 }
 
 }  // namespace gcrun::experiments

@@ -27,7 +27,8 @@ namespace gcrun::experiments {
 // outer_steps, in_flight/<parameter> (the averaged Δ not yet applied) and applies_at (its step;
 // -1: none).
 // Refuses, with a UserError when built, more fragments than the model has modules or than H, and
-// τ >= H / F (a fragment's result must land before its next send).
+// τ >= H / F (a fragment's result must land before its next send); the last two also when the
+// experiment is resolved (SynchronizerSpec::validate).
 
 // The parameters' fragments, each a list of indices in parameter order: a parameter's module is
 // its name up to the last '.', modules are numbered in the order of their first parameter, and

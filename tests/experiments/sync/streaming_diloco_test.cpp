@@ -238,5 +238,16 @@ TEST(StreamingDiloco, RefusesMoreFragmentsThanModulesOrStepsAndADelayPastTheNext
   EXPECT_EQ(refusal({8, 2, 3, 0.5}), "") << "τ = 3 lands before the next send";
 }
 
+TEST(StreamingDiloco, RefusesItsScheduleWhenTheExperimentIsResolved) {
+  const auto& validate = synchronizerRegistry().at("streaming-diloco").factory.validate;
+  ExperimentConfig config;
+  config.sync.settings = settingsOf({2, 3, 0, 0.5});
+  EXPECT_THROW(validate(config), UserError);
+  config.sync.settings = settingsOf({8, 2, 4, 0.5});
+  EXPECT_THROW(validate(config), UserError);
+  config.sync.settings = settingsOf({8, 2, 3, 0.5});
+  EXPECT_NO_THROW(validate(config));
+}
+
 }  // namespace
 }  // namespace gcrun::experiments
