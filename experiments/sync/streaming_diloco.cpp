@@ -70,7 +70,8 @@ const hyperparams::SettingsSchema<StreamingOptions>& streamingSchema() {
   return schema;
 }
 
-// What the model's fragments refuse, beyond each key's own range: the one-line UserError.
+// The schedule's limits beyond each key's own range: every fragment sends at a step of its own,
+// and its result lands before its next send.
 void checkSchedule(const StreamingOptions& options) {
   if (options.fragments > options.every) {
     throw UserError("sync.fragments = " + std::to_string(options.fragments) + ": at most sync.every (" +
