@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "experiments/sync/gradient_exchange.h"
+#include "experiments/sync/outer_sgd.h"
 #include "experiments/sync/reducer_state.h"
 #include "experiments/sync/replicas.h"
 #include "experiments/sync/sync_settings.h"
@@ -21,14 +22,8 @@ struct DilocoOptions {
 
 const hyperparams::SettingsSchema<DilocoOptions>& dilocoSchema() {
   using hyperparams::SettingsSchema;
-  static const auto schema =
-      withDrift(withPeriod(SettingsSchema<DilocoOptions>(), &DilocoOptions::every), &DilocoOptions::drift)
-          .add(&DilocoOptions::outer_learning_rate, "outer_learning_rate", hyperparams::numberAbove(0),
-               "diloco: the outer SGD's learning rate on the averaged pseudo-gradient.")
-          .add(&DilocoOptions::outer_momentum, "outer_momentum", hyperparams::fraction(),
-               "diloco: the outer SGD's momentum (0: none).")
-          .add(&DilocoOptions::outer_nesterov, "outer_nesterov", hyperparams::boolean(),
-               "diloco: Nesterov momentum in the outer SGD, as PyTorch's SGD(nesterov=True).");
+  static const auto schema = withOuterSgd(
+      withDrift(withPeriod(SettingsSchema<DilocoOptions>(), &DilocoOptions::every), &DilocoOptions::drift));
   return schema;
 }
 
@@ -36,10 +31,10 @@ const hyperparams::SettingsSchema<DilocoOptions>& dilocoSchema() {
 // runs `every` steps of the trainer's optimizer alone (its state kept across syncs); then the
 // pseudo-gradient θ_g - θ goes through the configured reducer, with error feedback carried from
 // sync to sync when optimizer.memory is on, and an outer SGD, PyTorch's torch.optim.SGD op for op
-// (v = g at its first step, then v = μ v + g; θ_g -= lr (g + μ v) with Nesterov, lr v without),
-// applies the average to θ_g, which every worker restarts from. The global model is evaluated.
-// Checkpoint entries: every-step's (the pseudo-gradient's error feedback and the reducer),
-// diloco/global/<parameter>, diloco/momentum/<parameter> and diloco/outer_steps.
+// (outer_sgd.h), applies the average to θ_g, which every worker restarts from. The global model is
+// evaluated. Checkpoint entries: every-step's (the pseudo-gradient's error feedback and the
+// reducer), diloco/global/<parameter>, and the outer SGD's diloco/momentum/<parameter> and
+// diloco/outer_steps.
 class Diloco : public Synchronizer {
  public:
   explicit Diloco(const SyncContext& context)
@@ -55,9 +50,8 @@ class Diloco : public Synchronizer {
         exchange_(context.params, context.names, context.buffers, context.reducer,
                   GradientExchange::Options{error_feedback_, context.clip_norm, lossless_}, context.before_send),
         evaluated_(context.params),
-        global_(copiesOf(context.params)) {
-    for (const auto& p : global_) momenta_.push_back(torch::zeros_like(p));
-  }
+        global_(copiesOf(context.params)),
+        outer_sgd_(outerSgdOf(options_), global_, context.names) {}
 
   void beforeBackward(bool sample) override { exchange_.startStep(sample, /*exchange=*/false); }
   uint64_t afterBackward() override {
@@ -88,25 +82,19 @@ class Diloco : public Synchronizer {
 
   void saveState(TensorMap& state) const override {
     saveReducerState(state, names_, memories_, reducer_);
-    for (size_t i = 0; i < names_.size(); ++i) {
-      state["diloco/global/" + names_[i]] = global_[i];
-      state["diloco/momentum/" + names_[i]] = momenta_[i];
-    }
-    state[kOuterSteps] = torch::tensor(outer_steps_, torch::kInt64);
+    for (size_t i = 0; i < names_.size(); ++i) state["diloco/global/" + names_[i]] = global_[i];
+    outer_sgd_.saveState(state, kPrefix);
   }
   bool checksEntry(const std::string& name) const override { return isReducerEntry(name); }
   void loadState(const TensorMap& state) override {
     loadReducerState(state, names_, memories_, reducer_);
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < names_.size(); ++i) {
-      global_[i].copy_(state.at("diloco/global/" + names_[i]));
-      momenta_[i].copy_(state.at("diloco/momentum/" + names_[i]));
-    }
-    outer_steps_ = state.at(kOuterSteps).item<int64_t>();
+    for (size_t i = 0; i < names_.size(); ++i) global_[i].copy_(state.at("diloco/global/" + names_[i]));
+    outer_sgd_.loadState(state, kPrefix);
   }
 
  private:
-  static constexpr const char* kOuterSteps = "diloco/outer_steps";
+  static constexpr const char* kPrefix = "diloco/";
 
   // The pseudo-gradients through the reducer into the gradient buffers (free once the optimizer
   // stepped), the outer step on θ_g, and every worker back at θ_g. Returns the bits sent.
@@ -126,26 +114,10 @@ class Diloco : public Synchronizer {
       if (!std::isfinite(gradients_[i].sum().item<double>())) {
         throw NonFiniteGradient("the averaged pseudo-gradient of '" + names_[i] + "' is not finite (nan or inf)");
       }
-      applyOuterSgd(i);
     }
-    ++outer_steps_;
+    outer_sgd_.step(gradients_);
     copyInto(params_, global_);
     return bits;
-  }
-
-  // torch.optim.SGD's _single_tensor_sgd on θ_g[i] along the averaged pseudo-gradient.
-  void applyOuterSgd(size_t i) {
-    const double mu = options_.outer_momentum;
-    at::Tensor step = gradients_[i];
-    if (mu != 0) {
-      if (outer_steps_ == 0) {
-        momenta_[i].copy_(gradients_[i]);
-      } else {
-        momenta_[i].mul_(mu).add_(gradients_[i]);
-      }
-      step = options_.outer_nesterov ? gradients_[i].add(momenta_[i], mu) : momenta_[i];
-    }
-    global_[i].add_(step, -options_.outer_learning_rate);
   }
 
   const DilocoOptions options_;
@@ -159,8 +131,8 @@ class Diloco : public Synchronizer {
   const std::vector<at::Tensor>& memories_;
   GradientExchange exchange_;
   EvaluatedModel evaluated_;
-  std::vector<at::Tensor> global_, momenta_;  // θ_g and the outer momentum
-  int64_t outer_steps_ = 0;
+  std::vector<at::Tensor> global_;      // θ_g
+  OuterSgd outer_sgd_;                  // on θ_g
   std::optional<SyncEvent> last_sync_;  // the last step's, if it synced
 };
 

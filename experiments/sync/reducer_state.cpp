@@ -15,20 +15,21 @@ const std::string kReducerPrefix = "reducer/";
 }  // namespace
 
 void saveReducerState(TensorMap& state, const std::vector<std::string>& names, const std::vector<at::Tensor>& memories,
-                      const reducers::Reducer& reducer) {
-  for (size_t i = 0; i < names.size(); ++i) state["memory/" + names[i]] = memories[i];
+                      const reducers::Reducer& reducer, const std::string& prefix) {
+  for (size_t i = 0; i < names.size(); ++i) state[prefix + "memory/" + names[i]] = memories[i];
   reducers::Reducer::State reducer_state;
   reducer.saveState(reducer_state);
-  for (const auto& kv : reducer_state) state[kReducerPrefix + kv.first] = kv.second;
+  for (const auto& kv : reducer_state) state[prefix + kReducerPrefix + kv.first] = kv.second;
 }
 
 void loadReducerState(const TensorMap& state, const std::vector<std::string>& names,
-                      const std::vector<at::Tensor>& memories, reducers::Reducer& reducer) {
+                      const std::vector<at::Tensor>& memories, reducers::Reducer& reducer, const std::string& prefix) {
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < names.size(); ++i) memories[i].detach().copy_(state.at("memory/" + names[i]));
+  for (size_t i = 0; i < names.size(); ++i) memories[i].detach().copy_(state.at(prefix + "memory/" + names[i]));
   reducers::Reducer::State reducer_state;
+  const size_t skipped = prefix.size() + kReducerPrefix.size();
   for (const auto& kv : state) {
-    if (isReducerEntry(kv.first)) reducer_state[kv.first.substr(kReducerPrefix.size())] = kv.second;
+    if (isReducerEntry(kv.first, prefix)) reducer_state[kv.first.substr(skipped)] = kv.second;
   }
   try {
     reducer.loadState(reducer_state);
@@ -37,7 +38,9 @@ void loadReducerState(const TensorMap& state, const std::vector<std::string>& na
   }
 }
 
-bool isReducerEntry(const std::string& name) { return name.rfind(kReducerPrefix, 0) == 0; }
+bool isReducerEntry(const std::string& name, const std::string& prefix) {
+  return name.rfind(prefix + kReducerPrefix, 0) == 0;
+}
 
 std::optional<SyncSample> sampleOf(const GradientExchange& exchange, const std::vector<at::Tensor>& memories,
                                    bool lossless, bool error_feedback) {

@@ -6,6 +6,7 @@ namespace gcrun::experiments {
 std::unique_ptr<Synchronizer> makeEveryStep(const SyncContext& context);
 SynchronizerSpec localSgdSpec();
 SynchronizerSpec dilocoSpec();
+SynchronizerSpec streamingDilocoSpec();
 
 Registry<SynchronizerSpec>& synchronizerRegistry() {
   static Registry<SynchronizerSpec>* registry = [] {
@@ -20,6 +21,10 @@ Registry<SynchronizerSpec>& synchronizerRegistry() {
            "sync.every inner steps alone, then the pseudo-gradient through the reducer and an outer Nesterov SGD "
            "on the global model (DiLoCo)",
            dilocoSpec());
+    r->add("streaming-diloco",
+           "diloco syncing sync.fragments fragments of the model in turn, each result applied sync.delay steps "
+           "after its send and mixed with the local fragment (Streaming DiLoCo)",
+           streamingDilocoSpec());
     return r;
   }();
   return *registry;

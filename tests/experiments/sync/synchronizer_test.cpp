@@ -74,13 +74,18 @@ class CountingCommunicator : public comm::Communicator {
 };
 
 // The test's settings of the strategies that declare them: a sync every 2 steps, 5 warm-up steps,
-// no drift measured (its collectives are not counted as sent).
+// no drift measured (its collectives are not counted as sent), and streaming-diloco's whole model
+// synced at once and applied unmixed at its send, so that the last step syncs every parameter
+// (its fragments, delay and mixing: streaming_diloco_test.cpp).
 SettingValues testSettings(const std::string& strategy) {
   SettingValues values;
   for (const auto& spec : synchronizerRegistry().at(strategy).factory.settings) {
     if (spec.name == "every") values["every"] = int64_t{2};
     if (spec.name == "warmup_steps") values["warmup_steps"] = int64_t{5};
     if (spec.name == "drift") values["drift"] = false;
+    if (spec.name == "fragments") values["fragments"] = int64_t{1};
+    if (spec.name == "delay") values["delay"] = int64_t{0};
+    if (spec.name == "mix_alpha") values["mix_alpha"] = 0.0;
   }
   return values;
 }

@@ -1,0 +1,293 @@
+#include "experiments/sync/streaming_diloco.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "experiments/sync/gradient_exchange.h"
+#include "experiments/sync/outer_sgd.h"
+#include "experiments/sync/reducer_state.h"
+#include "experiments/sync/replicas.h"
+#include "experiments/sync/sync_settings.h"
+#include "hyperparams/base/errors.h"
+#include "reducers/granularity.h"
+
+namespace gcrun::experiments {
+
+std::vector<std::vector<size_t>> streamingFragments(const std::vector<std::string>& names, int64_t fragments) {
+  std::map<std::string, size_t> module_of;
+  std::vector<size_t> module_index;
+  for (const auto& name : names) {
+    const auto dot = name.rfind('.');
+    const std::string module = dot == std::string::npos ? "" : name.substr(0, dot);
+    module_index.push_back(module_of.emplace(module, module_of.size()).first->second);
+  }
+  if (static_cast<int64_t>(module_of.size()) < fragments) {
+    throw UserError("sync.fragments = " + std::to_string(fragments) + ": at most the model's " +
+                    std::to_string(module_of.size()) +
+                    " modules (parameters grouped by their name up to the last '.')");
+  }
+  std::vector<std::vector<size_t>> groups(static_cast<size_t>(fragments));
+  for (size_t i = 0; i < names.size(); ++i) groups[module_index[i] % groups.size()].push_back(i);
+  return groups;
+}
+
+std::optional<size_t> streamingSender(int64_t step, int64_t every, int64_t fragments) {
+  for (int64_t p = 0; p < fragments; ++p) {
+    if (step % every == (p + 1) * every / fragments % every) return static_cast<size_t>(p);
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+struct StreamingOptions {
+  int64_t every = 32;
+  int64_t fragments = 4;
+  int64_t delay = 1;
+  double mix_alpha = 0.5;
+  double outer_learning_rate = 0.7;
+  double outer_momentum = 0.9;
+  bool outer_nesterov = true;
+  bool drift = true;
+};
+
+const hyperparams::SettingsSchema<StreamingOptions>& streamingSchema() {
+  using hyperparams::SettingsSchema;
+  static const auto schema =
+      withOuterSgd(
+          withDrift(withPeriod(SettingsSchema<StreamingOptions>(), &StreamingOptions::every), &StreamingOptions::drift))
+          .add(&StreamingOptions::fragments, "fragments", hyperparams::integerAtLeast(1),
+               "streaming-diloco: F, the fragments the model is split into (modules strided), each synced once "
+               "per sync.every steps at a step of its own.")
+          .add(&StreamingOptions::delay, "delay", hyperparams::integerAtLeast(0),
+               "streaming-diloco: τ, the steps between a fragment's send and the application of its result "
+               "(below sync.every / sync.fragments).")
+          .add(&StreamingOptions::mix_alpha, "mix_alpha", hyperparams::numberFromTo(0, 1),
+               "streaming-diloco: α; an applied fragment becomes α·local + (1 − α)·global.");
+  return schema;
+}
+
+// The schedule's limits beyond each key's own range: every fragment sends at a step of its own,
+// and its result lands before its next send.
+void checkSchedule(const StreamingOptions& options) {
+  if (options.fragments > options.every) {
+    throw UserError("sync.fragments = " + std::to_string(options.fragments) + ": at most sync.every (" +
+                    std::to_string(options.every) + "), so that each fragment sends at a step of its own");
+  }
+  const int64_t spacing = options.every / options.fragments;
+  if (options.delay >= spacing) {
+    throw UserError("sync.delay = " + std::to_string(options.delay) + ": below sync.every / sync.fragments (" +
+                    std::to_string(spacing) + "), so that a fragment's result lands before its next send");
+  }
+}
+
+template <class T>
+std::vector<T> pick(const std::vector<T>& all, const std::vector<size_t>& indices) {
+  std::vector<T> picked;
+  for (size_t i : indices) picked.push_back(all[i]);
+  return picked;
+}
+
+std::vector<at::Tensor> zerosLike(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> zeros;
+  for (const auto& t : tensors) zeros.push_back(torch::zeros_like(t));
+  return zeros;
+}
+
+// Another instance of the configured reducer, for the parameters at `indices`, built as the
+// worker builds the trainer's (experiments/worker/worker_run.cpp).
+std::unique_ptr<reducers::Reducer> reducerFor(const SyncContext& context, const std::vector<size_t>& indices) {
+  std::vector<reducers::ParameterInfo> parameters;
+  for (size_t i : indices) parameters.push_back({context.names[i], context.params[i].sizes().vec()});
+  const auto& options = context.config.reducer;
+  return reducers::withGranularity(
+      reducers::reducerRegistry()
+          .at(options.name)
+          .factory.make(reducers::ReducerContext{context.comm, options, static_cast<uint64_t>(context.config.seed),
+                                                 std::move(parameters)}),
+      options);
+}
+
+// One fragment: views of its parameters and buffers, its reducer, its outer SGD and what is in flight.
+struct Fragment {
+  Fragment(const SyncContext& context, const std::vector<size_t>& indices, const std::vector<at::Tensor>& global,
+           const OuterSgdOptions& outer, std::string prefix)
+      : indices(indices),
+        prefix(std::move(prefix)),
+        names(pick(context.names, indices)),
+        params(pick(context.params, indices)),
+        global(pick(global, indices)),
+        gradients(pick(context.buffers.gradients, indices)),
+        memories(pick(context.buffers.memories, indices)),
+        in_flight(zerosLike(this->global)),
+        reducer(reducerFor(context, indices)),
+        outer_sgd(outer, this->global, names) {}
+
+  const std::vector<size_t> indices;
+  const std::string prefix;  // of its checkpoint entries
+  const std::vector<std::string> names;
+  const std::vector<at::Tensor> params, global, gradients, memories;
+  const std::vector<at::Tensor> in_flight;  // the averaged Δ of its last send, until applied
+  std::unique_ptr<reducers::Reducer> reducer;
+  OuterSgd outer_sgd;
+  int64_t applies_at = kNone;  // the step after which in_flight is applied
+
+  static constexpr int64_t kNone = -1;
+};
+
+class StreamingDiloco : public Synchronizer {
+ public:
+  explicit StreamingDiloco(const SyncContext& context)
+      : options_(streamingSchema().read(context.config.sync.settings)),
+        error_feedback_(context.config.optimizer.memory),
+        comm_(context.comm),
+        lossless_(context.lossless_reducer),
+        params_(context.params),
+        names_(context.names),
+        memories_(context.buffers.memories),
+        exchange_(context.params, context.names, context.buffers, context.reducer,
+                  GradientExchange::Options{error_feedback_, context.clip_norm, lossless_}, context.before_send),
+        evaluated_(context.params),
+        global_(copiesOf(context.params)) {
+    const auto groups = streamingFragments(names_, options_.fragments);
+    checkSchedule(options_);
+    for (size_t p = 0; p < groups.size(); ++p) {
+      fragments_.push_back(std::make_unique<Fragment>(context, groups[p], global_, outerSgdOf(options_),
+                                                      kPrefix + std::string("fragment") + std::to_string(p) + "/"));
+    }
+  }
+
+  void beforeBackward(bool sample) override { exchange_.startStep(sample, /*exchange=*/false); }
+  uint64_t afterBackward() override {
+    exchange_.keepLocal();
+    return 0;
+  }
+  uint64_t afterStep(int64_t step) override {
+    last_sync_.reset();
+    last_sender_.reset();
+    if (const auto sender = streamingSender(step, options_.every, options_.fragments)) {
+      SyncEvent event;
+      if (options_.drift) event.replica_drift = replicaDrift(comm_, params_);
+      event.bits = send(*fragments_[*sender], step);
+      last_sync_ = event;
+      last_sender_ = sender;
+    }
+    for (auto& fragment : fragments_) {
+      if (fragment->applies_at == step) apply(*fragment);
+    }
+    return last_sync_ ? last_sync_->bits : 0;
+  }
+
+  void beforeEvaluation() override { evaluated_.swapIn(global_); }
+  void afterEvaluation() override { evaluated_.restore(); }
+  std::optional<SyncEvent> lastSync() const override { return last_sync_; }
+
+  std::optional<SyncSample> sample() const override {
+    return sampleOf(exchange_, memories_, lossless_, error_feedback_);
+  }
+  LayerSample layerSample() const override { return layerSampleOf(exchange_, memories_, lossless_, lastCosts()); }
+
+  void saveState(TensorMap& state) const override {
+    for (size_t i = 0; i < names_.size(); ++i) state[kPrefix + std::string("global/") + names_[i]] = global_[i];
+    for (const auto& f : fragments_) {
+      saveReducerState(state, f->names, f->memories, *f->reducer, f->prefix);
+      f->outer_sgd.saveState(state, f->prefix);
+      for (size_t k = 0; k < f->names.size(); ++k) state[f->prefix + "in_flight/" + f->names[k]] = f->in_flight[k];
+      state[f->prefix + "applies_at"] = torch::tensor(f->applies_at, torch::kInt64);
+    }
+  }
+  bool checksEntry(const std::string& name) const override {
+    for (const auto& f : fragments_) {
+      if (isReducerEntry(name, f->prefix)) return true;
+    }
+    return false;
+  }
+  void loadState(const TensorMap& state) override {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < names_.size(); ++i) global_[i].copy_(state.at(kPrefix + std::string("global/") + names_[i]));
+    for (auto& f : fragments_) {
+      loadReducerState(state, f->names, f->memories, *f->reducer, f->prefix);
+      f->outer_sgd.loadState(state, f->prefix);
+      for (size_t k = 0; k < f->names.size(); ++k) {
+        f->in_flight[k].copy_(state.at(f->prefix + "in_flight/" + f->names[k]));
+      }
+      f->applies_at = state.at(f->prefix + "applies_at").item<int64_t>();
+    }
+  }
+
+ private:
+  static constexpr const char* kPrefix = "streaming-diloco/";
+
+  // The fragment's pseudo-gradients through its reducer into the gradient buffers (free once the
+  // optimizer stepped), as diloco sends the whole model, and their average kept in flight until
+  // step + τ. Returns the bits sent.
+  uint64_t send(Fragment& f, int64_t step) {
+    torch::NoGradGuard no_grad;
+    const auto& sends = lossless_ ? f.gradients : f.memories;
+    for (size_t k = 0; k < f.params.size(); ++k) {
+      if (lossless_ || !error_feedback_) {
+        sends[k].copy_(f.global[k]).sub_(f.params[k].detach());
+      } else {
+        sends[k].add_(f.global[k] - f.params[k].detach());
+      }
+    }
+    const uint64_t bits = f.reducer->reduce(sends, f.gradients, f.memories);
+    for (size_t k = 0; k < f.params.size(); ++k) {
+      if (!std::isfinite(f.gradients[k].sum().item<double>())) {
+        throw NonFiniteGradient("the averaged pseudo-gradient of '" + f.names[k] + "' is not finite (nan or inf)");
+      }
+      f.in_flight[k].copy_(f.gradients[k]);
+    }
+    f.applies_at = step + options_.delay;
+    return bits;
+  }
+
+  // The outer step on the fragment of θ_g, and the worker's fragment mixed with it:
+  // θ + (1 − α)(θ_g − θ) = α·θ + (1 − α)·θ_g, exactly θ_g at α = 0.
+  void apply(Fragment& f) {
+    torch::NoGradGuard no_grad;
+    f.outer_sgd.step(f.in_flight);
+    for (size_t k = 0; k < f.params.size(); ++k) f.params[k].detach().lerp_(f.global[k], 1.0 - options_.mix_alpha);
+    f.applies_at = Fragment::kNone;
+  }
+
+  // Per parameter, what the last step's send cost: the sending fragment's reducer's, nothing for
+  // the other parameters; empty when no fragment sent or its reducer does not say.
+  std::vector<reducers::Reducer::TensorCost> lastCosts() const {
+    if (!last_sender_) return {};
+    const auto& f = *fragments_[*last_sender_];
+    const auto costs = f.reducer->lastCosts();
+    if (costs.empty()) return {};
+    std::vector<reducers::Reducer::TensorCost> all(params_.size());
+    for (size_t k = 0; k < f.indices.size(); ++k) all[f.indices[k]] = costs[k];
+    return all;
+  }
+
+  const StreamingOptions options_;
+  const bool error_feedback_;
+  comm::Communicator& comm_;
+  const bool lossless_;
+  const std::vector<at::Tensor>& params_;
+  const std::vector<std::string>& names_;
+  const std::vector<at::Tensor>& memories_;
+  GradientExchange exchange_;
+  EvaluatedModel evaluated_;
+  std::vector<at::Tensor> global_;  // θ_g
+  std::vector<std::unique_ptr<Fragment>> fragments_;
+  std::optional<SyncEvent> last_sync_;  // the last step's, if a fragment sent
+  std::optional<size_t> last_sender_;   // the fragment that sent it
+};
+
+}  // namespace
+
+SynchronizerSpec streamingDilocoSpec() {
+  // The schedule's limits refuse a run when it is resolved, before anything is written; the
+  // model's (its modules) when the strategy is built.
+  return {[](const SyncContext& c) { return std::make_unique<StreamingDiloco>(c); }, streamingSchema().specs(), true,
+          [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); }};
+}
+
+}  // namespace gcrun::experiments

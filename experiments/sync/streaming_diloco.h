@@ -1,0 +1,44 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiments/sync/synchronizer.h"
+
+namespace gcrun::experiments {
+
+// Streaming DiLoCo (Douillard et al., arXiv 2501.18512), sync.strategy streaming-diloco: DiLoCo
+// whose model is split into F fragments (sync.fragments) strided over the layers, each synced once
+// every H steps (sync.every) at a step of its own, so that a sync sends about 1/F of the model.
+// A fragment's send is diloco's for its parameters only: Δ = θ_g − θ through a reducer of its own
+// (built from the registry as the trainer builds the configured one; reducers keep per-tensor state
+// by position), with error feedback carried from sync to sync when optimizer.memory is on. The
+// averaged Δ waits τ steps (sync.delay); then the outer SGD (outer_sgd.h, one per fragment) updates
+// θ_g's fragment and the worker's fragment becomes α·θ + (1 − α)·θ_g (sync.mix_alpha). With F = 1,
+// τ = 0 and α = 0 it is diloco.
+// The overlap is in the schedule only: the reduce itself runs, blocking, at the step that sends,
+// and its result is held back τ steps. Measured times therefore include the whole reduce; what
+// overlapping it with τ steps would save is for the time model (outputs/performance) to cost.
+// The strategy does not use SyncContext::reducer: every fragment reduces through its own.
+// Checkpoint entries: streaming-diloco/global/<parameter>, and per fragment p under
+// streaming-diloco/fragment<p>/: memory/<parameter>, reducer/<entry>, momentum/<parameter>,
+// outer_steps, in_flight/<parameter> (the averaged Δ not yet applied) and applies_at (its step;
+// -1: none).
+// Refuses, with a UserError when built, more fragments than the model has modules or than H, and
+// τ >= H / F (a fragment's result must land before its next send); the last two also when the
+// experiment is resolved (SynchronizerSpec::validate).
+
+// The parameters' fragments, each a list of indices in parameter order: a parameter's module is
+// its name up to the last '.', modules are numbered in the order of their first parameter, and
+// module j goes to fragment j mod `fragments`. Throws UserError when the model has fewer modules
+// than `fragments`.
+std::vector<std::vector<size_t>> streamingFragments(const std::vector<std::string>& names, int64_t fragments);
+
+// The fragment that sends after step `step` (1-based), if one does: p when
+// step % every == ((p + 1) · every / fragments) % every, so the last one sends at multiples of
+// `every` and the others are staggered through the period. Needs fragments <= every.
+std::optional<size_t> streamingSender(int64_t step, int64_t every, int64_t fragments);
+
+}  // namespace gcrun::experiments

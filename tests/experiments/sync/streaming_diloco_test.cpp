@@ -1,0 +1,253 @@
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "experiments/sync/streaming_diloco.h"
+#include "hyperparams/base/errors.h"
+#include "reducers/granularity.h"
+#include "tests/support/multi_rank.h"
+
+// streaming-diloco over real 2-rank Gloo groups: diloco when it has one fragment, no delay and no
+// mixing; its schedule and fragments; one delayed, mixed application against its closed form in
+// float64; a resume with a fragment in flight; and the settings it refuses.
+
+namespace gcrun::experiments {
+namespace {
+
+struct Streaming {
+  int64_t every = 4;
+  int64_t fragments = 2;
+  int64_t delay = 1;
+  double mix_alpha = 0.5;
+};
+
+SettingValues settingsOf(const Streaming& s) {
+  return {
+      {"every", s.every}, {"fragments", s.fragments}, {"delay", s.delay}, {"mix_alpha", s.mix_alpha}, {"drift", false}};
+}
+
+// A worker of `strategy` with `params` (named `names`), whose context reducer is built as
+// streaming-diloco builds its fragments' (so diloco's matches a single fragment's).
+struct Worker {
+  Worker(comm::Communicator& comm, const std::string& strategy, const SettingValues& settings,
+         const std::string& reducer_name, std::vector<at::Tensor> initial, std::vector<std::string> parameter_names)
+      : params(std::move(initial)), names(std::move(parameter_names)), buffers(params) {
+    config.sync.strategy = strategy;
+    config.sync.settings = settings;
+    config.reducer.name = reducer_name;
+    std::vector<reducers::ParameterInfo> infos;
+    for (size_t i = 0; i < params.size(); ++i) infos.push_back({names[i], params[i].sizes().vec()});
+    reducer = reducers::withGranularity(
+        reducers::reducerRegistry()
+            .at(reducer_name)
+            .factory.make(reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed), infos}),
+        config.reducer);
+    const bool lossless = reducers::reducerRegistry().at(reducer_name).factory.lossless;
+    sync = synchronizerRegistry().at(strategy).factory.make(
+        SyncContext{config, comm, *reducer, lossless, 0.0, params, names, buffers, [](size_t) {}});
+  }
+
+  ExperimentConfig config;
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+  GradientBuffers buffers;
+  std::unique_ptr<reducers::Reducer> reducer;
+  std::unique_ptr<Synchronizer> sync;
+};
+
+// Three modules: in (weight, bias), hidden (weight, bias), out (weight).
+std::vector<at::Tensor> threeModules() {
+  return {torch::linspace(-1, 1, 24).reshape({6, 4}).clone().requires_grad_(), torch::zeros({4}).requires_grad_(),
+          torch::linspace(-0.5, 0.5, 12).reshape({4, 3}).clone().requires_grad_(), torch::zeros({3}).requires_grad_(),
+          torch::linspace(0.2, -0.3, 3).reshape({3, 1}).clone().requires_grad_()};
+}
+const std::vector<std::string> kThreeModuleNames{"in.weight", "in.bias", "hidden.weight", "hidden.bias", "out.weight"};
+
+Worker threeModuleWorker(comm::Communicator& comm, const std::string& strategy, const SettingValues& settings,
+                         const std::string& reducer) {
+  return Worker(comm, strategy, settings, reducer, threeModules(), kThreeModuleNames);
+}
+
+// Step `step` (1-based) of SGD on data drawn from (rank, step); whether the step synced.
+bool trainStep(Worker& w, int64_t step, int rank) {
+  auto generator = at::detail::createCPUGenerator(1000 * rank + step);
+  const auto x = torch::randn({8, 6}, generator);
+  w.sync->beforeBackward(false);
+  const auto& p = w.params;
+  const auto hidden = torch::tanh(torch::mm(torch::tanh(torch::mm(x, p[0]).add(p[1])), p[2]).add(p[3]));
+  torch::mm(hidden, p[4]).pow(2).mean().backward();
+  torch::NoGradGuard no_grad;
+  w.sync->afterBackward();
+  for (size_t i = 0; i < p.size(); ++i) p[i].sub_(w.buffers.gradients[i], 0.1);
+  w.sync->afterStep(step);
+  return w.sync->lastSync().has_value();
+}
+
+class StreamingDilocoWithReducer : public ::testing::TestWithParam<std::string> {};
+
+// Syncs after steps 2, 4 and 6: an outer step from a first momentum, then two with it.
+TEST_P(StreamingDilocoWithReducer, OneFragmentWithoutDelayOrMixingIsDiloco) {
+  testing::runRanks(2, [&](comm::Communicator& comm) {
+    auto diloco = threeModuleWorker(comm, "diloco", {{"every", int64_t{2}}, {"drift", false}}, GetParam());
+    auto streaming = threeModuleWorker(comm, "streaming-diloco", settingsOf({2, 1, 0, 0.0}), GetParam());
+    for (int64_t step = 1; step <= 6; ++step) {
+      EXPECT_EQ(trainStep(diloco, step, comm.rank()), trainStep(streaming, step, comm.rank())) << "step " << step;
+    }
+    const auto start = threeModules();
+    for (size_t i = 0; i < start.size(); ++i) {
+      EXPECT_TRUE(torch::equal(diloco.params[i], streaming.params[i])) << kThreeModuleNames[i];
+      EXPECT_FALSE(torch::equal(diloco.params[i], start[i])) << kThreeModuleNames[i] << " never moved";
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Reducers, StreamingDilocoWithReducer, ::testing::Values("exact", "powersgd"));
+
+TEST(StreamingDilocoSchedule, StaggersTheFragmentsThroughThePeriod) {
+  std::vector<std::pair<int64_t, size_t>> sends;
+  for (int64_t step = 1; step <= 16; ++step) {
+    if (const auto p = streamingSender(step, 8, 4)) sends.emplace_back(step, *p);
+  }
+  const std::vector<std::pair<int64_t, size_t>> expected{{2, 0},  {4, 1},  {6, 2},  {8, 3},
+                                                         {10, 0}, {12, 1}, {14, 2}, {16, 3}};
+  EXPECT_EQ(sends, expected);
+  EXPECT_EQ(streamingSender(5, 5, 1), std::optional<size_t>(0));
+  EXPECT_EQ(streamingSender(4, 5, 1), std::nullopt);
+}
+
+TEST(StreamingDilocoFragments, StrideModulesInTheOrderOfTheirFirstParameter) {
+  const std::vector<std::string> names{"wte.weight",      "h.0.attn.weight", "h.0.attn.bias", "h.0.mlp.weight",
+                                       "h.1.attn.weight", "h.1.mlp.weight",  "ln_f.weight",   "scale"};
+  // Modules: wte 0, h.0.attn 1, h.0.mlp 2, h.1.attn 3, h.1.mlp 4, ln_f 5, "" 6.
+  const std::vector<std::vector<size_t>> two{{0, 3, 5, 7}, {1, 2, 4, 6}};
+  EXPECT_EQ(streamingFragments(names, 2), two);
+  const std::vector<std::vector<size_t>> three{{0, 4, 7}, {1, 2, 5}, {3, 6}};
+  EXPECT_EQ(streamingFragments(names, 3), three);
+  EXPECT_EQ(streamingFragments(names, 7).size(), 7u);
+  EXPECT_THROW(streamingFragments(names, 8), UserError);
+}
+
+// H = 4, F = 2, τ = 1, α = 0.25 (not symmetric, so a swapped α shows), the outer SGD's defaults (lr 0.7, momentum 0.9,
+// Nesterov), the exact reducer. Each step rank r adds u_r to every parameter, so θ_r(t) = θ0 + t·u_r. Fragment 0
+// (module a) sends after step 2: Δ̄ = mean_r(θ0 − θ_r(2)) = −2ū. After step 3 it applies: the first outer step has v = Δ̄
+// and moves θ_g by −lr(Δ̄ + μ v) = 2·lr·(1 + μ)·ū; the worker's fragment becomes α·θ_r(3) + (1 − α)·θ_g. Fragment 1
+// (module b) is untouched until its send after step 4.
+TEST(StreamingDiloco, AppliesADelayedMixedFragmentAsItsClosedFormSays) {
+  testing::runRanks(2, [](comm::Communicator& comm) {
+    const auto theta0 = [] {
+      return std::vector<at::Tensor>{torch::tensor({1.0, -2.0}, torch::kFloat64).requires_grad_(),
+                                     torch::tensor({0.5, 3.0}, torch::kFloat64).requires_grad_()};
+    };
+    const auto u = [](int r) {
+      return std::vector<at::Tensor>{torch::tensor({0.125, -0.25}, torch::kFloat64) * (r + 1),
+                                     torch::tensor({0.5, 0.0625}, torch::kFloat64) * (r + 1)};
+    };
+    Worker w(comm, "streaming-diloco", settingsOf({4, 2, 1, 0.25}), "exact", theta0(), {"a.w", "b.w"});
+    const int r = comm.rank();
+    for (int64_t step = 1; step <= 3; ++step) {
+      w.sync->beforeBackward(false);
+      w.sync->afterBackward();
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < 2; ++i) w.params[i].add_(u(r)[i]);
+      w.sync->afterStep(step);
+      EXPECT_EQ(w.sync->lastSync().has_value(), step == 2) << "step " << step;
+      if (step == 2) {
+        EXPECT_GT(w.sync->lastSync()->bits, 0u);
+        EXPECT_TRUE(torch::allclose(w.params[0], theta0()[0] + 2 * u(r)[0], 0, 1e-15)) << "applied before τ";
+      }
+    }
+    const double lr = 0.7, mu = 0.9, alpha = 0.25;
+    const auto mean_u = (u(0)[0] + u(1)[0]) / 2;
+    const auto global_a = theta0()[0] + 2 * lr * (1 + mu) * mean_u;
+    const auto local_a = theta0()[0] + 3 * u(r)[0];
+    EXPECT_TRUE(torch::allclose(w.params[0], alpha * local_a + (1 - alpha) * global_a, 0, 1e-12)) << w.params[0];
+    EXPECT_TRUE(torch::allclose(w.params[1], theta0()[1] + 3 * u(r)[1], 0, 1e-15)) << w.params[1];
+    w.sync->beforeEvaluation();
+    EXPECT_TRUE(torch::allclose(w.params[0], global_a, 0, 1e-12)) << "the global model: " << w.params[0];
+    EXPECT_TRUE(torch::equal(w.params[1], theta0()[1])) << "the global model: " << w.params[1];
+    w.sync->afterEvaluation();
+  });
+}
+
+// Saved after step 2, with fragment 0's result in flight until step 3; powersgd with error feedback.
+TEST(StreamingDiloco, ResumesWithAFragmentInFlightBitForBit) {
+  testing::runRanks(2, [](comm::Communicator& comm) {
+    const auto settings = settingsOf({4, 2, 1, 0.5});
+    auto saved = threeModuleWorker(comm, "streaming-diloco", settings, "powersgd");
+    std::vector<int64_t> synced;
+    for (int64_t step = 1; step <= 2; ++step) {
+      if (trainStep(saved, step, comm.rank())) synced.push_back(step);
+    }
+    TensorMap state;
+    saved.sync->saveState(state);
+    EXPECT_EQ(state.at("streaming-diloco/fragment0/applies_at").item<int64_t>(), 3);
+    EXPECT_FALSE(
+        torch::equal(state.at("streaming-diloco/fragment0/in_flight/in.weight"), torch::zeros_like(saved.params[0])));
+
+    auto restored = threeModuleWorker(comm, "streaming-diloco", settings, "powersgd");
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < restored.params.size(); ++i) restored.params[i].copy_(saved.params[i]);
+    }
+    restored.sync->loadState(state);
+    for (int64_t step = 3; step <= 9; ++step) {
+      if (trainStep(saved, step, comm.rank())) synced.push_back(step);
+      trainStep(restored, step, comm.rank());
+    }
+    EXPECT_EQ(synced, (std::vector<int64_t>{2, 4, 6, 8}));
+    for (size_t i = 0; i < saved.params.size(); ++i) {
+      EXPECT_TRUE(torch::equal(saved.params[i], restored.params[i])) << kThreeModuleNames[i];
+    }
+    TensorMap saved_end, restored_end;
+    saved.sync->saveState(saved_end);
+    restored.sync->saveState(restored_end);
+    ASSERT_EQ(saved_end.size(), restored_end.size());
+    for (const auto& [name, tensor] : saved_end) {
+      ASSERT_EQ(restored_end.count(name), 1u) << name;
+      EXPECT_TRUE(torch::equal(tensor, restored_end.at(name))) << name;
+    }
+  });
+}
+
+std::string refusal(const Streaming& s) {
+  std::string message;
+  testing::runRanks(1, [&](comm::Communicator& comm) {
+    try {
+      threeModuleWorker(comm, "streaming-diloco", settingsOf(s), "exact");
+    } catch (const UserError& e) {
+      message = e.what();
+    }
+  });
+  return message;
+}
+
+TEST(StreamingDiloco, RefusesMoreFragmentsThanModulesOrStepsAndADelayPastTheNextSend) {
+  EXPECT_EQ(refusal({8, 4, 0, 0.5}),
+            "sync.fragments = 4: at most the model's 3 modules (parameters grouped by their name up to the last '.')");
+  EXPECT_EQ(refusal({2, 3, 0, 0.5}),
+            "sync.fragments = 3: at most sync.every (2), so that each fragment sends at a "
+            "step of its own");
+  EXPECT_EQ(refusal({8, 2, 4, 0.5}),
+            "sync.delay = 4: below sync.every / sync.fragments (4), so that a fragment's "
+            "result lands before its next send");
+  EXPECT_EQ(refusal({8, 2, 3, 0.5}), "") << "τ = 3 lands before the next send";
+}
+
+TEST(StreamingDiloco, RefusesItsScheduleWhenTheExperimentIsResolved) {
+  const auto& validate = synchronizerRegistry().at("streaming-diloco").factory.validate;
+  ExperimentConfig config;
+  config.sync.settings = settingsOf({2, 3, 0, 0.5});
+  EXPECT_THROW(validate(config), UserError);
+  config.sync.settings = settingsOf({8, 2, 4, 0.5});
+  EXPECT_THROW(validate(config), UserError);
+  config.sync.settings = settingsOf({8, 2, 3, 0.5});
+  EXPECT_NO_THROW(validate(config));
+}
+
+}  // namespace
+}  // namespace gcrun::experiments
