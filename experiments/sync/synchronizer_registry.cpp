@@ -6,6 +6,8 @@ namespace gcrun::experiments {
 std::unique_ptr<Synchronizer> makeEveryStep(const SyncContext& context);
 SynchronizerSpec localSgdSpec();
 SynchronizerSpec dilocoSpec();
+SynchronizerSpec sparseLocoSpec();
+SynchronizerSpec demoSpec();
 
 Registry<SynchronizerSpec>& synchronizerRegistry() {
   static Registry<SynchronizerSpec>* registry = [] {
@@ -20,6 +22,14 @@ Registry<SynchronizerSpec>& synchronizerRegistry() {
            "sync.every inner steps alone, then the pseudo-gradient through the reducer and an outer Nesterov SGD "
            "on the global model (DiLoCo)",
            dilocoSpec());
+    r->add("sparseloco",
+           "diloco with an error-feedback accumulator for outer momentum, sent as its chunk-wise 2-bit top-k "
+           "(SparseLoCo)",
+           sparseLocoSpec());
+    r->add("demo",
+           "each step's local momentum sent as its top DCT coefficients; the sgd optimizer steps along the sign of "
+           "their average (DeMo)",
+           demoSpec());
     return r;
   }();
   return *registry;
