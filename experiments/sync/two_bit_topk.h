@@ -9,7 +9,8 @@ namespace gcrun::experiments {
 // SparseLoCo's compressor (Sarfi et al., arXiv 2508.15706): chunk-wise top-k with 2-bit values.
 // A flattened tensor of n elements is split into chunks of `chunk` elements (the last one shorter
 // when chunk does not divide n). A chunk of m elements keeps its k = max(1, ceil(density * m))
-// entries of largest magnitude; of equal magnitudes, the lower index first. Each kept value
+// entries of largest magnitude (a product within 1e-9 of a whole number counts as that number);
+// of equal magnitudes, the lower index first. Each kept value
 // becomes a sign and one magnitude bit choosing one of the chunk's two levels: the kept
 // magnitudes sorted, the lower half is the floor(k / 2) smallest, the upper half the rest, and each
 // level is the mean magnitude of its half (k == 1: both levels are that one magnitude). The value

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "experiments/sync/dct_blocks.h"
+#include "experiments/sync/replicas.h"
 #include "experiments/sync/synchronizer.h"
 #include "experiments/sync/two_bit_topk.h"
 #include "hyperparams/base/errors.h"
@@ -230,6 +231,26 @@ TEST(SparseLoco, TwoSyncsOverTwoRanksMatchTheAlgorithmInFloat64) {
       }
       EXPECT_EQ(state.at("sparseloco/syncs").item<int64_t>(), s);
     }
+  });
+}
+
+// With sync.drift on, a sync reports how far the replicas were apart before it made them agree.
+TEST(SparseLoco, MeasuresTheDriftBeforeItsSync) {
+  testing::runRanks(2, [&](comm::Communicator& comm) {
+    auto settings = sparseLocoSettings();
+    settings["drift"] = true;
+    Rig rig(comm, "sparseloco", settings, {drawn({3, 4}, 1).requires_grad_(), drawn({3}, 2).requires_grad_()});
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < rig.params.size(); ++i) {
+      rig.params[i].add_(localMove(rig.params[i].sizes(), comm.rank(), 1, i).to(torch::kFloat32));
+    }
+    const double before = replicaDrift(comm, rig.params);
+    ASSERT_GT(before, 0.1);
+    rig.sync->afterStep(2);
+    ASSERT_TRUE(rig.sync->lastSync());
+    ASSERT_TRUE(rig.sync->lastSync()->replica_drift);
+    EXPECT_DOUBLE_EQ(*rig.sync->lastSync()->replica_drift, before);
+    EXPECT_EQ(replicaDrift(comm, rig.params), 0.0) << "after the sync the replicas agree";
   });
 }
 
