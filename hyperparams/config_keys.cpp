@@ -203,7 +203,8 @@ std::vector<KeySpec> makeKeyTable() {
             "Bucket size in MiB when reducer.granularity is bucket."),
       field("sync.strategy", name(),
             [](auto& c) -> auto& { return c.sync.strategy; },
-            "How the workers' models agree, from the sync strategy registry (every-step, local-sgd, diloco); their settings are sync.*."),
+            "How the workers' models agree, from the sync strategy registry (every-step, local-sgd, diloco, "
+            "sparseloco, demo); their settings are sync.*."),
       field("distributed.backend", oneOfEnum<Backend>(),
             [](auto& c) -> auto& { return c.distributed.backend; },
             "Collective backend between workers; auto picks one for the device."),

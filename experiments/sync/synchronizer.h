@@ -53,9 +53,10 @@ struct LayerSample {
 };
 
 // What the last step's sync of the workers' models did. Strategies that sync models every H steps
-// report it on the steps they sync; every-step, whose gradient exchange is the step itself, never does.
+// report it on the steps they sync; every-step, whose gradient exchange is the step itself, never does;
+// demo, which sends a payload of its own every step, reports every step.
 struct SyncEvent {
-  uint64_t bits = 0;  // what this worker sent for it
+  uint64_t bits = 0;  // what this worker sent for it: all its step sent
   // The replicas' distance from their mean just before the sync, relative to the mean's norm
   // (replicaDrift, replicas.h); none where not measured (sync.drift: false).
   std::optional<double> replica_drift;

@@ -7,6 +7,8 @@ std::unique_ptr<Synchronizer> makeEveryStep(const SyncContext& context);
 SynchronizerSpec localSgdSpec();
 SynchronizerSpec dilocoSpec();
 SynchronizerSpec streamingDilocoSpec();
+SynchronizerSpec sparseLocoSpec();
+SynchronizerSpec demoSpec();
 
 Registry<SynchronizerSpec>& synchronizerRegistry() {
   static Registry<SynchronizerSpec>* registry = [] {
@@ -25,6 +27,14 @@ Registry<SynchronizerSpec>& synchronizerRegistry() {
            "diloco syncing sync.fragments fragments of the model in turn, each result applied sync.delay steps "
            "after its send and mixed with the local fragment (Streaming DiLoCo)",
            streamingDilocoSpec());
+    r->add("sparseloco",
+           "diloco with an error-feedback accumulator for outer momentum, sent as its chunk-wise 2-bit top-k "
+           "(SparseLoCo)",
+           sparseLocoSpec());
+    r->add("demo",
+           "each step's local momentum sent as its top DCT coefficients; the sgd optimizer steps along the sign of "
+           "their average (DeMo)",
+           demoSpec());
     return r;
   }();
   return *registry;

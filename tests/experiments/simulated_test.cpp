@@ -70,7 +70,8 @@ TEST_P(SimulatedMatchesProcesses, TwoWorkers) {
 
 INSTANTIATE_TEST_SUITE_P(Reducers, SimulatedMatchesProcesses, ::testing::Values("powersgd", "exact", "topk"));
 
-// Strategies whose workers' models differ between syncs: each simulated worker keeps its own.
+// Strategies whose workers' models differ between syncs (each simulated worker keeps its own), and
+// demo, whose workers keep momenta of their own and send them compressed.
 class LocalUpdatesSimulated : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LocalUpdatesSimulated, MatchProcessesAndResumeExactly) {
@@ -91,7 +92,10 @@ TEST_P(LocalUpdatesSimulated, MatchProcessesAndResumeExactly) {
 INSTANTIATE_TEST_SUITE_P(
     Strategies, LocalUpdatesSimulated,
     ::testing::Values(" --set sync.strategy=local-sgd --set sync.every=4 --set sync.warmup_steps=3",
-                      " --set sync.strategy=diloco --set sync.every=4"));
+                      " --set sync.strategy=diloco --set sync.every=4",
+                      " --set sync.strategy=sparseloco --set sync.every=4 --set reducer.name=exact",
+                      " --set sync.strategy=demo --set reducer.name=exact --set optimizer.momentum=0"
+                      " --set optimizer.momentum_type=heavy-ball"));
 
 TEST(LocalUpdates, KeysAreListedShownAndChecked) {
   const auto keys = runCommand(kGcrun + " list keys");

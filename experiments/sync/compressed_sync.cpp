@@ -1,0 +1,35 @@
+#include "experiments/sync/compressed_sync.h"
+
+#include <ATen/ATen.h>
+
+#include "hyperparams/base/errors.h"
+#include "reducers/reducer.h"
+
+namespace gcrun::experiments {
+
+void refuseReducer(const ExperimentConfig& config, const std::string& strategy, const std::string& payload) {
+  if (config.reducer.name == "exact") return;
+  throw UserError("reducer.name: " + strategy + " sends its own " + payload +
+                  " payload and uses no reducer; set reducer.name=exact (got '" + config.reducer.name + "')");
+}
+
+std::vector<std::vector<at::Tensor>> allgatherParts(comm::Communicator& comm, const std::vector<at::Tensor>& parts,
+                                                    uint64_t& bits) {
+  const auto message = at::cat(parts);
+  // Gloo can hang on empty tensors: a payload without elements is not sent.
+  const auto gathered = message.numel() > 0 ? comm.allgather(message) : std::vector<at::Tensor>(comm.size(), message);
+  bits += reducers::bitsOf(message);
+  std::vector<std::vector<at::Tensor>> split;
+  for (const auto& worker : gathered) {
+    std::vector<at::Tensor> pieces;
+    int64_t offset = 0;
+    for (const auto& part : parts) {
+      pieces.push_back(worker.narrow(0, offset, part.numel()));
+      offset += part.numel();
+    }
+    split.push_back(std::move(pieces));
+  }
+  return split;
+}
+
+}  // namespace gcrun::experiments

@@ -1,0 +1,48 @@
+#include "experiments/sync/dct_blocks.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+
+namespace gcrun::experiments {
+
+at::Tensor dctMatrix(int64_t n, at::ScalarType dtype) {
+  const auto k = at::arange(n, at::kDouble).unsqueeze(1);
+  const auto j = at::arange(n, at::kDouble).unsqueeze(0);
+  auto matrix = at::cos(M_PI * (2 * j + 1) * k / (2.0 * static_cast<double>(n))).mul(std::sqrt(2.0 / n));
+  matrix[0].fill_(std::sqrt(1.0 / n));
+  return matrix.to(dtype);
+}
+
+int64_t largestDivisorUpTo(int64_t size, int64_t limit) {
+  for (int64_t d = std::min(size, limit); d > 1; --d) {
+    if (size % d == 0) return d;
+  }
+  return 1;
+}
+
+DctBlocks::DctBlocks(at::IntArrayRef shape, int64_t block, at::ScalarType dtype)
+    : shape_(shape.vec()),
+      rows_(shape.size() >= 2 ? shape[0] : 1),
+      cols_(rows_ > 0 ? c10::multiply_integers(shape) / rows_ : 0),
+      block_rows_(largestDivisorUpTo(rows_, block)),
+      block_cols_(largestDivisorUpTo(cols_, block)),
+      row_dct_(dctMatrix(block_rows_, dtype)),
+      col_dct_(dctMatrix(block_cols_, dtype)) {}
+
+at::Tensor DctBlocks::forward(const at::Tensor& tensor) const {
+  const auto blocks_of = tensor.reshape({rows_ / block_rows_, block_rows_, cols_ / block_cols_, block_cols_})
+                             .permute({0, 2, 1, 3})
+                             .reshape({blocks(), block_rows_, block_cols_});
+  return at::matmul(at::matmul(row_dct_, blocks_of), col_dct_.t()).reshape({blocks(), blockElements()});
+}
+
+at::Tensor DctBlocks::inverse(const at::Tensor& coefficients) const {
+  const auto blocks_of =
+      at::matmul(at::matmul(row_dct_.t(), coefficients.reshape({blocks(), block_rows_, block_cols_})), col_dct_);
+  return blocks_of.reshape({rows_ / block_rows_, cols_ / block_cols_, block_rows_, block_cols_})
+      .permute({0, 2, 1, 3})
+      .reshape(shape_);
+}
+
+}  // namespace gcrun::experiments
