@@ -139,7 +139,7 @@ class Diloco : public Synchronizer {
 }  // namespace
 
 SynchronizerSpec dilocoSpec() {
-  return {[](const SyncContext& c) { return std::make_unique<Diloco>(c); }, dilocoSchema().specs(), true};
+  return {[](const SyncContext& c) { return std::make_unique<Diloco>(c); }, dilocoSchema().specs(), true, {}};
 }
 
 }  // namespace gcrun::experiments

@@ -123,7 +123,7 @@ class LocalSgd : public Synchronizer {
 }  // namespace
 
 SynchronizerSpec localSgdSpec() {
-  return {[](const SyncContext& c) { return std::make_unique<LocalSgd>(c); }, localSgdSchema().specs(), true};
+  return {[](const SyncContext& c) { return std::make_unique<LocalSgd>(c); }, localSgdSchema().specs(), true, {}};
 }
 
 }  // namespace gcrun::experiments
