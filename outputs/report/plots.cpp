@@ -168,6 +168,9 @@ std::vector<Plot> reportPlots(const std::vector<ConfigGroup>& groups) {
   return {
       plotOf(groups, "metric-vs-epoch", metric + " by epoch", "epoch", metric,
              epochs([](const EpochPoint& p) { return p.epoch; }), false),
+      // A run of one long epoch (the GPT's max_steps) evaluated every few steps reads by step.
+      plotOf(groups, "metric-vs-step", metric + " by step", "step", metric,
+             epochs([](const EpochPoint& p) { return static_cast<double>(p.step); }), false),
       std::move(by_data),
       plotOf(groups, "metric-vs-time", metric + " by wall-clock time", "training time (s)", metric,
              epochs([](const EpochPoint& p) { return p.elapsed_s; }), false),

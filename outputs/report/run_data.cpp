@@ -242,12 +242,6 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
   run.simulated_workers = info->simulated_workers;
   run.compute_per_batch_ms = info->compute_per_batch_ms;
   if (info->baseline) run.baseline = *info->baseline;
-  if (!info->sources.empty()) {
-    run.given.emplace();
-    for (const auto& [key, source] : info->sources) {
-      if (source != "default") run.given->insert(key);
-    }
-  }
   std::map<std::string, std::optional<double>> finals;
   for (const auto& [name, value] : info->final_metrics) {
     finals[name] = std::isfinite(value) ? std::optional<double>(value) : std::nullopt;

@@ -36,10 +36,7 @@ struct RunData {
   std::string name;        // the directory's name without its -seed<k> suffix
   std::string config_key;  // the resolved configuration without its seed: runs that share it differ only by seed
   std::map<std::string, std::string> settings;  // the configuration, flattened: "reducer.rank" -> "2"
-  // The keys whose values run.json's sources say were given (by a preset, a file or --set), not
-  // defaults; nothing when it has no sources (a run from before gcrun recorded them).
-  std::optional<std::set<std::string>> given;
-  Baseline baseline = Baseline::none;  // the reducer's, as run.json records it
+  Baseline baseline = Baseline::none;           // the reducer's, as run.json records it
   int64_t seed = 0;
   // run.json's; nothing when run.json is unreadable (`unreadable`) or holds no status gcrun writes.
   std::optional<RunStatus> status;

@@ -85,13 +85,10 @@ void addOptionalColumns(const std::vector<ConfigGroup>& groups, const std::strin
   }
 }
 
-// Whether `key` was given a value in `run` rather than left at its default (a run without
-// recorded sources counts as given).
-bool givenIn(const RunData& run, const std::string& key) { return !run.given || run.given->count(key) > 0; }
-
 // The keys whose values tell configurations apart: those two configurations both have with
-// different values, and those some lack that one was given explicitly (a reducer's own defaults,
-// which only its rows have, are not shown).
+// different values. A key some lack is no difference by itself: a reducer's or strategy's own
+// settings, which only its rows have, show where two of its rows differ in them (the reducer and
+// strategy names themselves tell the rest).
 std::set<std::string> keysThatTellApart(const std::vector<ConfigGroup>& groups) {
   std::set<std::string> varying;
   for (const auto& group : groups) {
@@ -101,8 +98,7 @@ std::set<std::string> keysThatTellApart(const std::vector<ConfigGroup>& groups) 
       for (const auto& other : groups) {
         const auto& settings = other.runs.front()->settings;
         const auto found = settings.find(kv.first);
-        const bool differs = found == settings.end() ? givenIn(run, kv.first) : found->second != kv.second;
-        if (differs) varying.insert(kv.first);
+        if (found != settings.end() && found->second != kv.second) varying.insert(kv.first);
       }
     }
   }

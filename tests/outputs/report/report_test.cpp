@@ -111,6 +111,32 @@ TEST(Report, GroupsSeedsAndComputesTheirSpread) {
   EXPECT_TRUE(contains(csv, ",0.9,-0.05") || contains(csv, ",0.9,-0.0500000")) << csv;
 }
 
+// A run of `reducer` whose reducer section holds `rank` and a setting of its own that every run of
+// that reducer has alike.
+void writeRunOf(const std::string& dir, const std::string& reducer, const std::string& rank) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.yaml") << "seed: 1\nreducer:\n  name: " << reducer << "\n"
+                                      << (rank.empty() ? "" : "  rank: " + rank + "\n  n_power_iterations: 0\n");
+  std::ofstream(dir + "/run.json") << "{\"status\": \"completed\"}\n";
+}
+
+// The settings cell: a key two configurations both have with different values; not a reducer
+// setting that only that reducer's rows have, alike.
+TEST(Report, SettingsShowWhatTellsConfigurationsApart) {
+  TempDir dir;
+  writeRunOf(dir.file("runs/exact"), "exact", "");
+  writeRunOf(dir.file("runs/rank2"), "powersgd", "2");
+  writeRunOf(dir.file("runs/rank4"), "powersgd", "4");
+  const auto runs = load(dir);
+  const auto groups = groupRuns(runs);
+  ASSERT_EQ(groups.size(), 3u);
+  std::map<std::string, std::string> settings;
+  for (const auto& g : groups) settings[g.name] = g.settings;
+  EXPECT_EQ(settings, (std::map<std::string, std::string>{{"exact", "reducer.name=exact"},
+                                                          {"rank2", "reducer.name=powersgd reducer.rank=2"},
+                                                          {"rank4", "reducer.name=powersgd reducer.rank=4"}}));
+}
+
 TEST(Report, PlotsAreDrawnFromOneCurvePerConfiguration) {
   TempDir dir;
   for (int seed = 1; seed <= 2; ++seed) {
@@ -120,7 +146,7 @@ TEST(Report, PlotsAreDrawnFromOneCurvePerConfiguration) {
   const auto runs = load(dir);  // the groups point into it
   const auto groups = groupRuns(runs);
   const auto plots = reportPlots(groups);
-  ASSERT_EQ(plots.size(), 4u);
+  ASSERT_EQ(plots.size(), 5u);
   for (const auto& plot : plots) {
     ASSERT_EQ(plot.curves.size(), 2u) << plot.name;
     const auto data = plotData(plot);
@@ -137,9 +163,11 @@ TEST(Report, PlotsAreDrawnFromOneCurvePerConfiguration) {
   EXPECT_NEAR(last[1], 0.83, 1e-12);
   EXPECT_NEAR(last[2], 0.82, 1e-12);
   EXPECT_NEAR(last[3], 0.84, 1e-12);
-  EXPECT_DOUBLE_EQ(plots[1].curves[0].points[1][0], 4.0);  // MiB by epoch 2
-  EXPECT_DOUBLE_EQ(plots[2].curves[0].points[1][0], 6.0);  // seconds by epoch 2
-  EXPECT_EQ(plots[3].curves[0].points.size(), 4u);         // losses at steps 5, 10, 15, 20
+  EXPECT_EQ(plots[1].name, "metric-vs-step");
+  EXPECT_DOUBLE_EQ(plots[1].curves[0].points[1][0], 20.0);  // epoch 2 ends at step 20
+  EXPECT_DOUBLE_EQ(plots[2].curves[0].points[1][0], 4.0);   // MiB by epoch 2
+  EXPECT_DOUBLE_EQ(plots[3].curves[0].points[1][0], 6.0);   // seconds by epoch 2
+  EXPECT_EQ(plots[4].curves[0].points.size(), 4u);          // losses at steps 5, 10, 15, 20
 }
 
 TEST(Report, WritesTablesImagesAndOneSelfContainedPage) {
@@ -156,7 +184,7 @@ TEST(Report, WritesTablesImagesAndOneSelfContainedPage) {
   EXPECT_TRUE(contains(md, "A test study")) << md;
   EXPECT_TRUE(contains(md, "## Runs not completed")) << md;
   EXPECT_TRUE(contains(md, "b-seed2: running")) << md;
-  for (const char* plot : {"metric-vs-epoch", "metric-vs-data", "metric-vs-time", "loss-vs-step"}) {
+  for (const char* plot : {"metric-vs-epoch", "metric-vs-step", "metric-vs-data", "metric-vs-time", "loss-vs-step"}) {
     const auto png = readFile(dir.file(std::string("report/plots/") + plot + ".png"));
     ASSERT_GT(png.size(), 8u) << plot;
     EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << plot;
