@@ -60,12 +60,10 @@ class LocalSgd : public Synchronizer {
   uint64_t afterStep(int64_t step) override {
     steps_ = step;
     last_sync_.reset();
-    if (!averagesAfter(step)) return 0;
-    SyncEvent event;
-    if (options_.drift) event.replica_drift = replicaDrift(comm_, params_);
-    event.bits = averageParameters(comm_, params_);
-    last_sync_ = event;
-    return event.bits;
+    if (averagesAfter(step)) {
+      last_sync_ = measuredSync(comm_, params_, options_.drift, [this] { return averageParameters(comm_, params_); });
+    }
+    return last_sync_ ? last_sync_->bits : 0;
   }
 
   // The replicas' average is evaluated (not counted as sent: it is no part of training).

@@ -38,6 +38,14 @@ double replicaDrift(comm::Communicator& comm, const std::vector<at::Tensor>& par
   return norm > 0 ? std::sqrt(total.cpu().item<double>() / comm.size() / norm) : 0.0;
 }
 
+SyncEvent measuredSync(comm::Communicator& comm, const std::vector<at::Tensor>& params, bool measure_drift,
+                       const std::function<uint64_t()>& sync) {
+  SyncEvent event;
+  if (measure_drift) event.replica_drift = replicaDrift(comm, params);
+  event.bits = sync();
+  return event;
+}
+
 std::vector<at::Tensor> copiesOf(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> copies;
   for (const auto& t : tensors) copies.push_back(t.detach().clone());

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "experiments/sync/synchronizer.h"
 #include "reducers/comm/communicator.h"
 
 namespace gcrun::experiments {
@@ -20,6 +22,11 @@ uint64_t averageParameters(comm::Communicator& comm, const std::vector<at::Tenso
 // mean. A measurement, not part of training: it all-reduces a copy of the parameters and one
 // scalar, and what it sends is not counted as sent.
 double replicaDrift(comm::Communicator& comm, const std::vector<at::Tensor>& params);
+
+// A sync of the workers' models as lastSync() reports it: the replicas' drift measured first when
+// `measure_drift`, then `sync` run, its bits.
+SyncEvent measuredSync(comm::Communicator& comm, const std::vector<at::Tensor>& params, bool measure_drift,
+                       const std::function<uint64_t()>& sync);
 
 // Detached copies of `tensors`.
 std::vector<at::Tensor> copiesOf(const std::vector<at::Tensor>& tensors);

@@ -91,12 +91,9 @@ class SparseLoco : public Synchronizer {
   }
   uint64_t afterStep(int64_t step) override {
     last_sync_.reset();
-    if (step % options_.every != 0) return 0;
-    SyncEvent event;
-    if (options_.drift) event.replica_drift = replicaDrift(comm_, params_);
-    event.bits = outerStep();
-    last_sync_ = event;
-    return event.bits;
+    if (step % options_.every == 0)
+      last_sync_ = measuredSync(comm_, params_, options_.drift, [this] { return outerStep(); });
+    return last_sync_ ? last_sync_->bits : 0;
   }
 
   void beforeEvaluation() override { evaluated_.swapIn(global_); }

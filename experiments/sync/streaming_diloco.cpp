@@ -169,10 +169,7 @@ class StreamingDiloco : public Synchronizer {
     last_sync_.reset();
     last_sender_.reset();
     if (const auto sender = streamingSender(step, options_.every, options_.fragments)) {
-      SyncEvent event;
-      if (options_.drift) event.replica_drift = replicaDrift(comm_, params_);
-      event.bits = send(*fragments_[*sender], step);
-      last_sync_ = event;
+      last_sync_ = measuredSync(comm_, params_, options_.drift, [&] { return send(*fragments_[*sender], step); });
       last_sender_ = sender;
     }
     for (auto& fragment : fragments_) {
