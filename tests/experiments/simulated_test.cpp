@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include <yaml-cpp/yaml.h>
 
@@ -85,17 +86,45 @@ TEST_P(LocalUpdatesSimulated, MatchProcessesAndResumeExactly) {
       " --set training.max_steps=10");
   run("experiment fashion-powersgd-rank2 --resume " + dir.file("parts") + " --simulated-workers 2" + settings);
   EXPECT_EQ(events(dir.file("simulated"), 10), events(dir.file("parts"), 10));
-  EXPECT_EQ(runJson(dir.file("simulated"))["bits_sent"].as<uint64_t>(),
-            runJson(dir.file("parts"))["bits_sent"].as<uint64_t>());
+  for (const char* key : {"bits_sent", "syncs", "bits_per_sync"}) {
+    EXPECT_EQ(runJson(dir.file("simulated"))[key].as<double>(), runJson(dir.file("parts"))[key].as<double>()) << key;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Strategies, LocalUpdatesSimulated,
     ::testing::Values(" --set sync.strategy=local-sgd --set sync.every=4 --set sync.warmup_steps=3",
                       " --set sync.strategy=diloco --set sync.every=4",
+                      " --set sync.strategy=streaming-diloco --set sync.every=4 --set sync.fragments=2",
                       " --set sync.strategy=sparseloco --set sync.every=4 --set reducer.name=exact",
                       " --set sync.strategy=demo --set reducer.name=exact --set optimizer.momentum=0"
                       " --set optimizer.momentum_type=heavy-ball"));
+
+// What a run that syncs models reports: each sync's bits and drift, their count and mean in
+// run.json, rank 0's replica beside the global model, and evaluations within the epoch.
+TEST(LocalUpdates, ReportEachSyncAndRankZerosReplica) {
+  TempDir dir;
+  run("experiment fashion-sgd --simulated-workers 2 --output-dir " + dir.file("run") + kShortRun +
+      " --set training.max_steps=8 --set sync.strategy=diloco --set sync.every=4 --set evaluation.every_steps=4"
+      " --set evaluation.max_samples=256");
+  const auto info = runJson(dir.file("run"));
+  EXPECT_EQ(info["syncs"].as<int>(), 2);
+  // The exact reducer sends every parameter as float32 at each sync, and nothing between them.
+  EXPECT_EQ(info["bits_per_sync"].as<double>(), 32.0 * info["num_parameters"].as<double>());
+  EXPECT_EQ(info["bits_sent"].as<double>(), 2 * info["bits_per_sync"].as<double>());
+  std::map<std::string, std::vector<int64_t>> steps_of;  // "name split" -> the steps it was logged at
+  std::ifstream in(dir.file("run/metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const auto e = YAML::Load(line);
+    const std::string key = e["name"].as<std::string>() + " " + e["split"].as<std::string>();
+    steps_of[key].push_back(e["step"].as<int64_t>());
+    if (key == "replica_drift train") EXPECT_GT(e["value"].as<double>(), 0) << "the replicas drift apart between syncs";
+  }
+  EXPECT_EQ(steps_of["bits_per_sync train"], (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(steps_of["replica_drift train"], (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(steps_of["accuracy test"], (std::vector<int64_t>{4, 8})) << "evaluated at step 4 within the epoch";
+  EXPECT_EQ(steps_of["accuracy replica_test"], (std::vector<int64_t>{4, 8}));
+}
 
 TEST(LocalUpdates, KeysAreListedShownAndChecked) {
   const auto keys = runCommand(kGcrun + " list keys");
