@@ -394,10 +394,11 @@ TEST(InputFaults, AFullDiskEndsEveryRunAsFailedInGcrunsWords) {
   const std::string info = readFile(disk + "/run/run.json");
   EXPECT_TRUE(contains(info, "\"status\": \"failed\"")) << info << full.output;
 
-  // Full from the start but for two pages: config.yaml and run.json fit, the log does not. gcrun
-  // says so in its own words, once, instead of spdlog's "*** LOG ERROR ***".
+  // Full from the start but for three pages: config.yaml (one) and run.json (two: its sources
+  // name every key) fit, the log does not. gcrun says so in its own words, once, instead of
+  // spdlog's "*** LOG ERROR ***".
   fs::remove_all(disk + "/run");
-  std::ofstream(disk + "/filler") << std::string((2048 - 8) << 10, 'x');
+  std::ofstream(disk + "/filler") << std::string((2048 - 12) << 10, 'x');
   const auto at_start = runCommand(kGcrun + " experiment fashion-sgd --output-dir " + disk + "/run" + kQuick +
                                    " --set training.max_steps=5");
   runCommand("umount " + disk);
