@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "experiments/sync/gradient_exchange.h"
+#include "experiments/sync/global_model_sync.h"
 #include "experiments/sync/outer_sgd.h"
 #include "experiments/sync/reducer_state.h"
 #include "experiments/sync/replicas.h"
@@ -35,46 +35,16 @@ const hyperparams::SettingsSchema<DilocoOptions>& dilocoSchema() {
 // evaluated. Checkpoint entries: every-step's (the pseudo-gradient's error feedback and the
 // reducer), diloco/global/<parameter>, and the outer SGD's diloco/momentum/<parameter> and
 // diloco/outer_steps.
-class Diloco : public Synchronizer {
+class Diloco : public GlobalModelSync {
  public:
-  explicit Diloco(const SyncContext& context)
-      : options_(dilocoSchema().read(context.config.sync.settings)),
-        error_feedback_(context.config.optimizer.memory),
-        comm_(context.comm),
-        reducer_(context.reducer),
-        lossless_(context.lossless_reducer),
-        params_(context.params),
-        names_(context.names),
-        gradients_(context.buffers.gradients),
-        memories_(context.buffers.memories),
-        exchange_(context.params, context.names, context.buffers, context.reducer,
-                  GradientExchange::Options{error_feedback_, context.clip_norm, lossless_}, context.before_send),
-        evaluated_(context.params),
-        global_(copiesOf(context.params)),
-        outer_sgd_(outerSgdOf(options_), global_, context.names) {}
-
-  void beforeBackward(bool sample) override { exchange_.startStep(sample, /*exchange=*/false); }
-  uint64_t afterBackward() override {
-    exchange_.keepLocal();
-    return 0;
-  }
-  uint64_t afterStep(int64_t step) override {
-    last_sync_.reset();
-    if (step % options_.every == 0)
-      last_sync_ = measuredSync(comm_, params_, options_.drift, [this] { return outerStep(); });
-    return last_sync_ ? last_sync_->bits : 0;
-  }
-
-  void beforeEvaluation() override { evaluated_.swapIn(global_); }
-  void afterEvaluation() override { evaluated_.restore(); }
-  std::optional<SyncEvent> lastSync() const override { return last_sync_; }
+  explicit Diloco(const SyncContext& context) : Diloco(context, dilocoSchema().read(context.config.sync.settings)) {}
 
   std::optional<SyncSample> sample() const override {
     return sampleOf(exchange_, memories_, lossless_, error_feedback_);
   }
   LayerSample layerSample() const override {
     return layerSampleOf(exchange_, memories_, lossless_,
-                         last_sync_ ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
+                         lastSync() ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
   }
 
   void saveState(TensorMap& state) const override {
@@ -93,9 +63,23 @@ class Diloco : public Synchronizer {
  private:
   static constexpr const char* kPrefix = "diloco/";
 
+  Diloco(const SyncContext& context, const DilocoOptions& options)
+      : GlobalModelSync(
+            context,
+            GradientExchange::Options{context.config.optimizer.memory, context.clip_norm, context.lossless_reducer},
+            options.every, options.drift),
+        options_(options),
+        error_feedback_(context.config.optimizer.memory),
+        reducer_(context.reducer),
+        lossless_(context.lossless_reducer),
+        names_(context.names),
+        gradients_(context.buffers.gradients),
+        memories_(context.buffers.memories),
+        outer_sgd_(outerSgdOf(options_), global_, context.names) {}
+
   // The pseudo-gradients through the reducer into the gradient buffers (free once the optimizer
   // stepped), the outer step on θ_g, and every worker back at θ_g. Returns the bits sent.
-  uint64_t outerStep() {
+  uint64_t outerStep() override {
     torch::NoGradGuard no_grad;
     // What the reducer sends, as every-step hands it: a lossless reducer averages in place.
     const auto& sends = lossless_ ? gradients_ : memories_;
@@ -119,18 +103,12 @@ class Diloco : public Synchronizer {
 
   const DilocoOptions options_;
   const bool error_feedback_;
-  comm::Communicator& comm_;
   reducers::Reducer& reducer_;
   const bool lossless_;
-  const std::vector<at::Tensor>& params_;
   const std::vector<std::string>& names_;
   const std::vector<at::Tensor>& gradients_;
   const std::vector<at::Tensor>& memories_;
-  GradientExchange exchange_;
-  EvaluatedModel evaluated_;
-  std::vector<at::Tensor> global_;      // θ_g
-  OuterSgd outer_sgd_;                  // on θ_g
-  std::optional<SyncEvent> last_sync_;  // the last step's, if it synced
+  OuterSgd outer_sgd_;  // on θ_g
 };
 
 }  // namespace

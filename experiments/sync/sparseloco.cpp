@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "experiments/sync/compressed_sync.h"
-#include "experiments/sync/gradient_exchange.h"
+#include "experiments/sync/global_model_sync.h"
 #include "experiments/sync/reducer_state.h"
 #include "experiments/sync/replicas.h"
 #include "experiments/sync/sync_settings.h"
@@ -68,37 +68,10 @@ std::pair<std::vector<std::vector<TwoBitTopK>>, uint64_t> allgatherPayloads(comm
 // out of e, every worker's payload is all-gathered (no reducer) and decoded, and θ_g moves by
 // −outer_learning_rate times their average; every worker restarts from θ_g, which is evaluated.
 // Checkpoint entries: sparseloco/global/<parameter>, sparseloco/error/<parameter>, sparseloco/syncs.
-class SparseLoco : public Synchronizer {
+class SparseLoco : public GlobalModelSync {
  public:
   explicit SparseLoco(const SyncContext& context)
-      : options_(sparseLocoSchema().read(context.config.sync.settings)),
-        comm_(context.comm),
-        params_(context.params),
-        names_(context.names),
-        gradients_(context.buffers.gradients),
-        errors_(context.buffers.memories),
-        exchange_(context.params, context.names, context.buffers, context.reducer,
-                  GradientExchange::Options{false, context.clip_norm, true}, context.before_send),
-        evaluated_(context.params),
-        global_(copiesOf(context.params)) {
-    for (const auto& p : params_) layouts_.push_back({p.numel(), options_.chunk, options_.density});
-  }
-
-  void beforeBackward(bool sample) override { exchange_.startStep(sample, /*exchange=*/false); }
-  uint64_t afterBackward() override {
-    exchange_.keepLocal();
-    return 0;
-  }
-  uint64_t afterStep(int64_t step) override {
-    last_sync_.reset();
-    if (step % options_.every == 0)
-      last_sync_ = measuredSync(comm_, params_, options_.drift, [this] { return outerStep(); });
-    return last_sync_ ? last_sync_->bits : 0;
-  }
-
-  void beforeEvaluation() override { evaluated_.swapIn(global_); }
-  void afterEvaluation() override { evaluated_.restore(); }
-  std::optional<SyncEvent> lastSync() const override { return last_sync_; }
+      : SparseLoco(context, sparseLocoSchema().read(context.config.sync.settings)) {}
 
   // What a sync leaves unsent is e, reported as what the sends lost.
   std::optional<SyncSample> sample() const override {
@@ -106,7 +79,7 @@ class SparseLoco : public Synchronizer {
   }
   LayerSample layerSample() const override {
     std::vector<reducers::Reducer::TensorCost> costs;
-    if (last_sync_) {
+    if (lastSync()) {
       for (const auto& layout : layouts_) costs.push_back({twoBitTopKBits(layout), 0});
     }
     return layerSampleOf(exchange_, errors_, /*lossless=*/false, std::move(costs));
@@ -132,9 +105,19 @@ class SparseLoco : public Synchronizer {
  private:
   static constexpr const char* kSyncs = "sparseloco/syncs";
 
+  SparseLoco(const SyncContext& context, const SparseLocoOptions& options)
+      : GlobalModelSync(context, GradientExchange::Options{false, context.clip_norm, true}, options.every,
+                        options.drift),
+        options_(options),
+        names_(context.names),
+        gradients_(context.buffers.gradients),
+        errors_(context.buffers.memories) {
+    for (const auto& p : params_) layouts_.push_back({p.numel(), options_.chunk, options_.density});
+  }
+
   // Steps 1-6 of the header's algorithm; the average lands in the gradient buffers (free once the
   // optimizer stepped). Returns the bits sent.
-  uint64_t outerStep() {
+  uint64_t outerStep() override {
     torch::NoGradGuard no_grad;
     std::vector<TwoBitTopK> own;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -160,17 +143,11 @@ class SparseLoco : public Synchronizer {
   }
 
   const SparseLocoOptions options_;
-  comm::Communicator& comm_;
-  const std::vector<at::Tensor>& params_;
   const std::vector<std::string>& names_;
   const std::vector<at::Tensor>& gradients_;
   const std::vector<at::Tensor>& errors_;  // e, the error-feedback accumulator
-  GradientExchange exchange_;
-  EvaluatedModel evaluated_;
-  std::vector<at::Tensor> global_;  // θ_g
   std::vector<TwoBitTopKLayout> layouts_;
   int64_t syncs_ = 0;
-  std::optional<SyncEvent> last_sync_;  // the last step's, if it synced
 };
 
 }  // namespace
