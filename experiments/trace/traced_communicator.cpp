@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -12,6 +14,35 @@ namespace {
 
 uint64_t bytesOf(const at::Tensor* tensor) {
   return tensor ? static_cast<uint64_t>(tensor->numel()) * tensor->element_size() : 0;
+}
+
+// The trace's name for the tensor's elements; a barrier has no tensor: float32.
+DataType dataTypeOf(const at::Tensor* tensor) {
+  if (!tensor) return DataType::float32;
+  switch (tensor->scalar_type()) {
+    case at::kFloat:
+      return DataType::float32;
+    case at::kHalf:
+      return DataType::float16;
+    case at::kBFloat16:
+      return DataType::bfloat16;
+    case at::kDouble:
+      return DataType::float64;
+    case at::kByte:
+      return DataType::uint8;
+    case at::kChar:
+      return DataType::int8;
+    case at::kInt:
+      return DataType::int32;
+    case at::kLong:
+      return DataType::int64;
+    case at::kBool:
+      return DataType::bool_;
+    default:
+      // No reducer sends another type; a new one needs its name in the trace format first.
+      throw std::logic_error(std::string("a collective of ") + c10::toString(tensor->scalar_type()) +
+                             " elements, which a trace has no name for");
+  }
 }
 
 // An async all-reduce's handle: its wait() is the recorded wait.
@@ -41,7 +72,8 @@ auto TracedCommunicator::blocking(CollectiveKind kind, const at::Tensor* tensor,
   const double issued_us = trace_.now();
   auto finish = [&] {
     const double done_us = trace_.now();
-    trace_.issued({kind, bytesOf(tensor), inner_.size(), 0, false, issued_us, issued_us, done_us}, done_us);
+    trace_.issued({kind, bytesOf(tensor), inner_.size(), 0, false, issued_us, issued_us, done_us, dataTypeOf(tensor)},
+                  done_us);
   };
   if constexpr (std::is_void_v<decltype(call())>) {
     call();
@@ -63,7 +95,8 @@ std::unique_ptr<comm::PendingCollective> TracedCommunicator::allreduceSumAsync(a
   auto pending = inner_.allreduceSumAsync(tensor);
   const double returned_us = trace_.now();
   const auto index = trace_.issued(
-      {CollectiveKind::all_reduce, bytesOf(&tensor), inner_.size(), 0, true, issued_us, 0, 0}, returned_us);
+      {CollectiveKind::all_reduce, bytesOf(&tensor), inner_.size(), 0, true, issued_us, 0, 0, dataTypeOf(&tensor)},
+      returned_us);
   return std::make_unique<TracedPending>(std::move(pending), trace_, index);
 }
 

@@ -10,8 +10,8 @@
 namespace gcrun::experiments {
 
 // The reducer's communicator under output.trace: each collective goes to `inner` unchanged and,
-// while `trace` records, becomes a trace::Collective (kind, this worker's bytes, group size, when
-// it was issued, waited for and done). Only the reducer talks through it, so the bytes recorded
+// while `trace` records, becomes a trace::Collective (kind, this worker's bytes and their data type,
+// group size, when it was issued, waited for and done). Only the reducer talks through it, so the bytes recorded
 // per step are the bits it reports, divided by 8.
 class TracedCommunicator : public comm::Communicator {
  public:

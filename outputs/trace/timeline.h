@@ -24,7 +24,7 @@ struct Span {
 };
 
 // One collective the worker took part in. bytes: this worker's tensor (for all-gather its own
-// message, not the result).
+// message, not the result); dtype: its elements.
 // A blocking call is issued, waited for and done in one call (wait_us == issued_us); an async
 // all-reduce is issued during backward and waited for in the reduce.
 struct Collective {
@@ -34,8 +34,9 @@ struct Collective {
   int64_t step = 0;
   bool async = false;
   double issued_us = 0;
-  double wait_us = 0;  // when the worker began to wait for it
-  double done_us = 0;  // when the wait returned
+  double wait_us = 0;                  // when the worker began to wait for it
+  double done_us = 0;                  // when the wait returned
+  DataType dtype = DataType::float32;  // the tensor's elements (a barrier: float32)
 };
 
 struct WorkerTimeline {

@@ -44,8 +44,9 @@ void addWorker(const WorkerTimeline& worker, int pid, int64_t& next_id, Json& ev
     const std::string kind = collectiveName(c.kind);
     auto begin = event("b", kind, kCollective, pid, tid, c.issued_us);
     begin["id"] = id;
-    begin["args"] = {{"kind", kind},   {"bytes", c.bytes}, {"group_size", c.group_size},
-                     {"step", c.step}, {"async", c.async}, {"wait_us", microseconds(c.wait_us)}};
+    begin["args"] = {
+        {"kind", kind},   {"bytes", c.bytes}, {"dtype", dataTypeName(c.dtype)},    {"group_size", c.group_size},
+        {"step", c.step}, {"async", c.async}, {"wait_us", microseconds(c.wait_us)}};
     events.push_back(std::move(begin));
     auto wait = event("X", "wait " + kind, kWait, pid, tid, c.wait_us);
     wait["dur"] = microseconds(c.done_us - c.wait_us);
@@ -111,6 +112,17 @@ CollectiveKind collectiveKind(const TraceReader& reader, const Json& args, size_
                              "' is not a collective gcrun traces (all-reduce, all-gather, broadcast, barrier)");
   }
   return *kind;
+}
+
+// The tensor's data type; a trace from before gcrun recorded it has none: float32.
+DataType dataType(const TraceReader& reader, const Json& args, size_t index) {
+  if (!outputs::memberOf(args, "dtype")) return DataType::float32;
+  const auto name = reader.text(args, "dtype", index);
+  const auto type = dataTypeOf(name);
+  if (!type) {
+    reader.failAt(index, "\"dtype\" '" + clipForMessage(name, 60) + "' is not a data type (" + dataTypeNames() + ")");
+  }
+  return *type;
 }
 
 }  // namespace
@@ -181,7 +193,8 @@ Collective collectiveStartedBy(const Json& e, size_t i, double ts, const TraceRe
                     async.get<bool>(),
                     ts,
                     reader.time(args, "wait_us", i),
-                    ts};
+                    ts,
+                    dataType(reader, args, i)};
 }
 
 // Every worker's phases and collectives, in tid order; a collective's "b" and "e" are paired by id.

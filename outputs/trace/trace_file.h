@@ -19,7 +19,8 @@ namespace gcrun::trace {
 // (ts, dur) are microseconds since the process's trace origin.
 //  - A Span is an "X" event of cat "phase", args {"step": k}.
 //  - A Collective is an async pair of cat "collective" with a unique id: "b" at issue, with args
-//    {"kind", "bytes", "group_size", "step", "async", "wait_us"}, and "e" when its wait returned;
+//    {"kind", "bytes", "dtype", "group_size", "step", "async", "wait_us"}, and "e" when its wait
+//    returned (a trace without "dtype", from before gcrun wrote it, reads as float32);
 //    plus an "X" event of cat "wait" over the blocked part (wait_us to done), which the reader
 //    skips (it repeats what the pair says) but makes the wait visible on the worker's track.
 
@@ -40,7 +41,7 @@ void writeTraceFile(const std::string& run_dir, const ProcessTimeline& timeline)
 
 // The timeline in trace-file text `text`; `name` is what errors call it. Anything but a trace
 // file as traceJson writes it (other JSON, another program's trace, a file cut short, bad values:
-// a collective kind of another name, a number outside the ranges above) is a UserError of one line
+// a collective kind or dtype of another name, a number outside the ranges above) is a UserError of one line
 // naming `name` and what is wrong.
 ProcessTimeline parseTrace(std::string_view text, const std::string& name);
 // parseTrace of the file at `path`, read within kMaxTraceBytes (a UserError past that, or when it

@@ -24,8 +24,9 @@ ProcessTimeline sampleTimeline() {
   ProcessTimeline timeline{1, 4, "powersgd", true, "gloo", false, {}};
   WorkerTimeline worker{2, {}, {}};
   worker.spans = {{"forward", 3, 10.5, 100.25}, {"backward", 3, 110.75, 200}, {"evaluation", 3, 400, 0}};
-  worker.collectives = {{CollectiveKind::all_reduce, 4096, 2, 3, true, 150, 320.5, 330},
-                        {CollectiveKind::all_gather, 12, 2, 3, false, 340, 340, 345.125}};
+  worker.collectives = {{CollectiveKind::all_reduce, 4096, 2, 3, true, 150, 320.5, 330, DataType::float16},
+                        {CollectiveKind::all_gather, 12, 2, 3, false, 340, 340, 345.125, DataType::uint8},
+                        {CollectiveKind::broadcast, 8, 2, 3, false, 350, 350, 352}};
   timeline.workers = {worker, WorkerTimeline{3, {{"batch", 3, 0, 500}}, {}}};
   return timeline;
 }
@@ -58,6 +59,7 @@ void expectSame(const ProcessTimeline& a, const ProcessTimeline& b) {
       const auto& d = y.collectives[i];
       EXPECT_EQ(c.kind, d.kind);
       EXPECT_EQ(c.bytes, d.bytes);
+      EXPECT_EQ(c.dtype, d.dtype);
       EXPECT_EQ(c.group_size, d.group_size);
       EXPECT_EQ(c.step, d.step);
       EXPECT_EQ(c.async, d.async);
@@ -89,8 +91,39 @@ TEST(TraceFile, IsAChromeTraceWithOneNamedTrackPerWorker) {
     ends += event["ph"] == "e";
   }
   EXPECT_EQ(tracks, (std::vector<std::string>{"worker 2", "worker 3"}));
-  EXPECT_EQ(begins, 2);
-  EXPECT_EQ(ends, 2);
+  EXPECT_EQ(begins, 3);
+  EXPECT_EQ(ends, 3);
+}
+
+// A collective's one "b" and "e" event pair in a trace of `dtype_arg` (an args member, or none).
+std::string oneCollectiveTrace(const std::string& dtype_arg) {
+  return R"({"traceEvents": [{"ph": "b", "cat": "collective", "tid": 0, "ts": 1, "id": 7, "name": "all-reduce",
+             "args": {"kind": "all-reduce", "bytes": 4, "group_size": 2, "step": 1, "async": false, "wait_us": 1)" +
+         dtype_arg + R"(}}, {"ph": "e", "cat": "collective", "tid": 0, "ts": 2, "id": 7, "name": "all-reduce"}],
+             "otherData": {"gcrun_trace": 1, "rank": 0, "world_size": 2}})";
+}
+
+TEST(TraceFile, RecordsEachCollectivesDataTypeAndReadsOldTracesAsFloat32) {
+  const auto dtypeOf = [](const std::string& arg) {
+    return parseTrace(oneCollectiveTrace(arg), "trace").workers.at(0).collectives.at(0).dtype;
+  };
+  EXPECT_EQ(dtypeOf(R"(, "dtype": "bfloat16")"), DataType::bfloat16);
+  EXPECT_EQ(dtypeOf(R"(, "dtype": "int64")"), DataType::int64);
+  EXPECT_EQ(dtypeOf(""), DataType::float32);
+  const auto document = outputs::parseJson(traceJson(sampleTimeline()));
+  ASSERT_TRUE(document);
+  std::vector<std::string> written;
+  for (const auto& event : (*document)["traceEvents"]) {
+    if (event["ph"] == "b") written.push_back(event["args"]["dtype"]);
+  }
+  EXPECT_EQ(written, (std::vector<std::string>{"float16", "uint8", "float32"}));
+  for (const char* bad : {R"("float8")", R"("Float32")", "16", "null"}) {
+    expectMessageHas(
+        userErrorOf([&] { parseTrace(oneCollectiveTrace(std::string(R"(, "dtype": )") + bad), "t.json"); }),
+        {"t.json", "trace event 0", "\"dtype\""});
+  }
+  expectMessageHas(userErrorOf([&] { parseTrace(oneCollectiveTrace(R"(, "dtype": "float8")"), "t.json"); }),
+                   {"'float8' is not a data type", "float32, float16, bfloat16"});
 }
 
 TEST(TraceFile, ForeignCorruptOrHugeFilesAreOneLineErrorsNamingTheFile) {
