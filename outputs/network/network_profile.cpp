@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include <yaml-cpp/yaml.h>
@@ -95,6 +96,13 @@ class ProfileReader {
     return static_cast<int>(*number);
   }
 
+  DataType dataType(const YAML::Node& node, const std::string& key) const {
+    const auto value = text(node, key);
+    const auto type = dataTypeOf(value);
+    if (!type) fail(key, "'" + clipForMessage(value, 60) + "' is not a data type; expected " + dataTypeNames());
+    return *type;
+  }
+
   // What a parser of units or names calls the key: its message then names the file too.
   std::string what(const std::string& key) const { return source_ + ": " + key; }
 
@@ -107,14 +115,16 @@ class ProfileReader {
 };
 
 Fit readFit(const ProfileReader& reader, const YAML::Node& node, const std::string& key) {
-  reader.checkMap(node, key,
-                  {"collective", "world_size", "latency_s", "seconds_per_byte", "max_relative_residual", "samples"});
+  reader.checkMap(
+      node, key,
+      {"collective", "dtype", "world_size", "latency_s", "seconds_per_byte", "max_relative_residual", "samples"});
   for (const char* required : {"collective", "world_size", "latency_s", "seconds_per_byte"}) {
     if (!node[required]) reader.fail(key + "." + required, "missing");
   }
   Fit fit;
   const std::string collective_key = key + ".collective";
   fit.collective = parseCollective(reader.text(node["collective"], collective_key), reader.what(collective_key));
+  if (node["dtype"]) fit.dtype = reader.dataType(node["dtype"], key + ".dtype");
   fit.world_size = reader.count(node["world_size"], key + ".world_size");
   fit.latency_s = reader.number(node["latency_s"], key + ".latency_s", 0, units::kMaxLatency);
   fit.seconds_per_byte =
@@ -223,12 +233,12 @@ NetworkProfile parseProfile(const std::string& yaml_text, const std::string& sou
       profile.fits.push_back(readOverride(reader, entry.first.Scalar(), entry.second, profile));
     }
   }
-  std::set<std::pair<CollectiveKind, int>> seen;
+  std::set<std::tuple<CollectiveKind, int, DataType>> seen;
   for (const auto& fit : profile.fits) {
-    if (!seen.insert({fit.collective, fit.world_size}).second) {
+    if (!seen.insert({fit.collective, fit.world_size, fit.dtype}).second) {
       reader.fail(fit.world_size == 0 ? "collectives" : "fits",
-                  collectiveName(fit.collective) + " at world_size " + std::to_string(fit.world_size) +
-                      " is given twice (world_size 0: a hand-written override)");
+                  collectiveName(fit.collective) + " at world_size " + std::to_string(fit.world_size) + " in " +
+                      dataTypeName(fit.dtype) + " is given twice (world_size 0: a hand-written override)");
     }
   }
   if (profile.latency_s < 0 && profile.fits.empty()) {
@@ -254,6 +264,7 @@ std::string profileYaml(const NetworkProfile& profile) {
   if (!profile.fits.empty()) yaml += "fits:\n";
   for (const auto& fit : profile.fits) {
     yaml += "  - collective: " + collectiveName(fit.collective) + "\n";
+    yaml += "    dtype: " + dataTypeName(fit.dtype) + "\n";
     yaml += "    world_size: " + std::to_string(fit.world_size) + "\n";
     yaml += "    latency_s: " + shortestNumber(fit.latency_s) + "\n";
     yaml += "    seconds_per_byte: " + shortestNumber(fit.seconds_per_byte) + "\n";

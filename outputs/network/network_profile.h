@@ -21,10 +21,13 @@ namespace gcrun::network {
 //   backend: gloo                # what it was measured with (informative)
 //   fits:                        # from `gcrun bench network`; absent in a hand-written profile
 //     - collective: all-reduce   # all-reduce, all-gather or broadcast
+//       dtype: float16           # what it was timed in (optional; absent: float32)
 //       world_size: 2
 //       latency_s: 8.1e-05
 //       seconds_per_byte: 1.7e-08
 //       max_relative_residual: 0.06   # informative
+// One fit per (collective, world_size, dtype). The link and the overrides under `collectives:` stand
+// for every dtype.
 
 // A collective a profile costs (every CollectiveKind but barrier): "all-reduce", "all-gather" or
 // "broadcast"; throws UserError naming `what` and the accepted names.
@@ -46,6 +49,9 @@ struct Fit {
   // hand-written profile). One line rarely fits a transport from 4 B to 256 MiB (copies, protocol
   // switches): at its own world size the step model interpolates these instead.
   std::vector<Sample> samples;
+  // The elements it was timed in: a reduction's per-byte cost depends on them (Gloo's float16 sum
+  // is far slower than its float32 one). A hand-written override's is unused: it costs any dtype.
+  DataType dtype = DataType::float32;
 };
 
 struct NetworkProfile {

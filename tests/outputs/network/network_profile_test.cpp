@@ -33,6 +33,7 @@ void expectSameProfile(const NetworkProfile& a, const NetworkProfile& b) {
   for (size_t i = 0; i < a.fits.size(); ++i) {
     EXPECT_EQ(a.fits[i].collective, b.fits[i].collective);
     EXPECT_EQ(a.fits[i].world_size, b.fits[i].world_size);
+    EXPECT_EQ(a.fits[i].dtype, b.fits[i].dtype);
     EXPECT_EQ(a.fits[i].latency_s, b.fits[i].latency_s);
     EXPECT_EQ(a.fits[i].seconds_per_byte, b.fits[i].seconds_per_byte);
     EXPECT_EQ(a.fits[i].max_relative_residual, b.fits[i].max_relative_residual);
@@ -55,6 +56,13 @@ TEST(NetworkProfile, RoundTripsExactly) {
       {CollectiveKind::all_gather, 4, 1.0 / 3, 2.0 / 7, 0, {}},
       {CollectiveKind::broadcast, 0, 0, 1e-9, 0, {}}};
   expectSameProfile(parseProfile(profileYaml(profile), "p.yaml"), profile);
+  profile.fits.push_back(profile.fits[0]);
+  profile.fits.back().dtype = DataType::float16;
+  profile.fits.push_back(profile.fits[1]);
+  profile.fits.back().dtype = DataType::bfloat16;
+  const auto text = profileYaml(profile);
+  EXPECT_NE(text.find("  - collective: all-reduce\n    dtype: float16\n"), std::string::npos) << text;
+  expectSameProfile(parseProfile(text, "p.yaml"), profile);
   const auto link = linkProfile(1.25e9, 2e-5);
   EXPECT_EQ(link.name, "10gbit/20us");
   expectSameProfile(parseProfile(profileYaml(link), "q.yaml"), link);
@@ -75,6 +83,44 @@ TEST(NetworkProfile, HandWrittenLinkWithOverrides) {
   EXPECT_DOUBLE_EQ(profile.fits[0].seconds_per_byte, 1 / 1.25e9);
   EXPECT_DOUBLE_EQ(profile.fits[1].seconds_per_byte, 1 / 1.25e8);
   EXPECT_DOUBLE_EQ(profile.fits[1].latency_s, 1e-3);
+}
+
+TEST(NetworkProfile, AFitWithoutDtypeIsFloat32AndEachDtypeIsAFitOfItsOwn) {
+  const auto profile = parseProfile(
+      "fits:\n"
+      "  - {collective: all-reduce, world_size: 4, latency_s: 1e-4, seconds_per_byte: 2.5e-9}\n"
+      "  - {collective: all-reduce, dtype: float16, world_size: 4, latency_s: 1e-4, seconds_per_byte: 1.4e-8}\n"
+      "  - {collective: all-reduce, dtype: bfloat16, world_size: 4, latency_s: 1e-4, seconds_per_byte: 3e-9}\n"
+      "  - {collective: all-gather, dtype: uint8, world_size: 4, latency_s: 1e-4, seconds_per_byte: 1e-9}\n",
+      "n.yaml");
+  ASSERT_EQ(profile.fits.size(), 4u);
+  EXPECT_EQ(profile.fits[0].dtype, DataType::float32);
+  EXPECT_EQ(profile.fits[1].dtype, DataType::float16);
+  EXPECT_EQ(profile.fits[2].dtype, DataType::bfloat16);
+  EXPECT_EQ(profile.fits[3].dtype, DataType::uint8);
+  // A hand-written override has none of its own: it is written as float32 and reads back so.
+  const auto overridden =
+      parseProfile("bandwidth: 1gbit\nlatency: 1us\ncollectives:\n  all-reduce: {latency: 2us}\n", "o.yaml");
+  expectSameProfile(parseProfile(profileYaml(overridden), "o.yaml"), overridden);
+}
+
+TEST(NetworkProfile, AnUnknownOrRepeatedDtypeIsOneLineNamingTheKey) {
+  const std::string fit = "  - {collective: all-reduce, world_size: 2, latency_s: 0, seconds_per_byte: 0";
+  expectMessageHas(
+      userErrorOf([&] { parseProfile("fits:\n" + fit + "}\n" + fit + "}\n" + fit + ", dtype: float8}\n", "n.yaml"); }),
+      {"n.yaml: fits[2].dtype: 'float8' is not a data type; expected float32, float16, bfloat16,"});
+  expectMessageHas(userErrorOf([&] { parseProfile("fits:\n" + fit + ", dtype: [float16]}\n", "n.yaml"); }),
+                   {"n.yaml", "fits[0].dtype", "a single value"});
+  expectMessageHas(userErrorOf([&] {
+                     parseProfile("fits:\n" + fit + ", dtype: float16}\n" + fit + ", dtype: float16}\n", "n.yaml");
+                   }),
+                   {"n.yaml", "fits", "all-reduce at world_size 2 in float16", "twice"});
+  // float32 written out and left out are the same fit.
+  expectMessageHas(userErrorOf([&] { parseProfile("fits:\n" + fit + ", dtype: float32}\n" + fit + "}\n", "n.yaml"); }),
+                   {"all-reduce at world_size 2 in float32", "twice"});
+  EXPECT_EQ(parseProfile("fits:\n" + fit + ", dtype: float16}\n" + fit + ", dtype: bfloat16}\n" + fit + "}\n", "n.yaml")
+                .fits.size(),
+            3u);
 }
 
 // Each error: one line with the file, the key and what is wrong with it.
