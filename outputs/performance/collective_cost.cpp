@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "hyperparams/base/errors.h"
 
@@ -10,10 +11,13 @@ namespace {
 
 using network::Fit;
 
-const Fit* nearestFit(const network::NetworkProfile& profile, CollectiveKind collective, int workers) {
+// The measured fit of `collective` in `dtype` (any: nothing) at the world size nearest `workers`,
+// the larger of two as near.
+const Fit* nearestFit(const network::NetworkProfile& profile, CollectiveKind collective, int workers,
+                      std::optional<DataType> dtype) {
   const Fit* best = nullptr;
   for (const auto& fit : profile.fits) {
-    if (fit.collective != collective || fit.world_size < 2) continue;
+    if (fit.collective != collective || fit.world_size < 2 || (dtype && fit.dtype != *dtype)) continue;
     if (!best || std::abs(fit.world_size - workers) < std::abs(best->world_size - workers) ||
         (std::abs(fit.world_size - workers) == std::abs(best->world_size - workers) &&
          fit.world_size > best->world_size)) {
@@ -21,6 +25,15 @@ const Fit* nearestFit(const network::NetworkProfile& profile, CollectiveKind col
     }
   }
   return best;
+}
+
+// The fit that costs `collective` in `dtype`: one timed in that dtype, else in float32; a
+// collective that only moves bytes (all-gather, broadcast) costs the same in any, so any fit of it.
+const Fit* measuredFit(const network::NetworkProfile& profile, CollectiveKind collective, int workers, DataType dtype) {
+  if (const Fit* fit = nearestFit(profile, collective, workers, dtype)) return fit;
+  if (const Fit* fit = nearestFit(profile, collective, workers, DataType::float32)) return fit;
+  if (collective == CollectiveKind::all_reduce) return nullptr;
+  return nearestFit(profile, collective, workers, std::nullopt);
 }
 
 const Fit* overrideOf(const network::NetworkProfile& profile, CollectiveKind collective) {
@@ -60,10 +73,11 @@ CostFactors costFactors(CollectiveKind collective, int workers) {
   return {};
 }
 
-double collectiveSeconds(const network::NetworkProfile& profile, CollectiveKind collective, double bytes, int workers) {
+double collectiveSeconds(const network::NetworkProfile& profile, CollectiveKind collective, double bytes, int workers,
+                         DataType dtype) {
   if (workers <= 1) return 0;
   const auto at = costFactors(collective, workers);
-  if (const Fit* fit = nearestFit(profile, collective, workers)) {
+  if (const Fit* fit = measuredFit(profile, collective, workers, dtype)) {
     if (fit->world_size == workers) {
       return fit->samples.size() >= 2 ? interpolate(fit->samples, bytes)
                                       : fit->latency_s + fit->seconds_per_byte * bytes;
@@ -77,13 +91,15 @@ double collectiveSeconds(const network::NetworkProfile& profile, CollectiveKind 
   if (profile.bandwidth_bytes_per_s > 0) {
     return at.latency * profile.latency_s + at.bytes * bytes / profile.bandwidth_bytes_per_s;
   }
-  throw UserError("network profile '" + profile.name + "' gives no cost for " + collectiveName(collective) +
-                  ": add a bandwidth and latency, or calibrate it with `gcrun bench network`");
+  throw UserError("network profile '" + profile.name + "' gives no cost for " + collectiveName(collective) + " in " +
+                  dataTypeName(dtype) + ": add a bandwidth and latency, or calibrate it with `gcrun bench network`");
 }
 
 double latencyOf(const network::NetworkProfile& profile, int workers) {
   if (profile.latency_s >= 0 && profile.bandwidth_bytes_per_s > 0) return profile.latency_s;
-  if (const Fit* fit = nearestFit(profile, CollectiveKind::all_reduce, workers)) {
+  const Fit* fit = nearestFit(profile, CollectiveKind::all_reduce, workers, DataType::float32);
+  if (!fit) fit = nearestFit(profile, CollectiveKind::all_reduce, workers, std::nullopt);
+  if (fit) {
     return fit->latency_s / costFactors(CollectiveKind::all_reduce, fit->world_size).latency;
   }
   return 0;

@@ -86,7 +86,8 @@ StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int 
       if (advance(r, c, finished, compute_scale)) blocked.push_back(&r);
       start_us = std::max(start_us, r.now_us);
     }
-    const double seconds = collectiveSeconds(profile, collectives[c].kindAt(workers), collectives[c].bytes, workers);
+    const auto& op = collectives[c];
+    const double seconds = collectiveSeconds(profile, op.kindAt(workers), op.bytes, workers, op.dtype);
     const double done_us = start_us + 1e6 * seconds;
     finished.done_us[c] = done_us;
     finished.finished[c] = 1;

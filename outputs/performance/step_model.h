@@ -16,8 +16,8 @@ namespace gcrun::performance {
 //    collectives run one after another on the network (one queue, in issue order), as bucket
 //    all-reduces do in Gloo and on one NCCL stream. An all-reduce issued during backward runs
 //    while backward goes on; a blocking one, and a wait, hold the worker until it is done.
-//  - Its duration is collectiveSeconds() of its bytes at `workers`: the network's cost alone. The
-//    compute around it (encode, decode, the reduce's other work) is as measured, times
+//  - Its duration is collectiveSeconds() of its bytes and dtype at `workers`: the network's cost
+//    alone. The compute around it (encode, decode, the reduce's other work) is as measured, times
 //    `compute_scale`, which also scales forward, backward and the optimizer.
 // The step ends when the last worker is done.
 struct StepPrediction {
@@ -27,7 +27,7 @@ struct StepPrediction {
   double exposed_comm_ms = 0;  // the rest: time the last worker waited for the network
 };
 
-// `programs` share one step's collectives (same kinds and sizes in the same order); a program
+// `programs` share one step's collectives (same kinds, sizes and dtypes in the same order); a program
 // whose collectives differ is an std::invalid_argument naming the step.
 StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int workers,
                            const network::NetworkProfile& profile, double compute_scale = 1);

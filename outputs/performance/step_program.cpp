@@ -92,9 +92,10 @@ double StepProgram::compute_us() const {
 }
 
 bool sameCollectives(const StepProgram& a, const StepProgram& b) {
-  return std::equal(
-      a.collectives.begin(), a.collectives.end(), b.collectives.begin(), b.collectives.end(),
-      [](const CollectiveOp& x, const CollectiveOp& y) { return x.kind == y.kind && x.bytes == y.bytes; });
+  return std::equal(a.collectives.begin(), a.collectives.end(), b.collectives.begin(), b.collectives.end(),
+                    [](const CollectiveOp& x, const CollectiveOp& y) {
+                      return x.kind == y.kind && x.bytes == y.bytes && x.dtype == y.dtype;
+                    });
 }
 
 OptimizerTimes optimizerTimes(const trace::WorkerTimeline& worker) {
@@ -124,7 +125,7 @@ std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool 
       if (c.issued_us < begin || c.done_us > end || c.kind == CollectiveKind::barrier) continue;
       const size_t index = program.collectives.size();
       const bool swap = summable && c.kind == CollectiveKind::all_gather && c.group_size == 2;
-      program.collectives.push_back({c.kind, double(c.bytes), swap});
+      program.collectives.push_back({c.kind, double(c.bytes), swap, c.dtype});
       if (c.async) {
         marks.push_back({c.issued_us, c.issued_us, StepItem::Kind::issue, index});
         marks.push_back({c.wait_us, c.done_us, StepItem::Kind::wait, index});

@@ -30,8 +30,9 @@ struct CollectiveOp {
   CollectiveKind kind = CollectiveKind::all_reduce;
   double bytes = 0;  // per worker
   // An all-gather of summable messages between 2 workers (ProcessTimeline::summable): costed as
-  // traced at 2 workers, as an all-reduce of the same bytes at any other count.
+  // traced at 2 workers, as an all-reduce of the same bytes and dtype at any other count.
   bool stands_for_sum = false;
+  DataType dtype = DataType::float32;  // the elements, as traced: a reduction's cost depends on it
   CollectiveKind kindAt(int workers) const {
     return stands_for_sum && workers != 2 ? CollectiveKind::all_reduce : kind;
   }
@@ -44,7 +45,8 @@ struct StepProgram {
   double compute_us() const;              // the items' compute, codec included
 };
 
-// Whether two workers' programs of a step hold the same collectives (kinds and sizes, in order).
+// Whether two workers' programs of a step hold the same collectives (kinds, sizes and dtypes, in
+// order).
 bool sameCollectives(const StepProgram& a, const StepProgram& b);
 
 // Each step's optimizer time (microseconds), by step.
