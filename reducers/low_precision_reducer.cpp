@@ -24,7 +24,7 @@ namespace {
 // A backend that cannot sum the type (LibTorch 1.13's Gloo has no bfloat16 sum; later ones and
 // NCCL do) gets the same 16-bit payload by all-gather instead, as raw bytes, and every worker adds
 // the W payloads in float32 in rank order: the same bits sent, one rounding fewer. float16 between
-// 2 workers travels that way too (see reduce()), with Gloo's rounding of the sum kept.
+// 2 workers is all-gathered too (see reduce()), as float16, with Gloo's rounding of the sum kept.
 // The casts are fused raw loops (F16C where the CPU has it) that round exactly as c10's casts do;
 // tests/reducers/fused_codecs_test keeps the whole-tensor version they replaced.
 class LowPrecisionReducer : public Reducer {
@@ -55,7 +55,9 @@ class LowPrecisionReducer : public Reducer {
       comm_.allreduceSum(wire_.flat());
       if (!alone) wire_.unpack(out);
     } else {
-      const auto payloads = comm_.allgather(wire_.flat().view(at::kByte));
+      // float16 travels as itself, so that a trace records the sum it stands for (every backend
+      // gathers it); bfloat16 as raw bytes, since LibTorch 1.13's Gloo gathers no bfloat16.
+      const auto payloads = comm_.allgather(wire_type_ == at::kHalf ? wire_.flat() : wire_.flat().view(at::kByte));
       if (backend_sums_) {
         addAsGlooDoes(payloads, out);
       } else {
@@ -152,7 +154,7 @@ class LowPrecisionReducer : public Reducer {
       }
     };
     std::vector<const Wire*> wires;
-    for (const auto& payload : payloads) wires.push_back(reinterpret_cast<const Wire*>(payload.data_ptr<uint8_t>()));
+    for (const auto& payload : payloads) wires.push_back(static_cast<const Wire*>(payload.data_ptr()));
     int64_t offset = 0;
     for (const auto& o : out) {
       const CpuFloats total(o);
@@ -176,8 +178,8 @@ class LowPrecisionReducer : public Reducer {
   // 2 workers' float16 payloads added as Gloo's float16 sum does: in float32, rounded to nearest
   // even float16 (a NaN becomes 0x7FFF), then widened for the output.
   void addAsGlooDoes(const std::vector<at::Tensor>& payloads, const std::vector<at::Tensor>& out) const {
-    const auto* first = reinterpret_cast<const at::Half*>(payloads[0].data_ptr<uint8_t>());
-    const auto* second = reinterpret_cast<const at::Half*>(payloads[1].data_ptr<uint8_t>());
+    const auto* first = static_cast<const at::Half*>(payloads[0].data_ptr());
+    const auto* second = static_cast<const at::Half*>(payloads[1].data_ptr());
     int64_t offset = 0;
     for (const auto& o : out) {
       const CpuFloats total(o);

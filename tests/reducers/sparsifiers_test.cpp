@@ -374,6 +374,20 @@ TEST(LowPrecision, DividesBeforeTheCastSoLargeSumsDoNotOverflow) {
   });
 }
 
+// Between 2 workers fp16 all-gathers the float16 payloads and adds them itself: the bits of Gloo's
+// float16 all-reduce of the same casts.
+TEST(LowPrecision, Fp16BetweenTwoWorkersSumsAsGlooDoes) {
+  runRanks(2, [&](Communicator& comm) {
+    auto reducer = buildReducer("fp16", comm);
+    auto g = torch::randn({1000}, at::detail::createCPUGenerator(comm.rank() + 7), torch::kFloat32) * 1e3;
+    auto b = buffersFor({g.clone()});
+    reducer->reduce(b.send, b.out, b.memory);
+    auto expected = (g / 2).to(torch::kHalf);
+    comm.allreduceSum(expected);
+    EXPECT_TRUE(torch::equal(b.out[0], expected.to(torch::kFloat32)));
+  });
+}
+
 TEST(LowPrecision, ErrorIsWithinTheCastsRoundingAndMemoryIsThisWorkersCastError) {
   for (auto [name, type, epsilon] : std::vector<std::tuple<std::string, at::ScalarType, double>>{
            {"fp16", torch::kHalf, std::pow(2.0, -11)}, {"bf16", torch::kBFloat16, std::pow(2.0, -8)}}) {

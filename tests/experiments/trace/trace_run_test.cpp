@@ -60,11 +60,22 @@ void expectStepsTraced(const ProcessTimeline& timeline, double bits_per_step) {
   }
 }
 
-void expectTwoProcessTrace(const std::string& preset, const std::string& reducer) {
+// Every collective the run traced is of `kind` and `dtype`.
+void expectEveryCollective(const ProcessTimeline& timeline, CollectiveKind kind, DataType dtype) {
+  for (const auto& worker : timeline.workers) {
+    for (const auto& collective : worker.collectives) {
+      EXPECT_EQ(collective.kind, kind) << collectiveName(collective.kind);
+      EXPECT_EQ(collective.dtype, dtype) << dataTypeName(collective.dtype);
+    }
+  }
+}
+
+void expectTwoProcessTrace(const std::string& preset, const std::string& reducer, CollectiveKind kind, DataType dtype,
+                           const std::string& settings = "") {
   TempDir dir;
   const std::string run_dir = dir.file("run");
   const auto result = gcrun("experiment " + preset + " --nproc-per-node 2 --output-dir " + run_dir +
-                            " --set training.max_steps=5 --set output.trace=2-4" + kSmallEvaluation);
+                            " --set training.max_steps=5 --set output.trace=2-4" + kSmallEvaluation + settings);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   for (int rank = 0; rank < 2; ++rank) {
     const auto timeline = readTraceFile(run_dir + "/trace-rank" + std::to_string(rank) + ".json");
@@ -76,13 +87,23 @@ void expectTwoProcessTrace(const std::string& preset, const std::string& reducer
     ASSERT_EQ(timeline.workers.size(), 1u);
     EXPECT_EQ(timeline.workers[0].worker, rank);
     expectStepsTraced(timeline, bitsPerStep(run_dir));
+    expectEveryCollective(timeline, kind, dtype);
   }
 }
 
-TEST(TraceRun, ExactTwoProcessesTraceTheirStepsAndBytes) { expectTwoProcessTrace("fashion-sgd", "exact"); }
+TEST(TraceRun, ExactTwoProcessesTraceTheirStepsAndBytes) {
+  expectTwoProcessTrace("fashion-sgd", "exact", CollectiveKind::all_reduce, DataType::float32);
+}
 
 TEST(TraceRun, PowerSgdTwoProcessesTraceTheirStepsAndBytes) {
-  expectTwoProcessTrace("fashion-powersgd-rank2", "powersgd");
+  expectTwoProcessTrace("fashion-powersgd-rank2", "powersgd", CollectiveKind::all_reduce, DataType::float32);
+}
+
+// fp16 between 2 workers all-gathers its float16 payloads, so that the model costs the sum they
+// stand for at other worker counts as a float16 all-reduce.
+TEST(TraceRun, Fp16TwoProcessesTraceAFloat16Swap) {
+  expectTwoProcessTrace("fashion-sgd", "fp16", CollectiveKind::all_gather, DataType::float16,
+                        " --set reducer.name=fp16");
 }
 
 TEST(TraceRun, SimulatedWorkersHaveATrackEach) {
