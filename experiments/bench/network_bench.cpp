@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #ifdef GCRUN_WITH_CUDA
@@ -65,6 +66,24 @@ void checkRequest(const NetworkBenchRequest& request) {
   }
 }
 
+// The --dtypes that timeCollectives left out because the backend cannot sum them.
+void printUnsummedTypes(const NetworkBenchRequest& request, const std::vector<network::Fit>& fits) {
+  const auto& plan = request.plan;
+  if (std::find(plan.collectives.begin(), plan.collectives.end(), CollectiveKind::all_reduce) ==
+      plan.collectives.end()) {
+    return;
+  }
+  for (const auto dtype : plan.dtypes) {
+    const bool timed = std::any_of(fits.begin(), fits.end(), [&](const auto& fit) {
+      return fit.collective == CollectiveKind::all_reduce && fit.dtype == dtype;
+    });
+    if (!timed) {
+      std::printf("%s all-reduce: not timed, the %s backend here cannot sum %s (predictions cost it as float32)\n",
+                  dataTypeName(dtype).c_str(), request.backend.c_str(), dataTypeName(dtype).c_str());
+    }
+  }
+}
+
 int measure(const NetworkBenchRequest& request, const launch::WorldSpec& world) {
   if (world.world_size < 2) {
     throw UserError("gcrun bench network: this launch has 1 worker; a network needs 2 or more (WORLD_SIZE >= 2)");
@@ -87,6 +106,7 @@ int measure(const NetworkBenchRequest& request, const launch::WorldSpec& world) 
   if (world.rank != 0) return 0;
   const auto fits = fitTimings(timings, world.world_size);
   std::fputs(formatCalibration(timings, fits).c_str(), stdout);
+  printUnsummedTypes(request, fits);
   const auto profile = calibratedProfile(fits, request, previous ? &*previous : nullptr);
   outputDirectory(request).writeAtomically(outputPath(request).filename().string(), network::profileYaml(profile));
   std::printf("wrote %s\n", request.output.c_str());
@@ -108,13 +128,13 @@ network::NetworkProfile calibratedProfile(const std::vector<network::Fit>& fits,
   profile.backend = request.backend;
   const auto replaced = [&](const network::Fit& old) {
     return std::any_of(fits.begin(), fits.end(), [&](const auto& fit) {
-      return fit.collective == old.collective && fit.world_size == old.world_size;
+      return fit.collective == old.collective && fit.world_size == old.world_size && fit.dtype == old.dtype;
     });
   };
   profile.fits.erase(std::remove_if(profile.fits.begin(), profile.fits.end(), replaced), profile.fits.end());
   profile.fits.insert(profile.fits.end(), fits.begin(), fits.end());
   std::stable_sort(profile.fits.begin(), profile.fits.end(), [](const auto& a, const auto& b) {
-    return std::make_pair(a.collective, a.world_size) < std::make_pair(b.collective, b.world_size);
+    return std::tie(a.collective, a.world_size, a.dtype) < std::tie(b.collective, b.world_size, b.dtype);
   });
   return profile;
 }

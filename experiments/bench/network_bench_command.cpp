@@ -20,6 +20,10 @@ NetworkBenchOptions::NetworkBenchOptions(CLI::App& bench)
   command->add_option("--max-bytes", max_bytes_, "Largest message (default 256MiB); sizes grow by 4x");
   command->add_option("--collectives", collectives_, "all-reduce, all-gather, broadcast, comma-separated (default all)")
       ->delimiter(',');
+  command
+      ->add_option("--dtypes", dtypes_,
+                   "What the all-reduce is timed in: float32, float16, bfloat16, comma-separated (default all)")
+      ->delimiter(',');
   command->add_option("--repeats", request.plan.repeats, "Timed runs per message size (default 5); median reported")
       ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 1000));
@@ -52,6 +56,11 @@ NetworkBenchRequest NetworkBenchOptions::request() const {
       plan.collectives.push_back(collective);
     }
   }
+  if (!dtypes_.empty()) plan.dtypes.clear();
+  for (const auto& name : dtypes_) {
+    const auto dtype = parseReductionType(name, "--dtypes");
+    if (std::find(plan.dtypes.begin(), plan.dtypes.end(), dtype) == plan.dtypes.end()) plan.dtypes.push_back(dtype);
+  }
   return request;
 }
 
@@ -61,6 +70,8 @@ std::vector<std::string> networkBenchArguments(const NetworkBenchRequest& reques
   for (const auto collective : plan.collectives) {
     collectives += (collectives.empty() ? "" : ",") + collectiveName(collective);
   }
+  std::string dtypes;
+  for (const auto dtype : plan.dtypes) dtypes += (dtypes.empty() ? "" : ",") + dataTypeName(dtype);
   std::vector<std::string> arguments = {"bench",
                                         "network",
                                         "--min-bytes=" + std::to_string(plan.min_bytes),
@@ -68,6 +79,7 @@ std::vector<std::string> networkBenchArguments(const NetworkBenchRequest& reques
                                         "--warmup=" + std::to_string(plan.warmup),
                                         "--repeats=" + std::to_string(plan.repeats),
                                         "--collectives=" + collectives,
+                                        "--dtypes=" + dtypes,
                                         "--backend=" + request.backend,
                                         "--timeout-s=" + std::to_string(request.timeout_s),
                                         "--output=" + request.output};

@@ -27,7 +27,7 @@ class NetworkBenchOptions {
   CLI::App& command() const { return *command_; }
 
   // Throws UserError for a flag `gcrun bench network` does not have (another benchmark's, say),
-  // a message size or collective it does not know, or a launch LaunchFlags::options() refuses.
+  // a message size, collective or dtype it does not know, or a launch LaunchFlags::options() refuses.
   NetworkBenchRequest request() const;
 
  private:
@@ -37,6 +37,7 @@ class NetworkBenchOptions {
   std::string min_bytes_ = "4";
   std::string max_bytes_ = "256MiB";
   std::vector<std::string> collectives_;
+  std::vector<std::string> dtypes_;
 };
 
 // The arguments after the program's name that NetworkBenchOptions parses back into `request`:

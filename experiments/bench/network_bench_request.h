@@ -17,7 +17,7 @@ struct NetworkBenchRequest {
   std::string output = outputs::run_files::kNetworkProfile;
   std::string name;  // empty: the output file's stem
   // Keep the fits in an existing `output` that this run does not replace (other world sizes,
-  // other collectives) and its hand-written link.
+  // collectives or dtypes) and its hand-written link.
   bool merge = false;
   launch::LaunchOptions launch;
 };

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include <torch/torch.h>
 #ifdef GCRUN_WITH_CUDA
@@ -20,6 +21,30 @@ namespace gcrun::experiments {
 namespace {
 
 constexpr int64_t kMaxMessageBytes = int64_t{4} << 30;
+constexpr DataType kReductionTypes[] = {DataType::float32, DataType::float16, DataType::bfloat16};
+
+at::ScalarType scalarTypeOf(DataType dtype) {
+  switch (dtype) {
+    case DataType::float16:
+      return at::kHalf;
+    case DataType::bfloat16:
+      return at::kBFloat16;
+    default:
+      return at::kFloat;  // parseReductionType admits no other
+  }
+}
+
+// Whether the backend sums `dtype`: a one-element all-reduce, which a backend without the type
+// refuses on every rank alike before sending anything (as the fp16/bf16 reducers probe it).
+bool backendSums(comm::Communicator& comm, DataType dtype) {
+  auto probe = torch::zeros({1}, torch::TensorOptions().dtype(scalarTypeOf(dtype)).device(comm.device()));
+  try {
+    comm.allreduceSum(probe);
+    return true;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
 
 // Runs the collective once on `tensor`, waiting for the device when the group computes on one.
 void runOnce(comm::Communicator& comm, CollectiveKind collective, at::Tensor& tensor) {
@@ -49,8 +74,10 @@ std::vector<double> slowestRank(comm::Communicator& comm, const std::vector<doub
   return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
 }
 
-SizeTiming timeOne(comm::Communicator& comm, CollectiveKind collective, int64_t bytes, const CalibrationPlan& plan) {
-  auto tensor = torch::ones({bytes / 4}, torch::TensorOptions().dtype(torch::kFloat32).device(comm.device()));
+SizeTiming timeOne(comm::Communicator& comm, CollectiveKind collective, DataType dtype, int64_t bytes,
+                   const CalibrationPlan& plan) {
+  const auto options = torch::TensorOptions().dtype(scalarTypeOf(dtype)).device(comm.device());
+  auto tensor = torch::ones({bytes / static_cast<int64_t>(c10::elementSize(scalarTypeOf(dtype)))}, options);
   for (int i = 0; i < plan.warmup; ++i) runOnce(comm, collective, tensor);
   std::vector<double> seconds;
   for (int i = 0; i < plan.repeats; ++i) {
@@ -61,11 +88,13 @@ SizeTiming timeOne(comm::Communicator& comm, CollectiveKind collective, int64_t 
   }
   const auto runs = slowestRank(comm, seconds);
   const auto [fastest, slowest] = std::minmax_element(runs.begin(), runs.end());
-  return {collective, bytes, outputs::median(runs), *fastest, *slowest};
+  return {collective, bytes, outputs::median(runs), *fastest, *slowest, dtype};
 }
 
-const network::Fit& fitOf(const std::vector<network::Fit>& fits, CollectiveKind collective) {
-  return *std::find_if(fits.begin(), fits.end(), [&](const auto& fit) { return fit.collective == collective; });
+const network::Fit& fitOf(const std::vector<network::Fit>& fits, const SizeTiming& timing) {
+  return *std::find_if(fits.begin(), fits.end(), [&](const auto& fit) {
+    return fit.collective == timing.collective && fit.dtype == timing.dtype;
+  });
 }
 
 }  // namespace
@@ -80,6 +109,14 @@ int64_t parseMessageBytes(const std::string& text, const std::string& what) {
   return *bytes;
 }
 
+DataType parseReductionType(const std::string& name, const std::string& what) {
+  for (const auto dtype : kReductionTypes) {
+    if (name == dataTypeName(dtype)) return dtype;
+  }
+  throw UserError(what + ": '" + clipForMessage(name, 60) +
+                  "' is not a data type gcrun sums in; expected float32, float16 or bfloat16");
+}
+
 std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes) {
   std::vector<int64_t> sizes;
   for (int64_t bytes = min_bytes; bytes < max_bytes; bytes *= 4) sizes.push_back(bytes);
@@ -90,8 +127,12 @@ std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes) {
 std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const CalibrationPlan& plan) {
   std::vector<SizeTiming> timings;
   for (const auto collective : plan.collectives) {
-    for (const auto bytes : messageSizes(plan.min_bytes, plan.max_bytes)) {
-      timings.push_back(timeOne(comm, collective, bytes, plan));
+    const auto dtypes = collective == CollectiveKind::all_reduce ? plan.dtypes : std::vector{DataType::float32};
+    for (const auto dtype : dtypes) {
+      if (collective == CollectiveKind::all_reduce && !backendSums(comm, dtype)) continue;
+      for (const auto bytes : messageSizes(plan.min_bytes, plan.max_bytes)) {
+        timings.push_back(timeOne(comm, collective, dtype, bytes, plan));
+      }
     }
   }
   return timings;
@@ -99,17 +140,21 @@ std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const Calibrat
 
 std::vector<network::Fit> fitTimings(const std::vector<SizeTiming>& timings, int world_size) {
   std::vector<network::Fit> fits;
-  std::vector<CollectiveKind> order;
+  std::vector<std::pair<CollectiveKind, DataType>> order;
   for (const auto& timing : timings) {
-    if (std::find(order.begin(), order.end(), timing.collective) == order.end()) order.push_back(timing.collective);
+    const std::pair key(timing.collective, timing.dtype);
+    if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
   }
-  for (const auto collective : order) {
+  for (const auto& [collective, dtype] : order) {
     std::vector<network::Sample> samples;
     for (const auto& timing : timings) {
-      if (timing.collective == collective) samples.push_back({static_cast<double>(timing.bytes), timing.median_s});
+      if (timing.collective == collective && timing.dtype == dtype) {
+        samples.push_back({static_cast<double>(timing.bytes), timing.median_s});
+      }
     }
     fits.push_back(network::fitLatencyAndPerByte(collective, world_size, samples));
     fits.back().samples = samples;
+    fits.back().dtype = dtype;
   }
   return fits;
 }
@@ -117,23 +162,23 @@ std::vector<network::Fit> fitTimings(const std::vector<SizeTiming>& timings, int
 std::string formatCalibration(const std::vector<SizeTiming>& timings, const std::vector<network::Fit>& fits) {
   std::string out;
   char line[160];
-  std::snprintf(line, sizeof(line), "%-11s %9s %11s %11s %11s %11s %11s\n", "collective", "bytes", "median ms",
-                "min ms", "max ms", "fitted ms", "residual %");
+  std::snprintf(line, sizeof(line), "%-11s %-8s %9s %11s %11s %11s %11s %11s\n", "collective", "dtype", "bytes",
+                "median ms", "min ms", "max ms", "fitted ms", "residual %");
   out += line;
   for (const auto& timing : timings) {
-    const auto& fit = fitOf(fits, timing.collective);
+    const auto& fit = fitOf(fits, timing);
     const double fitted = fit.latency_s + fit.seconds_per_byte * static_cast<double>(timing.bytes);
-    std::snprintf(line, sizeof(line), "%-11s %9s %11.4f %11.4f %11.4f %11.4f %+11.1f\n",
-                  collectiveName(timing.collective).c_str(), units::byteCountText(timing.bytes).c_str(),
-                  timing.median_s * 1e3, timing.min_s * 1e3, timing.max_s * 1e3, fitted * 1e3,
-                  (fitted - timing.median_s) / timing.median_s * 100);
+    std::snprintf(line, sizeof(line), "%-11s %-8s %9s %11.4f %11.4f %11.4f %11.4f %+11.1f\n",
+                  collectiveName(timing.collective).c_str(), dataTypeName(timing.dtype).c_str(),
+                  units::byteCountText(timing.bytes).c_str(), timing.median_s * 1e3, timing.min_s * 1e3,
+                  timing.max_s * 1e3, fitted * 1e3, (fitted - timing.median_s) / timing.median_s * 100);
     out += line;
   }
   for (const auto& fit : fits) {
     const std::string bandwidth =
         fit.seconds_per_byte > 0 ? units::roughBandwidthText(1 / fit.seconds_per_byte) : "unbounded";
-    std::snprintf(line, sizeof(line), "%s at %d workers: latency %s, %.3g ns per byte (%s), max residual %.1f%%\n",
-                  collectiveName(fit.collective).c_str(), fit.world_size,
+    std::snprintf(line, sizeof(line), "%s %s at %d workers: latency %s, %.3g ns per byte (%s), max residual %.1f%%\n",
+                  dataTypeName(fit.dtype).c_str(), collectiveName(fit.collective).c_str(), fit.world_size,
                   units::roughDurationText(fit.latency_s).c_str(), fit.seconds_per_byte * 1e9, bandwidth.c_str(),
                   fit.max_relative_residual * 100);
     out += line;

@@ -10,10 +10,14 @@
 namespace gcrun::experiments {
 
 // What `gcrun bench network` measures: each collective at message sizes from min_bytes to
-// max_bytes (factors of 4), `warmup` untimed then `repeats` timed runs of each.
+// max_bytes (factors of 4), `warmup` untimed then `repeats` timed runs of each. The all-reduce is
+// timed in each of `dtypes`: its cost per byte is the sum's arithmetic as much as the wire (Gloo
+// sums float16 in software, several times slower than float32). All-gather and broadcast move bytes
+// without arithmetic, so they are timed in float32 alone and cost every dtype alike.
 struct CalibrationPlan {
   std::vector<CollectiveKind> collectives = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
                                              CollectiveKind::broadcast};
+  std::vector<DataType> dtypes = {DataType::float32, DataType::float16, DataType::bfloat16};
   int64_t min_bytes = 4;
   int64_t max_bytes = int64_t{256} << 20;
   int warmup = 1;
@@ -24,28 +28,37 @@ struct CalibrationPlan {
 // float32 elements (a multiple of 4, at least 4) of at most 4 GiB.
 int64_t parseMessageBytes(const std::string& text, const std::string& what);
 
+// "float32", "float16" or "bfloat16", the types gcrun's reducers sum in; a UserError naming `what`,
+// the value and those names for anything else.
+DataType parseReductionType(const std::string& name, const std::string& what);
+
 // min_bytes, 4 * min_bytes, ... below max_bytes, then max_bytes.
 std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes);
 
-// One collective at one size: the time of each run is the slowest rank's (a barrier before each),
-// and over the runs its median, minimum and maximum. For all-gather, bytes is each rank's message.
+// One collective at one size in one dtype: the time of each run is the slowest rank's (a barrier
+// before each), and over the runs its median, minimum and maximum. For all-gather, bytes is each
+// rank's message (bytes / element size elements).
 struct SizeTiming {
   CollectiveKind collective = CollectiveKind::all_reduce;
   int64_t bytes = 0;
   double median_s = 0;
   double min_s = 0;
   double max_s = 0;
+  DataType dtype = DataType::float32;
 };
 
-// Every rank of `comm` calls it with the same plan and gets the same timings (float32 tensors on
-// the group's device; broadcasts from rank 0).
+// Every rank of `comm` calls it with the same plan and gets the same timings (tensors on the
+// group's device; broadcasts from rank 0), by collective, then dtype, then size. A dtype the backend
+// cannot sum (LibTorch 1.13's Gloo and bfloat16, which the bf16 reducer all-gathers instead) has
+// no all-reduce timings.
 std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const CalibrationPlan& plan);
 
-// One fit per collective, of its medians (network::fitLatencyAndPerByte), in the plan's order.
+// One fit per (collective, dtype), of its medians (network::fitLatencyAndPerByte), in the
+// timings' order.
 std::vector<network::Fit> fitTimings(const std::vector<SizeTiming>& timings, int world_size);
 
-// The table (collective, bytes, median, min and max ms, fitted ms, residual %), then one line per
-// fit: latency, per-byte cost and the bandwidth that cost is.
+// The table (collective, dtype, bytes, median, min and max ms, fitted ms, residual %), then one
+// line per fit: latency, per-byte cost and the bandwidth that cost is.
 std::string formatCalibration(const std::vector<SizeTiming>& timings, const std::vector<network::Fit>& fits);
 
 }  // namespace gcrun::experiments

@@ -9,6 +9,7 @@
 #include "experiments/bench/network_bench_command.h"
 #include "experiments/setup/command_line.h"
 #include "hyperparams/base/errors.h"
+#include "tests/support/user_error.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -130,6 +131,7 @@ void expectSameBench(const NetworkBenchRequest& a, const NetworkBenchRequest& b)
   EXPECT_EQ(a.plan.warmup, b.plan.warmup);
   EXPECT_EQ(a.plan.repeats, b.plan.repeats);
   EXPECT_EQ(a.plan.collectives, b.plan.collectives);
+  EXPECT_EQ(a.plan.dtypes, b.plan.dtypes);
   EXPECT_EQ(a.backend, b.backend);
   EXPECT_EQ(a.timeout_s, b.timeout_s);
   EXPECT_EQ(a.output, b.output);
@@ -154,6 +156,7 @@ TEST(NetworkBenchCommandLine, EveryOptionComesBackWhateverItsValueHolds) {
   request.plan.warmup = 0;
   request.plan.repeats = 7;
   request.plan.collectives = {CollectiveKind::broadcast, CollectiveKind::all_reduce};
+  request.plan.dtypes = {DataType::bfloat16, DataType::float32};
   request.backend = "nccl";
   request.timeout_s = 60;
   request.output = "-dir with spaces/net=work.yaml";
@@ -179,6 +182,17 @@ TEST(NetworkBenchCommandLine, TheLaunchFlagsAreExperimentsOwn) {
   unreachable.master_addr.clear();
   EXPECT_THROW(checkLaunch(unreachable), UserError);
   EXPECT_THROW(parsedBench({"bench", "network", "--models", "lstm"}), UserError);
+}
+
+TEST(NetworkBenchCommandLine, DtypesAreTheReductionTypesOnceEach) {
+  EXPECT_EQ(parsedBench({"bench", "network", "--dtypes", "float16,float32,float16"}).plan.dtypes,
+            (std::vector<DataType>{DataType::float16, DataType::float32}));
+  for (const char* bad : {"float8", "uint8", "fp16"}) {
+    testing::expectMessageHas(testing::userErrorOf([&] {
+                                parsedBench({"bench", "network", "--dtypes", bad});
+                              }),
+                              {"--dtypes", std::string("'") + bad + "'", "float32, float16 or bfloat16"});
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // and the input it refuses.
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -31,38 +33,53 @@ void expectFits(const network::NetworkProfile& profile, int world_size, size_t c
   EXPECT_EQ(found, count);
 }
 
-TEST(BenchNetwork, TwoProcessesWriteAProfileWithThreeFits) {
+// The all-reduce in float32 and float16, all-gather and broadcast in float32.
+TEST(BenchNetwork, TwoProcessesWriteAProfileWithAFitPerCollectiveAndDtype) {
   testing::TempDir dir;
   const auto file = dir.file("net.yaml");
-  const auto result = runCommand(kGcrun + kSmall + " --output " + file);
+  const auto result = runCommand(kGcrun + kSmall + " --dtypes float32,float16 --output " + file);
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  for (const char* part : {"collective", "residual %", "all-gather", "64KiB", "all-reduce at 2 workers: latency",
-                           "broadcast at 2 workers"}) {
+  for (const char* part :
+       {"collective", "dtype", "residual %", "all-gather", "64KiB", "float32 all-reduce at 2 workers: latency",
+        "float16 all-reduce at 2 workers: latency", "float32 broadcast at 2 workers"}) {
     EXPECT_TRUE(contains(result.output, part)) << part << " not in\n" << result.output;
   }
   const auto profile = network::loadProfile(file);
   EXPECT_EQ(profile.name, "net");
   EXPECT_EQ(profile.backend, "gloo");
-  expectFits(profile, 2, 3);
+  expectFits(profile, 2, 4);
+  std::vector<std::pair<CollectiveKind, DataType>> written;
+  for (const auto& fit : profile.fits) written.emplace_back(fit.collective, fit.dtype);
+  EXPECT_EQ(written,
+            (std::vector<std::pair<CollectiveKind, DataType>>{{CollectiveKind::all_reduce, DataType::float32},
+                                                              {CollectiveKind::all_reduce, DataType::float16},
+                                                              {CollectiveKind::all_gather, DataType::float32},
+                                                              {CollectiveKind::broadcast, DataType::float32}}));
 }
 
 // One file holds several world sizes: a W=2 run merged into a file that has W=4 keeps it.
 TEST(BenchNetwork, MergeKeepsOtherWorldSizes) {
   testing::TempDir dir;
   const auto file = dir.file("net.yaml");
-  std::ofstream(file) << "name: lab\nbandwidth: 1gbit\nlatency: 50us\nfits:\n"
-                      << "  - {collective: all-reduce, world_size: 4, latency_s: 1e-4, seconds_per_byte: 2e-8}\n"
-                      << "  - {collective: all-reduce, world_size: 2, latency_s: 9, seconds_per_byte: 1}\n";
-  const auto result = runCommand(kGcrun + kSmall + " --collectives all-reduce --merge --name lab --output " + file);
+  std::ofstream(file)
+      << "name: lab\nbandwidth: 1gbit\nlatency: 50us\nfits:\n"
+      << "  - {collective: all-reduce, world_size: 4, latency_s: 1e-4, seconds_per_byte: 2e-8}\n"
+      << "  - {collective: all-reduce, world_size: 2, latency_s: 9, seconds_per_byte: 1}\n"
+      << "  - {collective: all-reduce, dtype: float16, world_size: 2, latency_s: 7, seconds_per_byte: 1}\n";
+  const auto result =
+      runCommand(kGcrun + kSmall + " --collectives all-reduce --dtypes float32 --merge --name lab --output " + file);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_FALSE(contains(result.output, "broadcast"));
   const auto profile = network::loadProfile(file);
   EXPECT_EQ(profile.name, "lab");
   EXPECT_DOUBLE_EQ(profile.latency_s, 5e-5);
   expectFits(profile, 4, 1);
-  expectFits(profile, 2, 1);
+  expectFits(profile, 2, 2);
   for (const auto& fit : profile.fits) {
-    if (fit.world_size == 2) EXPECT_LT(fit.latency_s, 1);  // measured, not the old 9 s
+    if (fit.world_size != 2) continue;
+    // float32: measured, not the old 9 s; float16, another dtype: kept.
+    EXPECT_EQ(fit.latency_s < 1, fit.dtype == DataType::float32) << fit.latency_s;
+    EXPECT_EQ(fit.latency_s == 7, fit.dtype == DataType::float16) << fit.latency_s;
   }
   // Without --merge the file holds this run alone.
   ASSERT_EQ(runCommand(kGcrun + kSmall + " --collectives broadcast --output " + file).exit_code, 0);
@@ -89,6 +106,7 @@ TEST(BenchNetwork, BadInputExitsTwoWithOneLine) {
       {" bench network --nproc-per-node 2 --max-bytes 10gbps", "--max-bytes: '10gbps'"},
       {" bench network --nproc-per-node 2 --min-bytes 64KiB --max-bytes 64KiB", "not below --max-bytes"},
       {" bench network --nproc-per-node 2 --collectives all-to-all", "--collectives: 'all-to-all'"},
+      {" bench network --nproc-per-node 2 --dtypes float32,float8", "--dtypes: 'float8' is not a data type"},
       {" bench network --models lstm", "--models is not an option of `gcrun bench network`"},
       {" bench reducers --output x.yaml", "--output is not an option of `gcrun bench reducers`"},
       {" bench network --nnodes 2 --node-rank 1", "--master-addr"},

@@ -33,6 +33,7 @@ TEST(NetworkCalibration, MessageSizes) {
 
 TEST(NetworkCalibration, TimesEveryCollectiveAndSizeAlikeOnEveryRank) {
   CalibrationPlan plan;
+  plan.dtypes = {DataType::float32};
   plan.max_bytes = 1024;
   plan.repeats = 3;
   std::vector<std::vector<SizeTiming>> seen(2);
@@ -48,6 +49,46 @@ TEST(NetworkCalibration, TimesEveryCollectiveAndSizeAlikeOnEveryRank) {
     // The slowest rank's times, so both ranks agree.
     EXPECT_EQ(timing.median_s, seen[1][i].median_s);
     EXPECT_EQ(timing.max_s, seen[1][i].max_s);
+  }
+}
+
+TEST(NetworkCalibration, ReductionTypes) {
+  EXPECT_EQ(parseReductionType("float32", "--dtypes"), DataType::float32);
+  EXPECT_EQ(parseReductionType("float16", "--dtypes"), DataType::float16);
+  EXPECT_EQ(parseReductionType("bfloat16", "--dtypes"), DataType::bfloat16);
+  for (const char* bad : {"float8", "int64", "half", "Float32"}) {
+    expectMessageHas(userErrorOf([&] { parseReductionType(bad, "--dtypes"); }),
+                     {"--dtypes", std::string("'") + bad + "'", "expected float32, float16 or bfloat16"});
+  }
+}
+
+// The all-reduce in each dtype, the broadcast in float32 alone; a float16 tensor of n bytes holds
+// n / 2 elements, so the same sizes come back.
+TEST(NetworkCalibration, TimesTheAllReduceInEachDtypeOverRealRanks) {
+  CalibrationPlan plan;
+  plan.collectives = {CollectiveKind::all_reduce, CollectiveKind::broadcast};
+  plan.dtypes = {DataType::float32, DataType::float16};
+  plan.max_bytes = 64;
+  plan.repeats = 2;
+  std::vector<std::vector<SizeTiming>> seen(2);
+  testing::runRanks(2, [&](comm::Communicator& comm) { seen[comm.rank()] = timeCollectives(comm, plan); });
+  const auto sizes = messageSizes(4, 64);
+  ASSERT_EQ(seen[0].size(), 3 * sizes.size());
+  const std::pair<CollectiveKind, DataType> expected[] = {{CollectiveKind::all_reduce, DataType::float32},
+                                                          {CollectiveKind::all_reduce, DataType::float16},
+                                                          {CollectiveKind::broadcast, DataType::float32}};
+  for (size_t i = 0; i < seen[0].size(); ++i) {
+    EXPECT_EQ(seen[0][i].collective, expected[i / sizes.size()].first) << i;
+    EXPECT_EQ(seen[0][i].dtype, expected[i / sizes.size()].second) << i;
+    EXPECT_EQ(seen[0][i].bytes, sizes[i % sizes.size()]) << i;
+    EXPECT_EQ(seen[0][i].median_s, seen[1][i].median_s) << i;
+  }
+  const auto fits = fitTimings(seen[0], 2);
+  ASSERT_EQ(fits.size(), 3u);
+  for (size_t k = 0; k < fits.size(); ++k) {
+    EXPECT_EQ(fits[k].collective, expected[k].first);
+    EXPECT_EQ(fits[k].dtype, expected[k].second);
+    EXPECT_EQ(fits[k].samples.size(), sizes.size());
   }
 }
 
@@ -71,6 +112,28 @@ TEST(NetworkCalibration, FitsEachCollectiveAndTablesTheResiduals) {
   }
 }
 
+// float16's medians are 5 times float32's per byte: a fit, a row and a line of their own.
+TEST(NetworkCalibration, FitsEachDtypeApartAndNamesItInTheTable) {
+  std::vector<SizeTiming> timings;
+  for (const auto& [dtype, per_byte] : {std::pair{DataType::float32, 1e-8}, std::pair{DataType::float16, 5e-8}}) {
+    for (const int64_t bytes : {4, 1024, 65536}) {
+      const double seconds = 1e-4 + per_byte * static_cast<double>(bytes);
+      timings.push_back({CollectiveKind::all_reduce, bytes, seconds, seconds, seconds, dtype});
+    }
+  }
+  const auto fits = fitTimings(timings, 4);
+  ASSERT_EQ(fits.size(), 2u);
+  EXPECT_EQ(fits[0].dtype, DataType::float32);
+  EXPECT_EQ(fits[1].dtype, DataType::float16);
+  EXPECT_NEAR(fits[0].seconds_per_byte, 1e-8, 1e-15);
+  EXPECT_NEAR(fits[1].seconds_per_byte, 5e-8, 1e-15);
+  const auto table = formatCalibration(timings, fits);
+  for (const char* part : {"dtype", "\nall-reduce  float16 ", "float32 all-reduce at 4 workers: latency 100 us, 10 ns",
+                           "float16 all-reduce at 4 workers: latency 100 us, 50 ns"}) {
+    EXPECT_NE(table.find(part), std::string::npos) << part << " not in\n" << table;
+  }
+}
+
 TEST(NetworkCalibration, MergeKeepsWhatThisRunDoesNotReplace) {
   network::NetworkProfile previous;
   previous.name = "old";
@@ -88,6 +151,15 @@ TEST(NetworkCalibration, MergeKeepsWhatThisRunDoesNotReplace) {
   EXPECT_EQ(merged.fits[0].world_size, 2);
   EXPECT_EQ(merged.fits[0].latency_s, 2e-5);
   EXPECT_EQ(merged.fits[1].world_size, 4);
+  // Another dtype at the same world size is another fit: kept, after float32.
+  previous.fits.push_back({CollectiveKind::all_reduce, 2, 3e-5, 5e-9, 0, {}});
+  previous.fits.back().dtype = DataType::float16;
+  const auto with_float16 = calibratedProfile(fits, request, &previous);
+  ASSERT_EQ(with_float16.fits.size(), 3u);
+  EXPECT_EQ(with_float16.fits[0].latency_s, 2e-5);
+  EXPECT_EQ(with_float16.fits[1].dtype, DataType::float16);
+  EXPECT_EQ(with_float16.fits[1].latency_s, 3e-5);
+  EXPECT_EQ(with_float16.fits[2].world_size, 4);
   const auto fresh = calibratedProfile(fits, request, nullptr);
   EXPECT_EQ(fresh.name, "lab-link");
   request.name = "named";
