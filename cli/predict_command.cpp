@@ -39,6 +39,9 @@ void addPredictCommand(CLI::App& app) {
     std::string latency = units::kDefaultLatency;
     std::string compute_ms_per_batch;
     std::string target;
+    std::vector<std::string> sync_every;
+    std::string target_cu;
+    std::string compute_profile = "shared";
     std::string output_dir = ".";
   };
   auto flags = std::make_shared<Flags>();
@@ -60,6 +63,15 @@ void addPredictCommand(CLI::App& app) {
       command->add_option("--compute-ms-per-batch", flags->compute_ms_per_batch,
                           "Scale each run's compute (and encode/decode) to this forward+backward+optimizer time "
                           "(milliseconds, above 0 up to 1000000)");
+  command->add_option("--compute-profile", flags->compute_profile,
+                      "shared: runs of one model and batch replay one compute time, their median (default); own: "
+                      "each run its own (to check a prediction against the run's measurement)");
+  command->add_option("--sync-every", flags->sync_every,
+                      "What-if: runs that sync models every H steps predicted at these H instead, comma-separated, "
+                      "each 1 to 1000000, e.g. 1,8,32,128");
+  command->add_option("--target-cu", flags->target_cu,
+                      "Recommend, per worker count and network, the cheapest configuration whose compute "
+                      "utilisation reaches this share (above 0 up to 1, e.g. 0.9)");
   command->add_option("--target", flags->target, "METRIC=VALUE, e.g. test.accuracy=0.9: predicted time to reach it");
   command->add_option("--output", flags->output_dir, "Where predict.md, predict.csv and plots/ go (default: .)");
   command->callback([flags, compute] {
@@ -72,6 +84,11 @@ void addPredictCommand(CLI::App& app) {
           performance::parseComputeMsPerBatch(flags->compute_ms_per_batch, "--compute-ms-per-batch");
     }
     if (!flags->target.empty()) options.target = outputs::parseTarget(flags->target, "--target");
+    for (const auto& every : commaItems(flags->sync_every, "--sync-every")) {
+      options.sync_every.push_back(performance::parseSyncEvery(every, "--sync-every"));
+    }
+    if (!flags->target_cu.empty()) options.target_cu = performance::parseTargetCu(flags->target_cu, "--target-cu");
+    options.shared_compute = performance::parseComputeProfile(flags->compute_profile, "--compute-profile");
     for (const auto& path : flags->networks) options.networks.push_back(network::loadProfile(path));
     auto bandwidths = commaItems(flags->bandwidths, "--bandwidth");
     if (bandwidths.empty() && options.networks.empty()) bandwidths = {"1gbit", "10gbit", "100gbit"};
@@ -85,6 +102,8 @@ void addPredictCommand(CLI::App& app) {
     std::fputs(outputs::markdownTable(table).c_str(), stdout);
     for (const auto& file : result.files.files) std::printf("  %s\n", oneLine(file).c_str());
     for (const auto& line : result.skipped) std::printf("skipped: %s\n", oneLine(line).c_str());
+    for (const auto& line : result.mismatches) std::printf("compute: %s\n", oneLine(line).c_str());
+    for (const auto& line : result.recommendations) std::printf("recommended: %s\n", oneLine(line).c_str());
     if (!result.files.note.empty()) std::printf("note: %s\n", oneLine(result.files.note).c_str());
   });
 }

@@ -31,7 +31,7 @@ void addReportCommand(CLI::App& app) {
   command->add_option("--target", flags->target, "METRIC=VALUE, e.g. test.accuracy=0.9: the time each run took to it");
   command->add_option("--predict", flags->predict,
                       std::string("Projected columns for traced runs: workers=16,bandwidth=10gbit[,latency=") +
-                          units::kDefaultLatency + "] or workers=16,network=FILE");
+                          units::kDefaultLatency + "][,sync_every=H] or workers=16,network=FILE");
   command->callback([flags] {
     std::optional<outputs::Target> target;
     if (!flags->target.empty()) target = outputs::parseTarget(flags->target, "--target");

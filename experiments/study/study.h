@@ -46,6 +46,8 @@ struct StudySpec {
     std::vector<int> workers;
     std::vector<std::string> bandwidths;
     std::string latency = units::kDefaultLatency;
+    std::vector<int64_t> sync_every;  // what-ifs over H for runs that sync models
+    std::optional<double> target_cu;  // recommend the cheapest configuration reaching it
     std::string headline;
   };
   std::optional<Prediction> predict;

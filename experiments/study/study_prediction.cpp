@@ -13,6 +13,8 @@ void addPrediction(const StudySpec::Prediction& prediction, const outputs::Study
                    const std::vector<outputs::RunData>& runs, outputs::ReportOptions& report) {
   performance::PredictOptions options;
   options.workers = prediction.workers;
+  options.sync_every = prediction.sync_every;
+  options.target_cu = prediction.target_cu;
   const double latency = units::parseDuration(prediction.latency, "predict.latency");
   for (const auto& bandwidth : prediction.bandwidths) {
     options.networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "predict.bandwidth"), latency));

@@ -69,7 +69,8 @@ void assignmentsOf(const YAML::Node& node, const std::string& where, std::vector
   assignmentsOf(node, "", where, out, given);
 }
 
-// predict: {workers: [2, 16], bandwidth: [1gbit, 10gbit], latency: 20us, headline: "workers=16,bandwidth=10gbit"}
+// predict: {workers: [2, 16], bandwidth: [1gbit, 10gbit], latency: 20us, sync_every: [8, 32],
+//           target_cu: 0.9, headline: "workers=16,bandwidth=10gbit"}
 StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& source) {
   const std::string where = source + ": predict";
   if (!node.IsMap()) throw UserError(where + " must be a mapping of workers, bandwidth, latency and headline");
@@ -91,6 +92,14 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
         }
         prediction.workers.push_back(workers);
       }
+    } else if (key == "sync_every") {
+      if (!value.IsSequence() || value.size() == 0) throw UserError(where + ".sync_every must be a non-empty list");
+      for (const auto& item : value) {
+        prediction.sync_every.push_back(
+            performance::parseSyncEvery(text(item, where + ".sync_every"), where + ".sync_every"));
+      }
+    } else if (key == "target_cu") {
+      prediction.target_cu = performance::parseTargetCu(text(value, where + ".target_cu"), where + ".target_cu");
     } else if (key == "latency") {
       prediction.latency = text(value, where + ".latency");
       units::parseDuration(prediction.latency, where + ".latency");
@@ -99,7 +108,7 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
       performance::parseProjection(prediction.headline, where + ".headline");
     } else {
       throw UserError(where + ": unknown key '" + clipForMessage(key) +
-                      "'; it has workers, bandwidth, latency, headline");
+                      "'; it has workers, bandwidth, latency, sync_every, target_cu, headline");
     }
   }
   if (prediction.workers.empty() || prediction.bandwidths.empty()) {

@@ -21,6 +21,7 @@ namespace {
 
 constexpr double kMinSearchBandwidth = 1e6 / 8;   // 1 Mbit/s
 constexpr double kMaxSearchBandwidth = 1e13 / 8;  // 10 Tbit/s
+constexpr double kMinComputeMismatch = 0.1;
 
 std::string reducerOf(const outputs::RunData& run) {
   const auto found = run.settings.find("reducer.name");
@@ -65,34 +66,164 @@ double computeOnlyUs(const StepProgram& program) {
   return total;
 }
 
-double mibPerStep(const RunTimeline& timeline) {
-  const auto steps = commonSteps(timeline);
-  if (steps.empty()) return 0;
-  double bytes = 0;
-  for (const auto& op : steps.front().front()->collectives) bytes += op.bytes;
-  return bytes / (1 << 20);
+// A run's traced steps by what they sent: a periodic run's steps without a collective are local,
+// the others its syncs; every step of any other run is a "local" one here (its median is the step).
+struct StepKinds {
+  StepsOfAll local, sync;
+};
+StepKinds kindsOf(StepsOfAll steps, const SyncSchedule& schedule) {
+  StepKinds kinds;
+  if (!schedule.periodic) {
+    kinds.local = std::move(steps);
+    return kinds;
+  }
+  for (auto& programs : steps) {
+    (programs.front()->collectives.empty() ? kinds.local : kinds.sync).push_back(std::move(programs));
+  }
+  return kinds;
 }
 
-// The run's median step alone (by its time on `network` at `workers`): break-even searches
-// replay it at many bandwidths.
-RunTimeline medianStepOf(const RunTimeline& timeline, int workers, const network::NetworkProfile& network) {
-  auto steps = commonSteps(timeline);
+double bytesSent(const StepProgram& program) {
+  double bytes = 0;
+  for (const auto& op : program.collectives) bytes += op.bytes;
+  return bytes;
+}
+
+// The mean bytes one worker sends in a sync step (a step of an every-step run).
+double bytesPerSync(const StepKinds& kinds) {
+  const auto& syncs = kinds.sync.empty() ? kinds.local : kinds.sync;
+  double bytes = 0;
+  for (const auto& programs : syncs) bytes += bytesSent(*programs.front()) / syncs.size();
+  return bytes;
+}
+
+// Each step's forward+backward+optimizer (one worker's, the first) in milliseconds, sorted.
+std::vector<double> computeMsOfSteps(const RunTimeline& timeline) {
+  std::vector<double> ms;
+  for (const auto& programs : kindsOf(commonSteps(timeline), timeline.schedule).local) {
+    ms.push_back(computeOnlyUs(*programs.front()) / 1000);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
+// Half the interquartile range over the median of sorted values; 0 for fewer than two.
+double relativeSpread(const std::vector<double>& sorted) {
+  if (sorted.size() < 2) return 0;
+  const double middle = sorted[sorted.size() / 2];
+  const double spread = (sorted[(3 * sorted.size()) / 4] - sorted[sorted.size() / 4]) / 2;
+  return middle > 0 ? spread / middle : 0;
+}
+
+// The bandwidth the analytic formula divides by: a link's, else what a calibrated all-reduce's
+// per-byte cost is per link (its time for large messages over the ring's byte factor).
+double bandwidthOf(const network::NetworkProfile& network, int workers) {
+  if (network.bandwidth_bytes_per_s > 0) return network.bandwidth_bytes_per_s;
+  constexpr double kLarge = 64.0 * (1 << 20);
+  const int at = std::max(2, workers);
+  const double per_byte = (collectiveSeconds(network, CollectiveKind::all_reduce, kLarge, at) -
+                           collectiveSeconds(network, CollectiveKind::all_reduce, 0, at)) /
+                          kLarge / costFactors(CollectiveKind::all_reduce, at).bytes;
+  return per_byte > 0 ? 1 / per_byte : 0;
+}
+
+ComputeScale scaleOf(const RunTimeline& timeline, const ComputeBasis& compute) {
+  if (compute.ms_per_batch <= 0) return {};
+  const double measured_ms = outputs::median(computeMsOfSteps(timeline));
+  if (measured_ms <= 0) return {};
+  const double scale = compute.ms_per_batch / measured_ms;
+  return {scale, compute.codec_too ? scale : 1};
+}
+
+// A run's time per step and the spread of the steps it came from.
+struct Predicted {
+  StepPrediction step;
+  double noise = 0;
+};
+
+std::vector<StepPrediction> predictEach(const StepsOfAll& steps, int workers, const network::NetworkProfile& network,
+                                        const ComputeScale& scale) {
+  std::vector<StepPrediction> predictions;
+  for (const auto& programs : steps) predictions.push_back(predictStep(programs, workers, network, scale));
+  std::sort(predictions.begin(), predictions.end(),
+            [](const StepPrediction& a, const StepPrediction& b) { return a.total_ms < b.total_ms; });
+  return predictions;
+}
+
+Predicted predictWithNoise(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
+                           const ComputeBasis& compute, int64_t sync_every) {
+  const auto kinds = kindsOf(commonSteps(timeline), timeline.schedule);
+  if (kinds.local.empty() || (timeline.schedule.periodic && kinds.sync.empty())) {
+    throw std::invalid_argument("predictRun: a periodic run's timeline needs local and sync steps (loadRunTimeline)");
+  }
+  const auto scale = scaleOf(timeline, compute);
+  const auto local = predictEach(kinds.local, workers, network, scale);
+  std::vector<double> totals;
+  for (const auto& step : local) totals.push_back(step.total_ms);
+  Predicted predicted{local[local.size() / 2], relativeSpread(totals)};
+  if (!kinds.sync.empty()) {
+    const auto& schedule = timeline.schedule;
+    predicted.step = amortisedStep(predicted.step, predictEach(kinds.sync, workers, network, scale),
+                                   sync_every > 0 ? sync_every : schedule.every, schedule.fragments);
+  }
+  return predicted;
+}
+
+// streaming-diloco's time per step with its exchanges in the background: the amortised step less
+// its exposed communication, plus what the queue of fragment exchanges still exposes.
+std::optional<double> overlappedMs(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
+                                   const ComputeBasis& compute, int64_t every) {
+  const auto& schedule = timeline.schedule;
+  if (schedule.strategy != "streaming-diloco" || !schedule.periodic) return std::nullopt;
+  const auto kinds = kindsOf(commonSteps(timeline), schedule);
+  const auto scale = scaleOf(timeline, compute);
+  const auto local = predictEach(kinds.local, workers, network, scale);
+  const auto& middle = local[local.size() / 2];
+  std::vector<double> exchanges;
+  for (const auto& programs : kinds.sync) {
+    exchanges.push_back(
+        std::max(0.0, predictStep(programs, workers, network, scale).exposed_comm_ms - middle.exposed_comm_ms));
+  }
+  const auto fragments = static_cast<size_t>(std::min(schedule.fragments, every));
+  double mean = 0;
+  for (const double ms : exchanges) mean += ms / exchanges.size();
+  exchanges.resize(fragments, mean);  // a window shorter than a period: the others like the mean
+  const auto amortised = predictWithNoise(timeline, workers, network, compute, every).step;
+  const double share = static_cast<double>(schedule.fragments) / static_cast<double>(every);
+  const double without_waits = amortised.total_ms - share * mean;
+  return without_waits + streamingExposedMsPerStep(middle.total_ms, exchanges, every, schedule.delay);
+}
+
+// The steps the model needs of a run, for break-even searches that replay it at many bandwidths:
+// its median step on `network` at `workers` (a periodic run's median local step), and a periodic
+// run's sync steps.
+RunTimeline representativeSteps(const RunTimeline& timeline, int workers, const network::NetworkProfile& network) {
+  const auto kinds = kindsOf(commonSteps(timeline), timeline.schedule);
   std::vector<std::pair<double, size_t>> totals;
-  for (size_t k = 0; k < steps.size(); ++k) totals.emplace_back(predictStep(steps[k], workers, network).total_ms, k);
+  for (size_t k = 0; k < kinds.local.size(); ++k) {
+    totals.emplace_back(predictStep(kinds.local[k], workers, network).total_ms, k);
+  }
   std::sort(totals.begin(), totals.end());
-  RunTimeline one;
-  for (const auto* program : steps[totals[totals.size() / 2].second]) one.workers.push_back({*program});
-  return one;
+  RunTimeline kept;
+  kept.schedule = timeline.schedule;
+  kept.workers.resize(timeline.workers.size());
+  const auto keep = [&](const std::vector<const StepProgram*>& programs) {
+    for (size_t w = 0; w < programs.size(); ++w) kept.workers[w].push_back(*programs[w]);
+  };
+  keep(kinds.local[totals[totals.size() / 2].second]);
+  for (const auto& programs : kinds.sync) keep(programs);
+  return kept;
 }
 
 // Where predicted(method) - predicted(baseline) turns from negative to non-negative as the
 // bandwidth grows, at the network's latency.
 std::optional<double> breakEven(const RunTimeline& method, const RunTimeline& baseline, int workers, double latency_s,
-                                double compute_ms) {
+                                const ComputeBasis& method_compute, const ComputeBasis& baseline_compute,
+                                int64_t sync_every) {
   const auto gap = [&](double bandwidth) {
     const auto link = network::linkProfile(bandwidth, latency_s);
-    return predictRun(method, workers, link, compute_ms).total_ms -
-           predictRun(baseline, workers, link, compute_ms).total_ms;
+    return predictRun(method, workers, link, method_compute, sync_every).total_ms -
+           predictRun(baseline, workers, link, baseline_compute).total_ms;
   };
   constexpr int kPerDecade = 8;
   const int points = static_cast<int>(std::log10(kMaxSearchBandwidth / kMinSearchBandwidth)) * kPerDecade;
@@ -156,6 +287,16 @@ void checkSameCollectives(const StepsOfAll& steps, const std::vector<std::string
   }
 }
 
+// A periodic run is predicted from its local steps and its sync steps: its window needs both.
+void checkSyncWindow(const StepKinds& kinds, const SyncSchedule& schedule, const std::string& dir) {
+  if (!schedule.periodic || (!kinds.local.empty() && !kinds.sync.empty())) return;
+  const auto every = std::to_string(schedule.every);
+  throw UserError(dir + ": its step timeline holds " + (kinds.sync.empty() ? "no sync step" : "no local step") +
+                  " of its " + schedule.strategy + " schedule (sync.every " + every +
+                  "); trace a window of more than " + every + " steps, e.g. output.trace=1-" +
+                  std::to_string(2 * schedule.every));
+}
+
 }  // namespace
 
 RunTimeline loadRunTimeline(const outputs::RunData& run) {
@@ -186,6 +327,8 @@ RunTimeline loadRunTimeline(const outputs::RunData& run) {
                     ": its step timeline holds no complete step (forward, backward and reduce on every worker)");
   }
   checkSameCollectives(steps, files);
+  timeline.schedule = syncScheduleOf(run);
+  checkSyncWindow(kindsOf(steps, timeline.schedule), timeline.schedule, run.dir);
   return timeline;
 }
 
@@ -222,79 +365,202 @@ int parseWorkerCount(const std::string& text, const std::string& what) {
 }
 
 StepPrediction predictRun(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
-                          double compute_ms_per_batch) {
-  const auto steps = commonSteps(timeline);
-  double scale = 1;
-  if (compute_ms_per_batch > 0) {
-    std::vector<double> measured;
-    for (const auto& programs : steps) measured.push_back(computeOnlyUs(*programs.front()));
-    const double measured_us = outputs::median(measured);
-    if (measured_us > 0) scale = 1000 * compute_ms_per_batch / measured_us;
-  }
-  std::vector<StepPrediction> predictions;
-  for (const auto& programs : steps) predictions.push_back(predictStep(programs, workers, network, scale));
-  std::sort(predictions.begin(), predictions.end(),
-            [](const StepPrediction& a, const StepPrediction& b) { return a.total_ms < b.total_ms; });
-  return predictions[predictions.size() / 2];
+                          const ComputeBasis& compute, int64_t sync_every) {
+  return predictWithNoise(timeline, workers, network, compute, sync_every).step;
 }
+
+std::vector<ComputeBasis> computeBases(const std::vector<outputs::RunData>& runs,
+                                       const std::vector<RunTimeline>& timelines, const PredictOptions& options) {
+  std::vector<ComputeBasis> bases(runs.size());
+  if (options.compute_ms_per_batch > 0) {
+    for (auto& basis : bases) basis = {options.compute_ms_per_batch, true};
+    return bases;
+  }
+  if (!options.shared_compute) return bases;
+  std::map<std::string, std::vector<double>> own_ms;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    own_ms[comparisonOf(runs[i])].push_back(outputs::median(computeMsOfSteps(timelines[i])));
+  }
+  for (size_t i = 0; i < runs.size(); ++i) bases[i] = {outputs::median(own_ms[comparisonOf(runs[i])]), false};
+  return bases;
+}
+
+std::vector<std::string> computeMismatches(const std::vector<outputs::RunData>& runs,
+                                           const std::vector<RunTimeline>& timelines) {
+  struct Own {
+    size_t run;
+    double ms, spread;
+  };
+  std::map<std::string, std::vector<Own>> groups;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto steps = computeMsOfSteps(timelines[i]);
+    groups[comparisonOf(runs[i])].push_back({i, outputs::median(steps), relativeSpread(steps)});
+  }
+  std::vector<std::string> lines;
+  for (auto& [comparison, owns] : groups) {
+    if (owns.size() < 2) continue;
+    const auto [fastest, slowest] =
+        std::minmax_element(owns.begin(), owns.end(), [](const Own& a, const Own& b) { return a.ms < b.ms; });
+    // Beyond the noise: twice the steps' own spread, and at least 10%.
+    const double tolerance = std::max(kMinComputeMismatch, 2 * std::max(fastest->spread, slowest->spread));
+    if (fastest->ms <= 0 || slowest->ms / fastest->ms - 1 <= tolerance) continue;
+    std::vector<double> all;
+    for (const auto& own : owns) all.push_back(own.ms);
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%s computed a step in %.1f ms and %s in %.1f ms, though they train the same model on the same "
+                  "batch (a busy machine during one?): both are predicted with the median, %.1f ms",
+                  baseName(runs[slowest->run].dir).c_str(), slowest->ms, baseName(runs[fastest->run].dir).c_str(),
+                  fastest->ms, outputs::median(all));
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+namespace {
+
+// The first full- and half-precision run of each comparison: the baselines.
+struct Baselines {
+  std::map<std::string, size_t> exact, fp16;
+};
+Baselines baselinesOf(const std::vector<outputs::RunData>& runs) {
+  Baselines baselines;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].baseline == Baseline::full_precision) baselines.exact.emplace(comparisonOf(runs[i]), i);
+    if (runs[i].baseline == Baseline::half_precision) baselines.fp16.emplace(comparisonOf(runs[i]), i);
+  }
+  return baselines;
+}
+
+// Rows are made run by run: everything one row needs to see of the others.
+struct RowContext {
+  const std::vector<outputs::RunData>& runs;
+  const std::vector<RunTimeline>& timelines;
+  const std::vector<ComputeBasis>& bases;
+  const Baselines& baselines;
+  const PredictOptions& options;
+};
+
+// The speedup of row (run i) over the comparison's baseline in `baselines`, its break-even
+// bandwidth, and the noise that decides whether it is one.
+void compareWith(const RowContext& context, const std::map<std::string, size_t>& baselines, size_t i,
+                 const network::NetworkProfile& network, double run_noise, PredictionRow& row,
+                 std::optional<double>& speedup, std::optional<double>& break_even) {
+  const auto found = baselines.find(row.comparison);
+  if (found == baselines.end()) return;
+  const size_t b = found->second;
+  const auto baseline =
+      predictWithNoise(context.timelines[b], row.workers, network, context.bases[b], /*sync_every=*/0);
+  row.noise = std::max({row.noise, run_noise, baseline.noise});
+  // A step predicted to take no time (a trace of zero durations on a free network) has none.
+  if (row.predicted.total_ms > 0) speedup = baseline.step.total_ms / row.predicted.total_ms;
+  if (b == i) return;
+  const int64_t every = row.sync_every.value_or(0);
+  break_even = breakEven(representativeSteps(context.timelines[i], row.workers, network),
+                         representativeSteps(context.timelines[b], row.workers, network), row.workers,
+                         latencyOf(network, row.workers), context.bases[i], context.bases[b], every);
+}
+
+PredictionRow predictRow(const RowContext& context, size_t i, int64_t every, int workers,
+                         const network::NetworkProfile& network) {
+  const auto& run = context.runs[i];
+  const auto& timeline = context.timelines[i];
+  PredictionRow row;
+  row.run = baseName(run.dir);
+  row.dir = run.dir;
+  row.reducer = reducerOf(run);
+  row.strategy = timeline.schedule.strategy;
+  row.comparison = comparisonOf(run);
+  if (timeline.schedule.periodic || run.settings.count("sync.every")) row.sync_every = every;
+  row.workers = workers;
+  row.network = network.name;
+  const bool own_h = every == timeline.schedule.every;
+  if (workers == run.world_size && run.simulated_workers <= 1 && own_h)
+    row.measured_ms_per_batch = run.time_per_batch_ms;
+  const auto predicted = predictWithNoise(timeline, workers, network, context.bases[i], every);
+  row.predicted = predicted.step;
+  row.compute_basis_ms =
+      context.bases[i].ms_per_batch > 0 ? context.bases[i].ms_per_batch : outputs::median(computeMsOfSteps(timeline));
+  const auto kinds = kindsOf(commonSteps(timeline), timeline.schedule);
+  row.mib_per_sync = bytesPerSync(kinds) / (1 << 20);
+  const double syncs_per_step =
+      timeline.schedule.periodic ? static_cast<double>(timeline.schedule.fragments) / static_cast<double>(every) : 1;
+  row.mib_per_step = row.mib_per_sync * syncs_per_step;
+  const double bandwidth = bandwidthOf(network, workers);
+  if (bandwidth > 0 && workers > 1) {
+    row.cu_formula =
+        formulaCu(row.predicted.compute_ms, timeline.schedule.periodic ? every : 1,
+                  bytesPerSync(kinds) * (timeline.schedule.periodic ? timeline.schedule.fragments : 1), bandwidth);
+  }
+  row.overlapped_ms = overlappedMs(timeline, workers, network, context.bases[i], every);
+  compareWith(context, context.baselines.exact, i, network, predicted.noise, row, row.speedup_vs_exact,
+              row.break_even_vs_exact);
+  compareWith(context, context.baselines.fp16, i, network, predicted.noise, row, row.speedup_vs_fp16,
+              row.break_even_vs_fp16);
+  // Steps to a target are the run's own, at its own H alone.
+  if (context.options.target && own_h) {
+    if (const auto hit = outputs::reachedAt(run, *context.options.target)) {
+      row.steps_to_target = hit->step;
+      row.predicted_time_to_target_s = hit->step * row.predicted.total_ms / 1000;
+      row.measured_time_to_target_s = hit->elapsed_s;
+    }
+  }
+  return row;
+}
+
+}  // namespace
 
 std::vector<PredictionRow> predictRuns(const std::vector<outputs::RunData>& runs,
                                        const std::vector<RunTimeline>& timelines, const PredictOptions& options) {
   if (runs.size() != timelines.size()) throw std::invalid_argument("predictRuns: one timeline per run");
-  // The first full- and half-precision run of each comparison: the baselines.
-  std::map<std::string, size_t> exact, fp16;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (runs[i].baseline == Baseline::full_precision) exact.emplace(comparisonOf(runs[i]), i);
-    if (runs[i].baseline == Baseline::half_precision) fp16.emplace(comparisonOf(runs[i]), i);
-  }
+  const auto bases = computeBases(runs, timelines, options);
+  const auto baselines = baselinesOf(runs);
+  const RowContext context{runs, timelines, bases, baselines, options};
   std::vector<PredictionRow> rows;
   for (size_t i = 0; i < runs.size(); ++i) {
-    const auto& run = runs[i];
-    const auto comparison = comparisonOf(run);
-    const auto worker_counts = options.workers.empty() ? std::vector<int>{run.world_size} : options.workers;
-    for (const int workers : worker_counts) {
-      for (const auto& network : options.networks) {
-        PredictionRow row;
-        row.run = baseName(run.dir);
-        row.dir = run.dir;
-        row.reducer = reducerOf(run);
-        row.comparison = comparison;
-        row.workers = workers;
-        row.network = network.name;
-        if (workers == run.world_size && run.simulated_workers <= 1) row.measured_ms_per_batch = run.time_per_batch_ms;
-        row.predicted = predictRun(timelines[i], workers, network, options.compute_ms_per_batch);
-        row.mib_per_step = mibPerStep(timelines[i]);
-        const double latency = latencyOf(network, workers);
-        const auto against = [&](const std::map<std::string, size_t>& baselines, std::optional<double>& speedup,
-                                 std::optional<double>& break_even) {
-          const auto found = baselines.find(comparison);
-          if (found == baselines.end()) return;
-          const auto& baseline = timelines[found->second];
-          // A step predicted to take no time (a trace of zero durations on a free network) has none.
-          if (row.predicted.total_ms > 0) {
-            speedup =
-                predictRun(baseline, workers, network, options.compute_ms_per_batch).total_ms / row.predicted.total_ms;
-          }
-          if (found->second != i) {
-            break_even =
-                breakEven(medianStepOf(timelines[i], workers, network), medianStepOf(baseline, workers, network),
-                          workers, latency, options.compute_ms_per_batch);
-          }
-        };
-        against(exact, row.speedup_vs_exact, row.break_even_vs_exact);
-        against(fp16, row.speedup_vs_fp16, row.break_even_vs_fp16);
-        if (options.target) {
-          if (const auto hit = outputs::reachedAt(run, *options.target)) {
-            row.steps_to_target = hit->step;
-            row.predicted_time_to_target_s = hit->step * row.predicted.total_ms / 1000;
-            row.measured_time_to_target_s = hit->elapsed_s;
-          }
-        }
-        rows.push_back(std::move(row));
+    const auto& schedule = timelines[i].schedule;
+    const auto periods =
+        schedule.periodic && !options.sync_every.empty() ? options.sync_every : std::vector<int64_t>{schedule.every};
+    const auto worker_counts = options.workers.empty() ? std::vector<int>{runs[i].world_size} : options.workers;
+    for (const int64_t every : periods) {
+      for (const int workers : worker_counts) {
+        for (const auto& network : options.networks) rows.push_back(predictRow(context, i, every, workers, network));
       }
     }
   }
   return rows;
+}
+
+int64_t parseSyncEvery(const std::string& text, const std::string& what) {
+  const auto value = parseWholeNumber(text);
+  if (!value || *value < 1 || *value > kMaxSyncEvery) {
+    throw UserError(what + ": '" + clipForMessage(text, 60) +
+                    "' is not a sync period; expected a whole number of steps from 1 to " +
+                    std::to_string(kMaxSyncEvery));
+  }
+  return *value;
+}
+
+double parseTargetCu(const std::string& text, const std::string& what) {
+  const auto value = parseDecimal(text);
+  if (!value || !(*value > 0) || *value > 1) {
+    throw UserError(what + ": '" + clipForMessage(text, 60) +
+                    "' is not a compute utilisation; expected a share above 0 up to 1, e.g. 0.9");
+  }
+  return *value;
+}
+
+bool parseComputeProfile(const std::string& text, const std::string& what) {
+  if (text == "shared" || text == "own") return text == "shared";
+  throw UserError(what + ": '" + clipForMessage(text, 60) + "' is not a compute profile; expected shared or own");
+}
+
+std::string speedupText(const std::optional<double>& speedup, double noise) {
+  if (!speedup) return "";
+  if (std::abs(*speedup - 1) <= noise) return "no difference";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2fx", *speedup);
+  return text;
 }
 
 std::string breakEvenText(const std::optional<double>& bytes_per_s) {

@@ -10,6 +10,7 @@
 #include "outputs/csv_field.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/performance/collective_cost.h"
+#include "outputs/performance/recommendation.h"
 #include "outputs/report/safe_text.h"
 
 namespace gcrun::performance {
@@ -20,17 +21,20 @@ constexpr double kPlotToBandwidth = 1e11 / 8;   // 100 Gbit/s
 constexpr int kPlotPoints = 25;
 
 const char kAssumptions[] =
-    "Each run's traced steps are replayed at the given worker count and network: the compute as measured "
-    "(or scaled with --compute-ms-per-batch), each collective costed from its bytes (ring all-reduce, ring "
-    "all-gather, binomial broadcast) on the network profile, collectives one after another in issue order, "
-    "all-reduces issued during backward overlapping it. The median traced step is shown. Measured is the "
-    "run's own median on its own machine and network (empty for other worker counts and for simulated "
-    "workers). Speedups are the baseline's predicted time over this run's; break-even is the bandwidth "
+    "Each run's traced steps are replayed at the given worker count and network: the compute as measured, "
+    "with runs of one model and batch replaying the same forward+backward+optimizer time (the median over "
+    "them; --compute-profile own keeps each run's, --compute-ms-per-batch sets it), each collective costed "
+    "from its bytes and data type (ring all-reduce, ring all-gather, binomial broadcast) on the network "
+    "profile, collectives one after another in issue order, all-reduces issued during backward overlapping "
+    "it. The median traced step is shown; a run that syncs models every H steps shows its median local step "
+    "with its traced sync steps spread over the H steps. CU is compute over time per step, beside the usual "
+    "formula H t / (H t + 8 bytes / bandwidth). Measured is the run's own median on its own machine and "
+    "network (empty for other worker counts, other H and simulated workers). Speedups are the baseline's "
+    "predicted time over this run's, \"no difference\" within the steps' spread; break-even is the bandwidth "
     "below which this method is faster than the baseline at the network's latency.";
 
 std::string ms(double value) { return fmt::format("{:.1f}", value); }
 std::string optionalMs(const std::optional<double>& value) { return value ? ms(*value) : ""; }
-std::string ratio(const std::optional<double>& value) { return value ? fmt::format("{:.2f}x", *value) : ""; }
 std::string number(const std::optional<double>& value) { return value ? fmt::format("{:.6g}", *value) : ""; }
 std::string gbit(const std::optional<double>& bytes_per_s) {
   if (!bytes_per_s) return "";
@@ -42,14 +46,36 @@ std::string runNameOf(const outputs::RunData& run) { return run.name.empty() ? r
 
 }  // namespace
 
+namespace {
+
+// "every-step", "diloco H=32".
+std::string strategyText(const PredictionRow& row) {
+  return row.sync_every ? row.strategy + " H=" + std::to_string(*row.sync_every) : row.strategy;
+}
+
+// "0.93 (formula 0.97)".
+std::string cuText(const PredictionRow& row) {
+  auto text = fmt::format("{:.2f}", row.predicted.cu());
+  if (row.cu_formula) text += fmt::format(" (formula {:.2f})", *row.cu_formula);
+  return text;
+}
+
+bool anyOverlapped(const std::vector<PredictionRow>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const PredictionRow& row) { return row.overlapped_ms.has_value(); });
+}
+
+}  // namespace
+
 outputs::TextTable predictionTable(const std::vector<PredictionRow>& rows, bool with_target) {
   outputs::TextTable table;
   table.header = {"run",
                   "reducer",
                   "workers",
                   "network",
+                  "strategy",
                   "measured ms",
                   "predicted ms",
+                  "CU",
                   "compute ms",
                   "exposed comm ms",
                   "codec ms",
@@ -58,22 +84,27 @@ outputs::TextTable predictionTable(const std::vector<PredictionRow>& rows, bool 
                   "vs fp16",
                   "break-even vs exact",
                   "break-even vs fp16"};
+  const bool overlapped = anyOverlapped(rows);
+  if (overlapped) table.header.push_back("overlapped ms");
   if (with_target) table.header.insert(table.header.end(), {"steps to target", "predicted s", "measured s"});
   for (const auto& row : rows) {
     std::vector<std::string> cells = {row.run,
                                       row.reducer,
                                       std::to_string(row.workers),
                                       row.network,
+                                      strategyText(row),
                                       optionalMs(row.measured_ms_per_batch),
                                       ms(row.predicted.total_ms),
+                                      cuText(row),
                                       ms(row.predicted.compute_ms),
                                       ms(row.predicted.exposed_comm_ms),
                                       ms(row.predicted.codec_ms),
                                       fmt::format("{:.3f}", row.mib_per_step),
-                                      ratio(row.speedup_vs_exact),
-                                      ratio(row.speedup_vs_fp16),
+                                      speedupText(row.speedup_vs_exact, row.noise),
+                                      speedupText(row.speedup_vs_fp16, row.noise),
                                       breakEvenText(row.break_even_vs_exact),
                                       breakEvenText(row.break_even_vs_fp16)};
+    if (overlapped) cells.push_back(optionalMs(row.overlapped_ms));
     if (with_target) {
       cells.push_back(row.steps_to_target ? std::to_string(*row.steps_to_target) : "not reached");
       cells.push_back(row.predicted_time_to_target_s ? fmt::format("{:.1f}", *row.predicted_time_to_target_s) : "");
@@ -89,7 +120,7 @@ std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_targ
       "run,reducer,workers,network,measured_ms_per_batch,predicted_ms_per_batch,compute_ms,exposed_comm_ms,"
       "codec_ms,mib_per_step,speedup_vs_exact,speedup_vs_fp16,break_even_vs_exact_gbit,break_even_vs_fp16_gbit";
   if (with_target) out += ",steps_to_target,predicted_time_to_target_s,measured_time_to_target_s";
-  out += "\n";
+  out += ",strategy,sync_every,cu,cu_formula,overlapped_ms_per_batch,compute_basis_ms,mib_per_sync,noise\n";
   for (const auto& row : rows) {
     out += fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{}", outputs::csvField(row.run),
                        outputs::csvField(row.reducer), row.workers, outputs::csvField(row.network),
@@ -101,7 +132,10 @@ std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_targ
       out += fmt::format(",{},{},{}", row.steps_to_target ? std::to_string(*row.steps_to_target) : "",
                          number(row.predicted_time_to_target_s), number(row.measured_time_to_target_s));
     }
-    out += "\n";
+    out +=
+        fmt::format(",{},{},{:.6g},{},{},{:.6g},{:.6g},{:.6g}\n", outputs::csvField(row.strategy),
+                    row.sync_every ? std::to_string(*row.sync_every) : "", row.predicted.cu(), number(row.cu_formula),
+                    number(row.overlapped_ms), row.compute_basis_ms, row.mib_per_sync, row.noise);
   }
   return out;
 }
@@ -124,16 +158,14 @@ std::vector<std::pair<std::string, std::vector<size_t>>> configurationsOf(const 
 // and spread over its seeds.
 outputs::Curve timeOverBandwidth(const std::string& name, const std::vector<size_t>& seeds,
                                  const std::vector<RunTimeline>& timelines, int workers, double latency,
-                                 const PredictOptions& options) {
+                                 const std::vector<ComputeBasis>& bases) {
   outputs::Curve curve{name, {}};
   for (int k = 0; k < kPlotPoints; ++k) {
     const double bandwidth =
         kPlotFromBandwidth * std::pow(kPlotToBandwidth / kPlotFromBandwidth, double(k) / (kPlotPoints - 1));
     std::vector<double> times;
     for (const size_t i : seeds) {
-      times.push_back(
-          predictRun(timelines[i], workers, network::linkProfile(bandwidth, latency), options.compute_ms_per_batch)
-              .total_ms);
+      times.push_back(predictRun(timelines[i], workers, network::linkProfile(bandwidth, latency), bases[i]).total_ms);
     }
     const auto spread = outputs::spreadOf(times);
     curve.points.push_back({8 * bandwidth / 1e9, spread.mean, spread.min, spread.max});
@@ -155,15 +187,15 @@ outputs::Plot timeVsBandwidthPlot(const std::vector<outputs::RunData>& runs, con
                      true,
                      true};
   outputs::Curve marks{"break-even vs exact", {}, true};
+  const auto bases = computeBases(runs, timelines, options);
   for (const auto& [name, seeds] : configurationsOf(runs)) {
-    plot.curves.push_back(timeOverBandwidth(name, seeds, timelines, workers, latency, options));
+    plot.curves.push_back(timeOverBandwidth(name, seeds, timelines, workers, latency, bases));
     for (const auto& row : rows) {
       if (row.workers != workers || row.network != first_network.name || row.dir != runs[seeds[0]].dir) continue;
       const auto& point = row.break_even_vs_exact;
       if (!point || *point <= 0 || std::isinf(*point)) continue;
       const double at =
-          predictRun(timelines[seeds[0]], workers, network::linkProfile(*point, latency), options.compute_ms_per_batch)
-              .total_ms;
+          predictRun(timelines[seeds[0]], workers, network::linkProfile(*point, latency), bases[seeds[0]]).total_ms;
       marks.points.push_back({8 * *point / 1e9, at, at, at});
     }
   }
@@ -182,7 +214,8 @@ outputs::Plot metricVsTimePlot(const std::vector<outputs::RunData>& runs, const 
       {}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto found = std::find_if(rows.begin(), rows.end(), [&](const PredictionRow& row) {
-      return row.dir == runs[i].dir && row.workers == workers && row.network == network;
+      return row.dir == runs[i].dir && row.workers == workers && row.network == network &&
+             (!row.sync_every || *row.sync_every == syncScheduleOf(runs[i]).every);
     });
     if (found == rows.end() || runs[i].epochs.empty()) continue;
     outputs::Curve curve{found->run, {}};
@@ -209,6 +242,26 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
   return plots;
 }
 
+namespace {
+
+std::string bulletList(const std::string& title, const std::vector<std::string>& lines) {
+  if (lines.empty()) return "";
+  std::string md = "## " + title + "\n\n";
+  for (const auto& line : lines) md += "- " + outputs::markdownText(line) + "\n";
+  return md + "\n";
+}
+
+}  // namespace
+
+std::vector<std::string> recommendationLines(const std::vector<PredictionRow>& rows, const PredictOptions& options) {
+  std::vector<std::string> lines;
+  if (!options.target_cu || rows.empty()) return lines;
+  for (const auto& recommendation : recommend(rows, *options.target_cu)) {
+    lines.push_back(recommendationLine(recommendation, rows, *options.target_cu));
+  }
+  return lines;
+}
+
 PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const std::vector<RunTimeline>& timelines,
                                 const std::vector<PredictionRow>& rows, const PredictOptions& options,
                                 const std::string& output_dir) {
@@ -219,6 +272,10 @@ PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const
   const auto rendered = outputs::renderPlots(predictionPlots(runs, timelines, rows, options), plots_dir);
   written.note = rendered.note;
   std::string md = "# gcrun predict\n\n" + std::string(kAssumptions) + "\n\n";
+  md += bulletList("Compute", computeMismatches(runs, timelines));
+  if (options.target_cu) {
+    md += bulletList(fmt::format("Recommended for CU {:.2f}", *options.target_cu), recommendationLines(rows, options));
+  }
   if (with_target) {
     md += outputs::markdownText(fmt::format("Target: {} {} {}.", options.target->metric,
                                             options.target->lower_is_better ? "<=" : ">=", options.target->value)) +
@@ -267,6 +324,8 @@ PredictResult predictDirectories(const std::vector<std::string>& paths, const Pr
   result.skipped = loaded.skipped;
   for (auto& line : checkPredictable(traced, given)) result.skipped.push_back(std::move(line));
   result.rows = predictRuns(traced.runs, traced.timelines, options);
+  result.mismatches = computeMismatches(traced.runs, traced.timelines);
+  result.recommendations = recommendationLines(result.rows, options);
   result.files = writePrediction(traced.runs, traced.timelines, result.rows, options, output_dir);
   return result;
 }

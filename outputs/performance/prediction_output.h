@@ -14,8 +14,9 @@ outputs::TextTable predictionTable(const std::vector<PredictionRow>& rows, bool 
 // predict.csv: the same rows with raw numbers; text cells through csvField. Columns: run, reducer,
 // workers, network, measured_ms_per_batch, predicted_ms_per_batch, compute_ms, exposed_comm_ms,
 // codec_ms, mib_per_step, speedup_vs_exact, speedup_vs_fp16, break_even_vs_exact_gbit,
-// break_even_vs_fp16_gbit (inf: always, 0: never), and with a target steps_to_target,
-// predicted_time_to_target_s, measured_time_to_target_s.
+// break_even_vs_fp16_gbit (inf: always, 0: never), with a target steps_to_target,
+// predicted_time_to_target_s, measured_time_to_target_s, then strategy, sync_every, cu, cu_formula,
+// overlapped_ms_per_batch, compute_basis_ms, mib_per_sync and noise.
 std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_target);
 
 // The figures: for each worker count, predicted time per batch against bandwidth (log axes, one
@@ -31,7 +32,8 @@ struct PredictionFiles {
   std::string note;                // why plots are missing, if they are
 };
 
-// Writes predict.md, predict.csv and plots/ into `output_dir` (created), through files::Directory:
+// Writes predict.md (the runs whose compute differs beyond the noise and the recommendations
+// first, then the table), predict.csv and plots/ into `output_dir` (created), through files::Directory:
 // a symlink planted there is replaced, never written through.
 PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const std::vector<RunTimeline>& timelines,
                                 const std::vector<PredictionRow>& rows, const PredictOptions& options,
@@ -49,7 +51,12 @@ struct PredictResult {
   std::vector<PredictionRow> rows;
   PredictionFiles files;
   std::vector<std::string> skipped;
+  std::vector<std::string> mismatches;       // computeMismatches
+  std::vector<std::string> recommendations;  // recommendationLines
 };
+
+// With options.target_cu, recommendationLine() for each worker count and network; else none.
+std::vector<std::string> recommendationLines(const std::vector<PredictionRow>& rows, const PredictOptions& options);
 PredictResult predictDirectories(const std::vector<std::string>& paths, const PredictOptions& options,
                                  const std::string& output_dir);
 

@@ -12,7 +12,7 @@ namespace gcrun::performance {
 namespace {
 
 const std::string kProjectionForm = std::string("workers=N,bandwidth=10gbit[,latency=") + units::kDefaultLatency +
-                                    "][,compute_ms=MS] or workers=N,network=FILE";
+                                    "][,compute_ms=MS][,sync_every=H] or workers=N,network=FILE";
 
 }  // namespace
 
@@ -23,7 +23,8 @@ ProjectionSpec parseProjection(const std::string& text, const std::string& what)
     const auto equals = item.find('=');
     const auto key = item.substr(0, equals);
     if (equals == std::string::npos || values.count(key) ||
-        (key != "workers" && key != "bandwidth" && key != "latency" && key != "network" && key != "compute_ms")) {
+        (key != "workers" && key != "bandwidth" && key != "latency" && key != "network" && key != "compute_ms" &&
+         key != "sync_every")) {
       throw UserError(what + ": '" + clipForMessage(item, 60) + "' is not one of " + kProjectionForm);
     }
     values[key] = item.substr(equals + 1);
@@ -33,6 +34,7 @@ ProjectionSpec parseProjection(const std::string& text, const std::string& what)
   if (values.count("compute_ms")) {
     spec.compute_ms_per_batch = parseComputeMsPerBatch(values["compute_ms"], what + " compute_ms");
   }
+  if (values.count("sync_every")) spec.sync_every = parseSyncEvery(values["sync_every"], what + " sync_every");
   if (values.count("network") == values.count("bandwidth")) {
     throw UserError(what + ": give either bandwidth or network: " + kProjectionForm);
   }
@@ -53,8 +55,13 @@ outputs::ReportProjection projectRuns(const TracedRuns& traced, const Projection
   options.workers = {spec.workers};
   options.networks = {spec.network};
   options.compute_ms_per_batch = spec.compute_ms_per_batch;
+  if (spec.sync_every > 0) {
+    options.sync_every = {spec.sync_every};
+    projection.label += ", H=" + std::to_string(spec.sync_every);
+  }
   for (const auto& row : predictRuns(traced.runs, traced.timelines, options)) {
-    projection.by_dir[row.dir] = {row.predicted.total_ms, row.speedup_vs_exact, row.speedup_vs_fp16};
+    projection.by_dir[row.dir] = {row.predicted.total_ms, row.predicted.cu(), row.speedup_vs_exact,
+                                  row.speedup_vs_fp16};
   }
   return projection;
 }
@@ -66,6 +73,7 @@ outputs::ReportSection predictionSection(const std::vector<PredictionRow>& rows,
       "Each traced run replayed at other worker counts and networks (gcrun predict; its README section states the "
       "model's assumptions). Runs without a step timeline are not listed.";
   section.table = predictionTable(rows, options.target.has_value());
+  for (const auto& line : recommendationLines(rows, options)) section.text += "\nRecommended: " + line + ".";
   return section;
 }
 

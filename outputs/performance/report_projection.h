@@ -15,10 +15,11 @@ struct ProjectionSpec {
   int workers = 16;
   network::NetworkProfile network;
   double compute_ms_per_batch = 0;
+  int64_t sync_every = 0;  // > 0: runs that sync models projected at this H
 };
 // Keys: workers (parseWorkerCount), bandwidth and latency (default units::kDefaultLatency), or
-// network (a profile file), and compute_ms (parseComputeMsPerBatch). Throws UserError naming
-// `what`, the key and what would be accepted.
+// network (a profile file), compute_ms (parseComputeMsPerBatch) and sync_every (parseSyncEvery). Throws UserError
+// naming `what`, the key and what would be accepted.
 ProjectionSpec parseProjection(const std::string& text, const std::string& what);
 
 // The projections of the runs with a step timeline; the others have none.

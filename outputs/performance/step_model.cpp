@@ -37,14 +37,15 @@ struct Finished {
 
 // Runs the worker's compute and waits until it reaches collective `c`'s issue or call (or, with c
 // past the last one, its program's end); returns whether that item is a blocking call.
-bool advance(Replay& r, size_t c, const Finished& collectives, double compute_scale) {
+bool advance(Replay& r, size_t c, const Finished& collectives, const ComputeScale& scale) {
   const auto& items = r.program->items;
   for (; r.next < items.size(); ++r.next) {
     const auto& item = items[r.next];
     if (item.kind == Kind::compute) {
-      const double us = item.us * compute_scale;
+      const bool codec = item.part == StepItem::Part::codec;
+      const double us = item.us * (codec ? scale.codec : scale.compute);
       r.now_us += us;
-      (item.part == StepItem::Part::codec ? r.codec_us : r.compute_us) += us;
+      (codec ? r.codec_us : r.compute_us) += us;
     } else if (item.kind == Kind::wait) {
       if (collectives.finished[item.collective]) r.now_us = std::max(r.now_us, collectives.done_us[item.collective]);
     } else if (item.collective == c) {
@@ -67,7 +68,7 @@ StepPrediction predictionOf(const Replay& last) {
 }  // namespace
 
 StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int workers,
-                           const network::NetworkProfile& profile, double compute_scale) {
+                           const network::NetworkProfile& profile, const ComputeScale& scale) {
   if (programs.empty() || workers < 1) throw std::invalid_argument("predictStep: no programs or workers");
   checkSameCollectives(programs);
   const auto& collectives = programs.front()->collectives;
@@ -83,7 +84,7 @@ StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int 
     double start_us = network_free_us;
     std::vector<Replay*> blocked;
     for (auto& r : replays) {
-      if (advance(r, c, finished, compute_scale)) blocked.push_back(&r);
+      if (advance(r, c, finished, scale)) blocked.push_back(&r);
       start_us = std::max(start_us, r.now_us);
     }
     const auto& op = collectives[c];
@@ -100,7 +101,7 @@ StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int 
   }
   const Replay* last = nullptr;
   for (auto& r : replays) {
-    advance(r, collectives.size(), finished, compute_scale);
+    advance(r, collectives.size(), finished, scale);
     if (!last || r.now_us > last->now_us) last = &r;
   }
   return predictionOf(*last);

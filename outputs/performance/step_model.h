@@ -17,19 +17,26 @@ namespace gcrun::performance {
 //    all-reduces do in Gloo and on one NCCL stream. An all-reduce issued during backward runs
 //    while backward goes on; a blocking one, and a wait, hold the worker until it is done.
 //  - Its duration is collectiveSeconds() of its bytes and dtype at `workers`: the network's cost
-//    alone. The compute around it (encode, decode, the reduce's other work) is as measured, times
-//    `compute_scale`, which also scales forward, backward and the optimizer.
+//    alone. The compute around it is as measured: forward, backward and the optimizer times
+//    `scale.compute`, the exchange's own compute (encode, decode, a sync's work) times `scale.codec`.
 // The step ends when the last worker is done.
 struct StepPrediction {
   double total_ms = 0;
   double compute_ms = 0;       // forward, backward, optimizer: the last worker's own
-  double codec_ms = 0;         // the last worker's compute inside the reduce
+  double codec_ms = 0;         // the last worker's compute of the exchange (StepItem::Part::codec)
   double exposed_comm_ms = 0;  // the rest: time the last worker waited for the network
+  // Compute utilisation: the share of the step spent on forward, backward and the optimizer.
+  double cu() const { return total_ms > 0 ? compute_ms / total_ms : 1; }
+};
+
+struct ComputeScale {
+  double compute = 1;
+  double codec = 1;
 };
 
 // `programs` share one step's collectives (same kinds, sizes and dtypes in the same order); a program
 // whose collectives differ is an std::invalid_argument naming the step.
 StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int workers,
-                           const network::NetworkProfile& profile, double compute_scale = 1);
+                           const network::NetworkProfile& profile, const ComputeScale& scale = {});
 
 }  // namespace gcrun::performance

@@ -11,7 +11,7 @@ using trace::Span;
 
 // The phases of one step, by name.
 struct StepSpans {
-  std::optional<Span> batch, forward, backward, reduce, optimizer;
+  std::optional<Span> batch, forward, backward, reduce, optimizer, sync;
 };
 
 std::map<int64_t, StepSpans> spansByStep(const trace::WorkerTimeline& worker) {
@@ -23,6 +23,7 @@ std::map<int64_t, StepSpans> spansByStep(const trace::WorkerTimeline& worker) {
     if (span.name == "backward") s.backward = span;
     if (span.name == "reduce") s.reduce = span;
     if (span.name == "optimizer") s.optimizer = span;
+    if (span.name == "sync") s.sync = span;
   }
   return steps;
 }
@@ -50,7 +51,7 @@ class Builder {
   // its span stands for.
   void computeBetween(double from, double to, std::vector<StepItem>& items) const {
     std::vector<double> edges = {from, to};
-    for (const auto* span : {&spans_.forward, &spans_.backward, &spans_.reduce, &spans_.optimizer}) {
+    for (const auto* span : {&spans_.forward, &spans_.backward, &spans_.reduce, &spans_.optimizer, &spans_.sync}) {
       if (!*span) continue;
       for (const double edge : {(*span)->start_us, (*span)->end_us()}) {
         if (edge > from && edge < to) edges.push_back(edge);
@@ -61,7 +62,8 @@ class Builder {
       const double middle = (edges[k] + edges[k + 1]) / 2;
       const double us = edges[k + 1] - edges[k];
       if (us <= 0) continue;
-      const auto part = inside(spans_.reduce, middle) ? StepItem::Part::codec : StepItem::Part::compute;
+      const bool exchange = inside(spans_.reduce, middle) || inside(spans_.sync, middle);
+      const auto part = exchange ? StepItem::Part::codec : StepItem::Part::compute;
       const bool in_span = part == StepItem::Part::codec || inside(spans_.forward, middle) ||
                            inside(spans_.backward, middle) || inside(spans_.optimizer, middle);
       if (!in_span && !between_spans_) continue;

@@ -19,7 +19,9 @@ struct StepItem {
     call,     // a blocking collective: starts it and waits for it
     wait,     // waits for a collective issued earlier
   };
-  enum class Part { compute, codec };  // codec: inside the reduce (the reducer's encode and decode)
+  // codec: the exchange's own compute: inside the reduce (the reducer's encode and decode) and
+  // inside a strategy's sync (pseudo-gradients, the outer step, its codec).
+  enum class Part { compute, codec };
   Kind kind = Kind::compute;
   Part part = Part::compute;
   double us = 0;

@@ -63,6 +63,9 @@ void addOptionalColumns(const std::vector<ConfigGroup>& groups, const std::strin
   if (any([](const ConfigGroup& g) { return g.projected_ms_per_batch.has_value(); })) {
     columns.emplace_back("projected time/batch (" + projection_label + ")",
                          [&](const ConfigGroup& g) { return ms(g.projected_ms_per_batch); });
+    columns.emplace_back("projected CU", [&](const ConfigGroup& g) {
+      return g.projected_cu ? fmt::format("{:.2f}", *g.projected_cu) : "—";
+    });
     columns.emplace_back("projected speedup vs exact",
                          [&](const ConfigGroup& g) { return ratio(g.projected_speedup_vs_exact); });
     columns.emplace_back("vs fp16", [&](const ConfigGroup& g) { return ratio(g.projected_speedup_vs_fp16); });
@@ -178,7 +181,7 @@ void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, cons
   for (auto& group : groups) {
     if (fp16_mib > 0 && group.mib_per_epoch > 0) group.compression_vs_fp16 = fp16_mib / group.mib_per_epoch;
     group.paper_time_per_batch_ms = group.runs.front()->paper_time_per_batch_ms;
-    std::vector<double> seconds, steps, projected, vs_exact, vs_fp16;
+    std::vector<double> seconds, steps, projected, cu, vs_exact, vs_fp16;
     for (const auto* run : group.runs) {
       const auto hit = target ? reachedAt(*run, *target) : std::nullopt;
       if (hit) {
@@ -189,6 +192,7 @@ void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, cons
           projection ? projection->by_dir.find(run->dir) : std::map<std::string, RunProjection>::const_iterator();
       if (!projection || found == projection->by_dir.end()) continue;
       projected.push_back(found->second.ms_per_batch);
+      cu.push_back(found->second.cu);
       if (found->second.speedup_vs_exact) vs_exact.push_back(*found->second.speedup_vs_exact);
       if (found->second.speedup_vs_fp16) vs_fp16.push_back(*found->second.speedup_vs_fp16);
     }
@@ -198,6 +202,7 @@ void annotateGroups(std::vector<ConfigGroup>& groups, const Target* target, cons
       return values.empty() ? std::nullopt : std::optional<double>(spreadOf(values).mean);
     };
     group.projected_ms_per_batch = meanOf(projected);
+    group.projected_cu = meanOf(cu);
     group.projected_speedup_vs_exact = meanOf(vs_exact);
     group.projected_speedup_vs_fp16 = meanOf(vs_fp16);
     if (group.projected_ms_per_batch && !steps.empty()) {
@@ -303,7 +308,7 @@ std::string csvTable(const std::vector<ConfigGroup>& groups) {
       "configuration,reducer,settings,workers,simulated_workers,seeds,status,metric,mean,std,min,max,"
       "time_per_batch_ms,compute_per_batch_ms,mib_per_epoch,compression,paper_value,paper_difference,paper_source,"
       "compression_vs_fp16,time_to_target_s,reached_target,projected_ms_per_batch,projected_speedup_vs_exact,"
-      "projected_speedup_vs_fp16,projected_time_to_target_s,paper_time_per_batch_ms\n";
+      "projected_speedup_vs_fp16,projected_time_to_target_s,paper_time_per_batch_ms,projected_cu\n";
   const auto opt = [](const std::optional<double>& v) { return v ? jsonNumber(*v) : std::string(); };
   for (const auto& g : groups) {
     const auto& m = g.final_metric;
@@ -319,7 +324,7 @@ std::string csvTable(const std::vector<ConfigGroup>& groups) {
            (g.time_to_target_s && g.reached_target > 0 ? jsonNumber(g.time_to_target_s->mean) : "") + "," +
            (g.time_to_target_s ? std::to_string(g.reached_target) : "") + "," + opt(g.projected_ms_per_batch) + "," +
            opt(g.projected_speedup_vs_exact) + "," + opt(g.projected_speedup_vs_fp16) + "," +
-           opt(g.projected_time_to_target_s) + "," + opt(g.paper_time_per_batch_ms) + "\n";
+           opt(g.projected_time_to_target_s) + "," + opt(g.paper_time_per_batch_ms) + "," + opt(g.projected_cu) + "\n";
   }
   return out;
 }

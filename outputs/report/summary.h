@@ -39,6 +39,7 @@ struct ConfigGroup {
   std::optional<Spread> time_to_target_s;  // measured, over the seeds that reached the target
   size_t reached_target = 0;
   std::optional<double> projected_ms_per_batch, projected_speedup_vs_exact, projected_speedup_vs_fp16;
+  std::optional<double> projected_cu;                // compute utilisation: compute over the projected time per batch
   std::optional<double> projected_time_to_target_s;  // steps to the target x the projected time per batch
   std::optional<double> paper_time_per_batch_ms;
   std::optional<double> compression_vs_fp16;  // what the fp16 configuration sends over what this one sends
@@ -48,6 +49,7 @@ struct ConfigGroup {
 // network and worker count (performance::projectRuns fills it in).
 struct RunProjection {
   double ms_per_batch = 0;
+  double cu = 1;
   std::optional<double> speedup_vs_exact, speedup_vs_fp16;
 };
 struct ReportProjection {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "tests/support/command.h"
@@ -44,6 +45,18 @@ class PredictCommand : public ::testing::Test {
                                 " --set training.max_steps=8 --set output.trace=3-7 --set evaluation.max_samples=200");
       ASSERT_EQ(result.exit_code, 0) << result.output;
     }
+    // diloco syncing every 4 steps, traced over steps 1-10 (syncs after 4 and 8), beside a copy of
+    // the exact run; and one traced over steps 1-3, before its first sync.
+    const std::string diloco =
+        "experiment fashion-sgd --nproc-per-node 2 --set sync.strategy=diloco --set sync.every=4 "
+        "--set sync.drift=false --set evaluation.max_samples=200 --output-dir ";
+    auto result =
+        gcrun(diloco + dir_->file("sync-runs/diloco") + " --set training.max_steps=10 --set output.trace=1-10");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::filesystem::copy(dir_->file("runs/fashion-sgd"), dir_->file("sync-runs/exact"),
+                          std::filesystem::copy_options::recursive);
+    result = gcrun(diloco + dir_->file("nosync/diloco") + " --set training.max_steps=3 --set output.trace=1-3");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
     const auto untraced = gcrun("experiment fashion-sgd --output-dir " + dir_->file("untraced") +
                                 " --set training.max_steps=2 --set evaluation.max_samples=200");
     ASSERT_EQ(untraced.exit_code, 0) << untraced.output;
@@ -106,6 +119,10 @@ TEST_F(PredictCommand, BadInputIsOneLineNamingIt) {
       {"predict " + runs + " --network " + dir_->file("missing.yaml"), "missing.yaml"},
       {"predict " + runs + " --target accuracy", "--target"},
       {"report " + runs + " --predict workers=16", "--predict"},
+      {"predict " + runs + " --sync-every 0", "--sync-every"},
+      {"predict " + runs + " --target-cu 1.5", "--target-cu"},
+      {"predict " + runs + " --compute-profile median", "--compute-profile"},
+      {"predict " + dir_->file("nosync"), "no sync step"},
   };
   for (const auto& [arguments, named] : cases) {
     const auto result = gcrun(arguments + " --output " + dir_->file("refused"));
@@ -113,6 +130,49 @@ TEST_F(PredictCommand, BadInputIsOneLineNamingIt) {
     EXPECT_EQ(lineCount(result.output), 1u) << arguments << "\n" << result.output;
     EXPECT_TRUE(contains(result.output, named)) << arguments << "\n" << result.output;
   }
+}
+
+// The predict.csv rows as maps from the header's names.
+std::vector<std::map<std::string, std::string>> csvRows(const std::string& csv) {
+  std::vector<std::map<std::string, std::string>> rows;
+  std::istringstream lines(csv);
+  std::vector<std::string> header;
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cells;
+    std::stringstream cellsOf(line + ",");
+    for (std::string cell; std::getline(cellsOf, cell, ',');) cells.push_back(cell);
+    if (header.empty()) {
+      header = cells;
+      continue;
+    }
+    std::map<std::string, std::string> row;
+    for (size_t k = 0; k < header.size() && k < cells.size(); ++k) row[header[k]] = cells[k];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+TEST_F(PredictCommand, ARunThatSyncsModelsIsPredictedOverH) {
+  const auto out = dir_->file("sync-predicted");
+  const auto result = gcrun("predict " + dir_->file("sync-runs") +
+                            " --workers 4 --bandwidth 10mbit --sync-every 1,4,16 --target-cu 0.5 --output " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto rows = csvRows(read(out + "/predict.csv"));
+  ASSERT_EQ(rows.size(), 4u);                               // exact once, diloco at each H
+  std::map<std::string, std::pair<double, double>> diloco;  // H -> (ms, CU)
+  for (const auto& row : rows) {
+    if (row.at("strategy") == "diloco")
+      diloco[row.at("sync_every")] = {std::stod(row.at("predicted_ms_per_batch")), std::stod(row.at("cu"))};
+  }
+  ASSERT_EQ(diloco.size(), 3u) << read(out + "/predict.csv");
+  // A sync of the whole model at 10 Mbit/s takes far longer than a step; its extra time over a
+  // local step is spread over H steps: t(1) - t(4) = 3/4 x, t(4) - t(16) = 3/16 x.
+  EXPECT_GT(diloco["1"].first, 2 * diloco["4"].first);
+  EXPECT_NEAR((diloco["1"].first - diloco["4"].first) / (diloco["4"].first - diloco["16"].first), 4, 1e-3);
+  EXPECT_LT(diloco["1"].second, diloco["4"].second);
+  EXPECT_LT(diloco["4"].second, diloco["16"].second);
+  EXPECT_TRUE(contains(result.output, "recommended: 10mbit/20us, 4 workers:")) << result.output;
+  EXPECT_TRUE(contains(read(out + "/predict.md"), "diloco H=16")) << read(out + "/predict.md");
 }
 
 TEST_F(PredictCommand, AHundredRunsArePredictedInSeconds) {

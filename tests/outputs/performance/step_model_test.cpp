@@ -176,10 +176,14 @@ TEST(StepModel, ACollectiveStartsWhenTheSlowestWorkerIssuesIt) {
 TEST(StepModel, AllGatherGrowsWithTheWorkersAndComputeScales) {
   const double n = 1e6;
   const auto p = program({compute(20), call(0), compute(4, Part::codec)}, {{CollectiveKind::all_gather, n}});
-  const auto at16 = predictStep({&p}, 16, link(), 0.5);
+  const auto at16 = predictStep({&p}, 16, link(), {0.5, 0.5});
   EXPECT_NEAR(at16.total_ms, 10 + 15 * 1000 * (kLatency + n / kBandwidth) + 2, 1e-9);
   EXPECT_NEAR(at16.codec_ms, 2, 1e-9);
   EXPECT_NEAR(at16.compute_ms, 10, 1e-9);
+  // The codec scaled apart from the compute (a shared compute profile keeps each run's codec).
+  const auto own_codec = predictStep({&p}, 16, link(), {0.5, 1});
+  EXPECT_NEAR(own_codec.codec_ms, 4, 1e-9);
+  EXPECT_NEAR(own_codec.compute_ms, 10, 1e-9);
 }
 
 TEST(StepModel, WorkersMustShareTheirCollectives) {

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "outputs/performance/prediction.h"
+
+namespace gcrun::performance {
+
+// `gcrun predict --target-cu`: for each worker count and network, the cheapest configuration among
+// the predicted rows (run x H) whose compute utilisation reaches the target. Cheapest is what gives
+// up least for it: where runs reached the accuracy target, the shortest predicted time to it;
+// otherwise the fewest steps between syncs (every-step counts as 1), then the most data sent per
+// step (the least compression), then the shortest time per step.
+struct Recommendation {
+  int workers = 1;
+  std::string network;
+  std::optional<size_t> pick;  // into the rows; none reaches the target
+  size_t highest_cu = 0;       // the row with the highest CU there
+};
+
+// One per (workers, network) in the rows' order. `rows` not empty.
+std::vector<Recommendation> recommend(const std::vector<PredictionRow>& rows, double target_cu);
+
+// "1gbit/20us, 4 workers: run gpt-diloco-fp16 (diloco H=32, fp16) reaches CU 0.93 at 41.2 ms per
+// step, 812 s to the target", or that none does and which comes closest.
+std::string recommendationLine(const Recommendation& recommendation, const std::vector<PredictionRow>& rows,
+                               double target_cu);
+
+}  // namespace gcrun::performance
