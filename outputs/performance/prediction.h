@@ -64,9 +64,13 @@ struct PredictionRow {
   // The full- and half-precision baselines' (exact's and fp16's; RunData::baseline) predicted time
   // over this one's, for comparable runs.
   std::optional<double> speedup_vs_exact, speedup_vs_fp16;
+  // The relative spread of this prediction and its baselines' (half the interquartile range of
+  // their traced steps' predictions over the median, the larger); a speedup within 1 ± noise is
+  // "no difference".
+  double noise = 0;
   // The bandwidth (bytes/s) below which this run's method is faster than the baseline, at this
   // worker count and the network's latency; +inf: faster at every bandwidth searched
-  // (1 Mbit/s to 10 Tbit/s), 0: never.
+  // (1 Mbit/s to 10 Tbit/s), 0: never. None for the baseline's own rows (its speedup is 1).
   std::optional<double> break_even_vs_exact, break_even_vs_fp16;
   // With a target: the steps the run took to reach it (its first evaluation at or past it), that
   // many steps at the predicted time per batch, and the run's measured wall-clock time to it.
