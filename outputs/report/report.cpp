@@ -94,8 +94,8 @@ std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigG
   return out;
 }
 
-// Cells this long wrap anywhere (a run name or setting without spaces); shorter ones, numbers
-// among them, never break.
+// Cells this long (settings, run names) are at most 30em wide: they wrap between words, and a
+// word longer than that anywhere. Shorter ones, numbers among them, never break.
 constexpr size_t kLongCell = 32;
 
 // A table in its own horizontal scroll box: a table wider than the page scrolls, the page does not.
@@ -105,8 +105,10 @@ std::string htmlTable(const TextTable& table) {
   out += "</tr>\n";
   for (const auto& row : table.rows) {
     out += "<tr>";
-    for (const auto& cell : row)
-      out += (cell.size() > kLongCell ? "<td class=\"long\">" : "<td>") + htmlText(cell) + "</td>";
+    for (const auto& cell : row) {
+      out += cell.size() > kLongCell ? "<td><div class=\"long\">" + htmlText(cell) + "</div></td>"
+                                     : "<td>" + htmlText(cell) + "</td>";
+    }
     out += "</tr>\n";
   }
   return out + "</table></div>\n";
@@ -147,7 +149,7 @@ std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigG
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gcrun report</title><style>"
       "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:90%}"
       "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f3f3f3}"
-      "td.long{min-width:12em;overflow-wrap:anywhere}.wide{overflow-x:auto;max-width:100%}"
+      ".long{max-width:30em;overflow-wrap:break-word}.wide{overflow-x:auto;max-width:100%}"
       "summary{cursor:pointer;margin:1em 0}summary h2{display:inline}"
       "figure{margin:1.5em 0}svg{max-width:100%;height:auto}</style></head><body>\n<h1>gcrun report</h1>\n";
   if (!options.title.empty()) out += "<p>" + htmlText(options.title) + "</p>\n";

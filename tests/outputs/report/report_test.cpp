@@ -220,7 +220,7 @@ TEST(Report, SectionsLeadOrFoldAndTablesScrollInTheirOwnBox) {
                        "<p><a href=\"predict/predict.csv\">predict/predict.csv</a></p>\n"
                        "<div class=\"wide\"><table>"))
       << page;
-  EXPECT_TRUE(contains(page, "<td class=\"long\">" + long_name + "</td>")) << page;
+  EXPECT_TRUE(contains(page, "<td><div class=\"long\">" + long_name + "</div></td>")) << page;
   EXPECT_TRUE(contains(page, ".wide{overflow-x:auto")) << page;
   const auto md = readFile(dir.file("report/report.md"));
   EXPECT_EQ(md.rfind("# gcrun report\n\nA study\n\n## First\n\nthe answer\n\n| answer |", 0), 0u) << md;
