@@ -8,6 +8,7 @@
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/units.h"
 #include "outputs/network/network_profile.h"
+#include "outputs/performance/prediction_matrix.h"
 #include "outputs/performance/prediction_output.h"
 #include "outputs/report/safe_text.h"
 
@@ -97,9 +98,9 @@ void addPredictCommand(CLI::App& app) {
       options.networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "--bandwidth"), latency));
     }
     const auto result = performance::predictDirectories(flags->inputs, options, flags->output_dir);
-    // Names from the runs reach the terminal one line each.
+    // Names from the runs reach the terminal one line each: the matrices first, then every row.
     const auto table = performance::predictionTable(result.rows, options.target.has_value());
-    std::fputs(outputs::markdownTable(table).c_str(), stdout);
+    std::fputs((performance::matrixMarkdown(result.rows) + "\n" + outputs::markdownTable(table)).c_str(), stdout);
     for (const auto& file : result.files.files) std::printf("  %s\n", oneLine(file).c_str());
     for (const auto& line : result.skipped) std::printf("skipped: %s\n", oneLine(line).c_str());
     for (const auto& line : result.mismatches) std::printf("compute: %s\n", oneLine(line).c_str());

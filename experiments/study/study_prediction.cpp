@@ -21,7 +21,7 @@ void addPrediction(const StudySpec::Prediction& prediction, const outputs::Study
   }
   const auto traced = performance::traceRuns(runs);
   const auto rows = performance::predictRuns(traced.runs, traced.timelines, options);
-  report.sections.push_back(performance::predictionSection(rows, options));
+  auto table = performance::predictionSection(rows, options);
   if (!prediction.headline.empty()) {
     report.projection =
         performance::projectRuns(traced, performance::parseProjection(prediction.headline, "predict.headline"));
@@ -31,9 +31,12 @@ void addPrediction(const StudySpec::Prediction& prediction, const outputs::Study
     const auto files = performance::writePrediction(traced.runs, traced.timelines, rows, options, study.predictPath());
     std::printf("study: prediction in %s\n", files.files.front().c_str());  // predict.md
     if (!files.note.empty()) std::printf("study: %s\n", files.note.c_str());
+    table.link = std::string(outputs::study_files::kPredict) + "/predict.csv";  // the report is beside predict/
   } catch (const UserError& e) {
     std::printf("study: no prediction files: %s\n", e.what());
   }
+  for (auto& section : performance::matrixSections(rows, options)) report.sections.push_back(std::move(section));
+  report.sections.push_back(std::move(table));
 }
 
 }  // namespace gcrun::experiments

@@ -8,7 +8,8 @@
 
 namespace gcrun::experiments {
 
-// A study's `predict:` for its report: the prediction table as a section, the headline's
+// A study's `predict:` for its report: the fastest-method matrices with their heat maps as its
+// opening sections, the prediction table as a folded section linking predict.csv, the headline's
 // projected columns, and gcrun predict's own files (plots included) in DIR/predict, all from one
 // reading of each run's step timeline. Runs without one are left out; a study none of whose runs
 // has one, or a completed run whose timeline is missing, writes no files and says so.

@@ -108,7 +108,7 @@ struct PredictionRow {
   double noise = 0;
   // The bandwidth (bytes/s) below which this run's method is faster than the baseline, at this
   // worker count and the network's latency; +inf: faster at every bandwidth searched
-  // (1 Mbit/s to 10 Tbit/s), 0: never.
+  // (1 Mbit/s to 10 Tbit/s), 0: never. None for the baseline's own rows (its speedup is 1).
   std::optional<double> break_even_vs_exact, break_even_vs_fp16;
   // With a target: the steps the run took to reach it (its first evaluation at or past it), that
   // many steps at the predicted time per batch, and the run's measured wall-clock time to it.

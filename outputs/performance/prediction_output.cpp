@@ -10,6 +10,7 @@
 #include "outputs/csv_field.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/performance/collective_cost.h"
+#include "outputs/performance/prediction_matrix.h"
 #include "outputs/performance/recommendation.h"
 #include "outputs/report/safe_text.h"
 
@@ -239,6 +240,7 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
   if (worker_counts.empty()) worker_counts.push_back(runs.front().world_size);
   for (const int workers : worker_counts) plots.push_back(timeVsBandwidthPlot(runs, timelines, rows, options, workers));
   plots.push_back(metricVsTimePlot(runs, rows, worker_counts.front(), options.networks.front().name));
+  for (auto& heat_map : matrixHeatMaps(rows)) plots.push_back(std::move(heat_map));
   return plots;
 }
 
@@ -271,7 +273,7 @@ PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const
   const auto plots_dir = dir.sub("plots", true);
   const auto rendered = outputs::renderPlots(predictionPlots(runs, timelines, rows, options), plots_dir);
   written.note = rendered.note;
-  std::string md = "# gcrun predict\n\n" + std::string(kAssumptions) + "\n\n";
+  std::string md = "# gcrun predict\n\n" + matrixMarkdown(rows) + "\n" + std::string(kAssumptions) + "\n\n";
   md += bulletList("Compute", computeMismatches(runs, timelines));
   if (options.target_cu) {
     md += bulletList(fmt::format("Recommended for CU {:.2f}", *options.target_cu), recommendationLines(rows, options));

@@ -22,7 +22,8 @@ std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_targ
 // The figures: for each worker count, predicted time per batch against bandwidth (log axes, one
 // curve per run name with its seeds' band, 100 Mbit/s to 100 Gbit/s at the first network's
 // latency, break-even points against exact marked), and each run's metric against its predicted
-// wall-clock time (steps x predicted time per batch) at the first worker count and network.
+// wall-clock time (steps x predicted time per batch) at the first worker count and network, then
+// each comparison's heat map of the fastest method (matrixHeatMaps).
 std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& runs,
                                            const std::vector<RunTimeline>& timelines,
                                            const std::vector<PredictionRow>& rows, const PredictOptions& options);
@@ -32,9 +33,10 @@ struct PredictionFiles {
   std::string note;                // why plots are missing, if they are
 };
 
-// Writes predict.md (the runs whose compute differs beyond the noise and the recommendations
-// first, then the table), predict.csv and plots/ into `output_dir` (created), through files::Directory:
-// a symlink planted there is replaced, never written through.
+// Writes predict.md (opening with the fastest-method matrices, matrixMarkdown, then the runs whose
+// compute differs beyond the noise and the recommendations, then the full table), predict.csv and
+// plots/ into `output_dir` (created), through files::Directory: a symlink planted there is
+// replaced, never written through.
 PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const std::vector<RunTimeline>& timelines,
                                 const std::vector<PredictionRow>& rows, const PredictOptions& options,
                                 const std::string& output_dir);

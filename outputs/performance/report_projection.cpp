@@ -6,6 +6,7 @@
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/units.h"
+#include "outputs/performance/prediction_matrix.h"
 #include "outputs/performance/prediction_output.h"
 
 namespace gcrun::performance {
@@ -73,8 +74,30 @@ outputs::ReportSection predictionSection(const std::vector<PredictionRow>& rows,
       "Each traced run replayed at other worker counts and networks (gcrun predict; its README section states the "
       "model's assumptions). Runs without a step timeline are not listed.";
   section.table = predictionTable(rows, options.target.has_value());
-  for (const auto& line : recommendationLines(rows, options)) section.text += "\nRecommended: " + line + ".";
+  section.folded = true;
   return section;
+}
+
+std::vector<outputs::ReportSection> matrixSections(const std::vector<PredictionRow>& rows,
+                                                   const PredictOptions& options) {
+  std::vector<outputs::ReportSection> sections;
+  const auto matrices = predictionMatrices(rows);
+  const auto heat_maps = matrixHeatMaps(rows);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    outputs::ReportSection section;
+    section.title = "Does compression pay? The fastest method";
+    if (matrices.size() > 1) section.title += ": " + matrices[i].runs;
+    section.text = kMatrixLegend;
+    section.table = matrixTable(matrices[i]);
+    section.plots = {heat_maps[i]};
+    section.leading = true;
+    sections.push_back(std::move(section));
+  }
+  // The recommendation answers the time question too: it goes with the first matrix.
+  if (!sections.empty()) {
+    for (const auto& line : recommendationLines(rows, options)) sections.front().text += "\nRecommended: " + line + ".";
+  }
+  return sections;
 }
 
 }  // namespace gcrun::performance

@@ -25,8 +25,13 @@ ProjectionSpec parseProjection(const std::string& text, const std::string& what)
 // The projections of the runs with a step timeline; the others have none.
 outputs::ReportProjection projectRuns(const TracedRuns& traced, const ProjectionSpec& spec);
 
-// A study's prediction as a report section: `rows` (predictRuns over `options`), one per run x
-// workers x network; runs without a step timeline have none.
+// A study's prediction as a report section, folded in HTML: `rows` (predictRuns over `options`),
+// one per run x workers x network; runs without a step timeline have none.
 outputs::ReportSection predictionSection(const std::vector<PredictionRow>& rows, const PredictOptions& options);
+
+// The sections that open a study's report: per comparison, the fastest-method matrix with its
+// heat map (prediction_matrix.h); with options.target_cu the first carries the recommendations.
+std::vector<outputs::ReportSection> matrixSections(const std::vector<PredictionRow>& rows,
+                                                   const PredictOptions& options);
 
 }  // namespace gcrun::performance

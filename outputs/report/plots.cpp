@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -53,7 +54,56 @@ Plot plotOf(const std::vector<ConfigGroup>& groups, std::string name, std::strin
   return plot;
 }
 
-std::string script(const Plot& plot) {
+// The ticks of `labels` at 1, 2, ...: "('a' 1, 'b' 2)".
+std::string ticList(const std::vector<std::string>& labels) {
+  std::string tics;
+  for (size_t i = 0; i < labels.size(); ++i)
+    tics += fmt::format("{}{} {}", i ? ", " : "", gnuplotString(labels[i]), i + 1);
+  return "(" + tics + ")";
+}
+
+// Colour bar ticks at powers of 2 within [1/limit, limit], 1 among them, at most 9 of them:
+// "('0.5x' 0.5, '1x' 1, '2x' 2)".
+std::string ratioTics(double limit) {
+  const int most = static_cast<int>(std::floor(std::log2(limit)));
+  const int step = std::max(1, (2 * most + 9) / 9);
+  std::string tics;
+  for (int k = -(most / step) * step; k <= most; k += step) {
+    const double tic = std::pow(2.0, k);
+    tics += fmt::format("{}'{:g}x' {:g}", tics.empty() ? "" : ", ", tic, tic);
+  }
+  return "(" + tics + ")";
+}
+
+// A heat map: filled unit boxes coloured by value on a log colour scale centred at 1, symmetric so
+// that 1 is white, at least 0.5x to 2x so that small differences stay pale; labels from the
+// script, each a string literal.
+std::string heatMapScript(const Plot& plot) {
+  double limit = 2;
+  for (const auto& cell : plot.cells) {
+    if (cell.value && *cell.value > 0) limit = std::max({limit, *cell.value, 1 / *cell.value});
+  }
+  std::string labels;
+  int tag = 0;
+  for (const auto& cell : plot.cells) {
+    const double middle = (static_cast<double>(cell.label.size()) - 1) / 2;
+    for (size_t line = 0; line < cell.label.size(); ++line) {
+      labels += fmt::format("set label {} {} at {},{} center front offset 0,{:g}\n", ++tag,
+                            gnuplotString(cell.label[line]), cell.x, cell.y, 1.2 * (middle - line));
+    }
+  }
+  return fmt::format(
+      "set title {}\nset xlabel {}\nset ylabel {}\nunset key\nset tics scale 0\n"
+      "set xrange [0.5:{}.5]\nset yrange [0.5:{}.5]\nset xtics {}\nset ytics {}\n"
+      "set logscale cb\nset cbrange [{:.17g}:{:.17g}]\nset cbtics {}\nset cblabel {}\n"
+      "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\n{}"
+      "plot '{}.dat' using 1:2:(0.5):(0.5):3 with boxxyerror fs solid 1.0 noborder fc palette\n",
+      gnuplotString(plot.title), gnuplotString(plot.x_label), gnuplotString(plot.y_label), plot.x_tics.size(),
+      plot.y_tics.size(), ticList(plot.x_tics), ticList(plot.y_tics), 1 / limit, limit, ratioTics(limit),
+      gnuplotString(plot.colour_label), labels, plot.name);
+}
+
+std::string curvesScript(const Plot& plot) {
   std::string plots;
   for (size_t i = 0; i < plot.curves.size(); ++i) {
     const auto& curve = plot.curves[i];
@@ -69,21 +119,28 @@ std::string script(const Plot& plot) {
     plots += fmt::format("     '{}.dat' index {} using 1:2 with linespoints {} pt 7 ps 0.6 lw 2 title {}{}\n",
                          plot.name, i, color, gnuplotString(curve.label), separator);
   }
-  std::string tics;
-  for (size_t i = 0; i < plot.x_tics.size(); ++i) {
-    tics += fmt::format("{}{} {}", i ? ", " : "", gnuplotString(plot.x_tics[i]), i + 1);
-  }
-  if (!tics.empty()) tics = "set xtics rotate by -50 font ',8' (" + tics + ")\nset bmargin 9\n";
-  const auto setup = fmt::format(
-      "set title {}\nset xlabel {}\nset ylabel {}\nset key outside right top\nset grid\n"
-      "set style fill transparent solid 0.2 noborder\n{}{}{}",
-      gnuplotString(plot.title), gnuplotString(plot.x_label), gnuplotString(plot.y_label),
-      plot.log_x ? "set logscale x\n" : "", plot.log_y ? "set logscale y\n" : "", tics);
+  const std::string tics =
+      plot.x_tics.empty() ? "" : "set xtics rotate by -50 font ',8' " + ticList(plot.x_tics) + "\nset bmargin 9\n";
   return fmt::format(
-      "# Written by gcrun report: the mean of each configuration over its seeds, with the min-max band.\n"
-      "set terminal pngcairo size 1000,600 noenhanced font 'sans,10'\nset output '{0}.png'\n{1}plot {2}"
-      "set terminal svg size 1000,600 noenhanced font 'sans,10' background '#ffffff'\nset output '{0}.svg'\nreplot\n",
-      plot.name, setup, plots);
+      "set title {}\nset xlabel {}\nset ylabel {}\nset key outside right top\nset grid\n"
+      "set style fill transparent solid 0.2 noborder\n{}{}{}plot {}",
+      gnuplotString(plot.title), gnuplotString(plot.x_label), gnuplotString(plot.y_label),
+      plot.log_x ? "set logscale x\n" : "", plot.log_y ? "set logscale y\n" : "", tics, plots);
+}
+
+std::string script(const Plot& plot) {
+  return fmt::format(
+      "# Written by gcrun report: {}\n"
+      "set terminal pngcairo size 1000,600 noenhanced font 'sans,10'\nset output '{}.png'\n{}"
+      "set terminal svg size 1000,600 noenhanced font 'sans,10' background '#ffffff'\nset output '{}.svg'\nreplot\n",
+      plot.cells.empty() ? "the mean of each configuration over its seeds, with the min-max band."
+                         : "one coloured cell per x and y.",
+      plot.name, plot.cells.empty() ? curvesScript(plot) : heatMapScript(plot), plot.name);
+}
+
+bool hasData(const Plot& plot) {
+  return !plot.curves.empty() ||
+         std::any_of(plot.cells.begin(), plot.cells.end(), [](const HeatCell& cell) { return cell.value.has_value(); });
 }
 
 // gnuplot's path on PATH, or "" when it is not installed: looked up before fork, since the child
@@ -187,6 +244,13 @@ std::vector<Plot> reportPlots(const std::vector<ConfigGroup>& groups) {
 
 std::string plotData(const Plot& plot) {
   std::string out;
+  if (!plot.cells.empty()) {
+    out = "# x y value\n";
+    for (const auto& cell : plot.cells) {
+      if (cell.value) out += fmt::format("{} {} {:.17g}\n", cell.x, cell.y, *cell.value);
+    }
+    return out;
+  }
   for (size_t i = 0; i < plot.curves.size(); ++i) {
     if (i > 0) out += "\n\n";
     out += "# " + oneLine(plot.curves[i].label) + "\n# x mean min max\n";
@@ -198,7 +262,7 @@ std::string plotData(const Plot& plot) {
 
 RenderedPlots renderPlots(const std::vector<Plot>& plots, const files::Directory& dir) {
   RenderedPlots rendered;
-  const bool any = std::any_of(plots.begin(), plots.end(), [](const Plot& plot) { return !plot.curves.empty(); });
+  const bool any = std::any_of(plots.begin(), plots.end(), hasData);
   if (!any) return rendered;
   const std::string gnuplot = findGnuplot();
   if (gnuplot.empty()) {
@@ -209,7 +273,7 @@ RenderedPlots renderPlots(const std::vector<Plot>& plots, const files::Directory
   const auto log = dir.openForAppend("gnuplot.log", true);
   const PrivateDirectory work(dir);
   for (const auto& plot : plots) {
-    if (plot.curves.empty()) continue;
+    if (!hasData(plot)) continue;
     work.get().writeAtomically(plot.name + ".dat", plotData(plot));
     work.get().writeAtomically(plot.name + ".gp", script(plot));
     if (!gnuplot.empty()) {

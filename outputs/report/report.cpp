@@ -20,6 +20,9 @@ const char kNotes[] =
     "machine and at this run's world size; MiB/epoch is what one worker sent per epoch; compression is what "
     "a float32 all-reduce would have sent divided by what was sent.";
 
+// The heading of the report's own table when sections come before it.
+const char kResults[] = "Results by configuration";
+
 std::string projectionLabel(const ReportOptions& options) {
   return options.projection ? options.projection->label : "";
 }
@@ -42,17 +45,39 @@ std::string summaryLine(const std::vector<RunData>& runs, size_t configurations)
       synthetic ? " Some runs trained on synthetic data: their metrics say nothing about the task." : "");
 }
 
+// A drawn plot's image (a plot gnuplot did not draw has none).
+std::string markdownFigure(const Plot& plot, const RenderedPlots& rendered) {
+  if (!rendered.svg.count(plot.name)) return "";
+  return "![" + markdownText(plot.title) + "](plots/" + plot.name + ".png)\n\n";
+}
+
+std::string markdownSection(const ReportSection& section, const RenderedPlots& rendered) {
+  std::string out = "\n## " + markdownText(section.title) + "\n\n" + markdownText(section.text) + "\n\n";
+  if (!section.link.empty()) out += "[" + markdownText(section.link) + "](" + section.link + ")\n\n";
+  out += markdownTable(section.table);
+  if (!section.plots.empty()) out += "\n";
+  for (const auto& plot : section.plots) out += markdownFigure(plot, rendered);
+  return out;
+}
+
+bool anyLeading(const std::vector<ReportSection>& sections) {
+  return std::any_of(sections.begin(), sections.end(), [](const ReportSection& s) { return s.leading; });
+}
+
 std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigGroup>& groups,
                      const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options,
                      const std::vector<ReportSection>& sections) {
   std::string out = "# gcrun report\n\n";
   if (!options.title.empty()) out += markdownText(options.title) + "\n\n";
+  for (const auto& section : sections) {
+    if (section.leading) out += markdownSection(section, rendered).substr(1) + "\n";
+  }
+  if (anyLeading(sections)) out += "## " + std::string(kResults) + "\n\n";
   if (const auto finding = findingLine(groups); !finding.empty()) out += "**" + markdownText(finding) + "**\n\n";
   out += summaryLine(runs, groups.size()) + "\n\n" + markdownTable(resultTable(groups, projectionLabel(options))) +
          "\n" + kNotes + "\n";
   for (const auto& section : sections) {
-    out += "\n## " + markdownText(section.title) + "\n\n" + markdownText(section.text) + "\n\n" +
-           markdownTable(section.table);
+    if (!section.leading) out += markdownSection(section, rendered);
   }
   const auto open = unfinished(runs);
   if (!open.empty()) {
@@ -64,23 +89,29 @@ std::string markdown(const std::vector<RunData>& runs, const std::vector<ConfigG
     for (const auto& line : options.skipped) out += "- " + markdownText(line) + "\n";
   }
   out += "\n## Plots\n\n";
-  for (const auto& plot : plots) {
-    if (rendered.svg.count(plot.name)) out += "![" + markdownText(plot.title) + "](plots/" + plot.name + ".png)\n\n";
-  }
+  for (const auto& plot : plots) out += markdownFigure(plot, rendered);
   if (!rendered.note.empty()) out += markdownText(rendered.note) + "\n";
   return out;
 }
 
+// Cells this long (settings, run names) are at most 30em wide: they wrap between words, and a
+// word longer than that anywhere. Shorter ones, numbers among them, never break.
+constexpr size_t kLongCell = 32;
+
+// A table in its own horizontal scroll box: a table wider than the page scrolls, the page does not.
 std::string htmlTable(const TextTable& table) {
-  std::string out = "<table>\n<tr>";
+  std::string out = "<div class=\"wide\"><table>\n<tr>";
   for (const auto& cell : table.header) out += "<th>" + htmlText(cell) + "</th>";
   out += "</tr>\n";
   for (const auto& row : table.rows) {
     out += "<tr>";
-    for (const auto& cell : row) out += "<td>" + htmlText(cell) + "</td>";
+    for (const auto& cell : row) {
+      out += cell.size() > kLongCell ? "<td><div class=\"long\">" + htmlText(cell) + "</div></td>"
+                                     : "<td>" + htmlText(cell) + "</td>";
+    }
     out += "</tr>\n";
   }
-  return out + "</table>\n";
+  return out + "</table></div>\n";
 }
 
 std::string htmlList(const std::string& heading, const std::vector<std::string>& lines) {
@@ -90,6 +121,27 @@ std::string htmlList(const std::string& heading, const std::vector<std::string>&
   return out + "</ul>\n";
 }
 
+// Only what gnuplot drew just now from sanitized labels; a file already in plots/ is not ours to trust.
+std::string htmlFigure(const Plot& plot, const RenderedPlots& rendered) {
+  const auto svg = rendered.svg.find(plot.name);
+  if (svg == rendered.svg.end()) return "";
+  const auto start = svg->second.find("<svg");
+  const std::string image = start == std::string::npos ? svg->second : svg->second.substr(start);
+  return "<figure>\n" + validUtf8(image) + "\n<figcaption>" + htmlText(plot.title) + "</figcaption></figure>\n";
+}
+
+std::string htmlSection(const ReportSection& section, const RenderedPlots& rendered) {
+  std::string body = "<p>" + htmlText(section.text) + "</p>\n";
+  if (!section.link.empty()) {
+    body += "<p><a href=\"" + htmlText(section.link) + "\">" + htmlText(section.link) + "</a></p>\n";
+  }
+  body += htmlTable(section.table);
+  for (const auto& plot : section.plots) body += htmlFigure(plot, rendered);
+  if (!section.folded) return "<h2>" + htmlText(section.title) + "</h2>\n" + body;
+  return fmt::format("<details>\n<summary><h2>{}</h2> ({} rows)</summary>\n{}</details>\n", htmlText(section.title),
+                     section.table.rows.size(), body);
+}
+
 std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigGroup>& groups,
                      const std::vector<Plot>& plots, const RenderedPlots& rendered, const ReportOptions& options,
                      const std::vector<ReportSection>& sections) {
@@ -97,26 +149,24 @@ std::string htmlPage(const std::vector<RunData>& runs, const std::vector<ConfigG
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gcrun report</title><style>"
       "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:90%}"
       "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f3f3f3}"
+      ".long{max-width:30em;overflow-wrap:break-word}.wide{overflow-x:auto;max-width:100%}"
+      "summary{cursor:pointer;margin:1em 0}summary h2{display:inline}"
       "figure{margin:1.5em 0}svg{max-width:100%;height:auto}</style></head><body>\n<h1>gcrun report</h1>\n";
   if (!options.title.empty()) out += "<p>" + htmlText(options.title) + "</p>\n";
+  for (const auto& section : sections) {
+    if (section.leading) out += htmlSection(section, rendered);
+  }
+  if (anyLeading(sections)) out += "<h2>" + std::string(kResults) + "</h2>\n";
   if (const auto finding = findingLine(groups); !finding.empty())
     out += "<p><strong>" + htmlText(finding) + "</strong></p>\n";
   out += "<p>" + htmlText(summaryLine(runs, groups.size())) + "</p>\n" +
          htmlTable(resultTable(groups, projectionLabel(options))) + "<p>" + htmlText(kNotes) + "</p>\n";
   for (const auto& section : sections) {
-    out +=
-        "<h2>" + htmlText(section.title) + "</h2>\n<p>" + htmlText(section.text) + "</p>\n" + htmlTable(section.table);
+    if (!section.leading) out += htmlSection(section, rendered);
   }
   out += htmlList("Runs not completed", unfinished(runs)) + htmlList("Left out", options.skipped);
   out += "<h2>Plots</h2>\n";
-  // Only what gnuplot drew just now from sanitized labels; a file already in plots/ is not ours to trust.
-  for (const auto& plot : plots) {
-    const auto svg = rendered.svg.find(plot.name);
-    if (svg == rendered.svg.end()) continue;
-    const auto start = svg->second.find("<svg");
-    const std::string image = start == std::string::npos ? svg->second : svg->second.substr(start);
-    out += "<figure>\n" + validUtf8(image) + "\n<figcaption>" + htmlText(plot.title) + "</figcaption></figure>\n";
-  }
+  for (const auto& plot : plots) out += htmlFigure(plot, rendered);
   if (!rendered.note.empty()) out += "<p>" + htmlText(rendered.note) + "</p>\n";
   return out + "</body></html>\n";
 }
@@ -149,7 +199,11 @@ ReportResult writeReport(const std::vector<RunData>& runs, const ReportOptions& 
   if (auto plot = layerErrorPlot(groups)) plots.push_back(std::move(*plot));
   if (auto section = layerBytesSection(groups)) sections.push_back(std::move(*section));
   RenderedPlots rendered;
-  if (wants("md") || wants("html")) rendered = renderPlots(plots, out.sub(report_files::kPlots, true));
+  if (wants("md") || wants("html")) {
+    auto drawn = plots;
+    for (const auto& section : sections) drawn.insert(drawn.end(), section.plots.begin(), section.plots.end());
+    rendered = renderPlots(drawn, out.sub(report_files::kPlots, true));
+  }
   result.note = rendered.note;
   const auto write = [&](const std::string& name, const std::string& text) {
     out.writeAtomically(name, text);

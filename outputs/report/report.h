@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "outputs/report/plots.h"
 #include "outputs/report/run_data.h"
 #include "outputs/report/summary.h"
 #include "outputs/report/target.h"
@@ -18,11 +19,16 @@ inline constexpr char kHtml[] = "report.html";
 inline constexpr char kPlots[] = "plots";  // PNG and SVG, with the data they were drawn from
 }  // namespace report_files
 
-// A table the report adds after its own (a study's prediction over workers and networks).
+// A table the report adds after its own (a study's prediction over workers and networks), or
+// before it (the answer a reader wants first: which method is fastest where).
 struct ReportSection {
   std::string title;
   std::string text;  // a paragraph above the table
   TextTable table;
+  std::vector<Plot> plots = {};  // drawn with the report's figures, shown under the table
+  bool leading = false;          // before the report's own table
+  bool folded = false;           // closed in report.html (<details>); a plain section in report.md
+  std::string link = {};         // a file the table comes from, relative to the report ("predict/predict.csv")
 };
 
 struct ReportOptions {

@@ -261,6 +261,12 @@ TEST(StudyBinary, APredictingStudyReportsOnceAtTheEnd) {
   const auto report = readFile(dir.file("out/report.md"));
   EXPECT_TRUE(contains(report, "Does compression pay?")) << report;
   EXPECT_TRUE(contains(report, "8 workers, 1gbit")) << report;  // the headline's projected columns
+  // The answer first: which method is fastest where, then the accuracy table; the full prediction
+  // folds in the page, with a link to its CSV.
+  EXPECT_LT(report.find("| workers | 1gbit/20us |"), report.find("| configuration |")) << report;
+  const auto page = readFile(dir.file("out/report.html"));
+  EXPECT_LT(page.find("<th>workers</th><th>1gbit/20us</th>"), page.find("<th>configuration</th>")) << page;
+  EXPECT_TRUE(contains(page, "<details>") && contains(page, "<a href=\"predict/predict.csv\">")) << page;
   const auto predicted = readFile(dir.file("out/predict/predict.md"));
   EXPECT_TRUE(contains(predicted, "| exact-seed1 |") && contains(predicted, "| rank2-seed1 |")) << predicted;
 }

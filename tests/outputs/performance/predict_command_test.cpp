@@ -72,6 +72,11 @@ TEST_F(PredictCommand, PredictsEveryRunAtEveryWorkerCountAndNetwork) {
                             "--latency 20us --target test.accuracy=0.01 --output " + out);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "| fashion-powersgd-rank2 | powersgd | 16 | 100mbit/20us |")) << result.output;
+  // The answer first: the matrix of the fastest method, then every row.
+  EXPECT_EQ(result.output.rfind("Fastest method by worker count", 0), 0u) << result.output;
+  const auto matrix = result.output.find("| workers | 100mbit/20us | 10gbit/20us |");
+  EXPECT_LT(matrix, result.output.find("| run | reducer |")) << result.output;
+  EXPECT_TRUE(contains(result.output, "| 16 | fashion-powersgd-rank2 ")) << result.output;
   const auto csv = read(out + "/predict.csv");
   EXPECT_EQ(lineCount(csv), 1u + 2 * 2 * 2);
   for (const char* column : {"run,reducer,workers,network,measured_ms_per_batch,predicted_ms_per_batch,compute_ms,",
@@ -92,6 +97,7 @@ TEST_F(PredictCommand, PredictsEveryRunAtEveryWorkerCountAndNetwork) {
   EXPECT_GT(exact_ms, 2 * powersgd_ms) << csv;
   EXPECT_TRUE(std::filesystem::is_regular_file(out + "/predict.md"));
   EXPECT_TRUE(std::filesystem::is_regular_file(out + "/plots/predicted-time-vs-bandwidth-w16.dat"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(out + "/plots/speedup-matrix.dat"));
 }
 
 TEST_F(PredictCommand, ReportHasTheProjectedAndTargetColumns) {

@@ -199,6 +199,35 @@ TEST(Report, WritesTablesImagesAndOneSelfContainedPage) {
   EXPECT_TRUE(contains(readFile(dir.file("report/report.csv")), "configuration,reducer,settings"));
 }
 
+// A section may open the report (the answer first), or fold in report.html (a long table) while
+// staying a plain section in report.md; every table scrolls in its own box, never the page.
+TEST(Report, SectionsLeadOrFoldAndTablesScrollInTheirOwnBox) {
+  TempDir dir;
+  writeRun(dir.file("runs/a-seed1"), "exact", 1, 0.8, "completed");
+  ReportOptions options{dir.file("report"), reportFormats(), "A study"};
+  const std::string long_name(40, 'n');
+  options.sections = {{"First", "the answer", {{"answer"}, {{"42"}}}, {}, true},
+                      {"Full", "every row", {{"row"}, {{long_name}}}, {}, false, true, "predict/predict.csv"}};
+  writeReport(load(dir), options);
+  const auto page = readFile(dir.file("report/report.html"));
+  const auto first = page.find("<h2>First</h2>");
+  ASSERT_NE(first, std::string::npos) << page;
+  EXPECT_LT(first, page.find("<h2>Results by configuration</h2>")) << page;
+  EXPECT_LT(page.find("<h2>Results by configuration</h2>"), page.find("<th>configuration</th>")) << page;
+  EXPECT_LT(page.find("<th>configuration</th>"), page.find("<details>")) << page;
+  EXPECT_TRUE(contains(page,
+                       "<details>\n<summary><h2>Full</h2> (1 rows)</summary>\n<p>every row</p>\n"
+                       "<p><a href=\"predict/predict.csv\">predict/predict.csv</a></p>\n"
+                       "<div class=\"wide\"><table>"))
+      << page;
+  EXPECT_TRUE(contains(page, "<td><div class=\"long\">" + long_name + "</div></td>")) << page;
+  EXPECT_TRUE(contains(page, ".wide{overflow-x:auto")) << page;
+  const auto md = readFile(dir.file("report/report.md"));
+  EXPECT_EQ(md.rfind("# gcrun report\n\nA study\n\n## First\n\nthe answer\n\n| answer |", 0), 0u) << md;
+  EXPECT_TRUE(contains(md, "\n## Full\n\nevery row\n\n[predict/predict.csv](predict/predict.csv)\n\n| row |")) << md;
+  EXPECT_FALSE(contains(md, "<details>")) << md;
+}
+
 // The baselines are what run.json says (ReducerSpec::baseline), whatever the reducer's name; a
 // run.json without the key, as gcrun wrote before, falls back on the built-in baselines' names.
 TEST(Report, BaselinesAreWhatRunJsonRecords) {

@@ -1,0 +1,197 @@
+#include "outputs/performance/prediction_matrix.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "outputs/report/safe_text.h"
+
+namespace gcrun::performance {
+namespace {
+
+std::string times(double speedup) { return fmt::format("{:.3g}x", speedup); }
+
+bool isExact(const PredictionRow& row) { return row.speedup_vs_exact && !row.break_even_vs_exact; }
+bool isFp16(const PredictionRow& row) { return row.speedup_vs_fp16 && !row.break_even_vs_fp16; }
+
+template <typename T>
+size_t indexOf(std::vector<T>& items, const T& item) {
+  const auto found = std::find(items.begin(), items.end(), item);
+  if (found != items.end()) return static_cast<size_t>(found - items.begin());
+  items.push_back(item);
+  return items.size() - 1;
+}
+
+// A run that syncs models is predicted at each H asked for: its H names the method too.
+std::string methodOf(const PredictionRow& row) {
+  return row.sync_every ? row.run + " (H=" + std::to_string(*row.sync_every) + ")" : row.run;
+}
+
+MatrixCell cellOf(const PredictionRow& method, MatrixCell::Verdict verdict) {
+  return {verdict, methodOf(method), method.speedup_vs_exact,
+          isFp16(method) ? std::nullopt : method.speedup_vs_fp16};
+}
+
+// The verdict over one worker count and network's rows of one comparison.
+MatrixCell judge(const std::vector<const PredictionRow*>& rows) {
+  const bool has_exact =
+      std::any_of(rows.begin(), rows.end(), [](const auto* row) { return row->speedup_vs_exact.has_value(); });
+  if (!has_exact) {
+    const auto* fastest = *std::min_element(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+      return a->predicted.total_ms < b->predicted.total_ms;
+    });
+    return cellOf(*fastest, MatrixCell::Verdict::no_exact);
+  }
+  const PredictionRow* best = nullptr;
+  for (const auto* row : rows) {
+    if (row->speedup_vs_exact && !isExact(*row) && (!best || *row->speedup_vs_exact > *best->speedup_vs_exact)) {
+      best = row;
+    }
+  }
+  if (!best) return {MatrixCell::Verdict::only_exact, "", std::nullopt, std::nullopt};
+  const double speedup = *best->speedup_vs_exact;
+  if (std::abs(speedup - 1) <= best->noise) return cellOf(*best, MatrixCell::Verdict::no_difference);
+  return cellOf(*best, speedup > 1 ? MatrixCell::Verdict::faster : MatrixCell::Verdict::exact);
+}
+
+// "1.9x (1.3x over fp16)": a method's speedups over exact and fp16.
+std::string speedupText(const MatrixCell& cell) {
+  return times(*cell.speedup_vs_exact) +
+         (cell.speedup_vs_fp16 ? " (" + times(*cell.speedup_vs_fp16) + " over fp16)" : "");
+}
+
+// The cell's label in the heat map, one or two lines.
+std::vector<std::string> heatLabel(const MatrixCell& cell) {
+  switch (cell.verdict) {
+    case MatrixCell::Verdict::faster:
+      return {cell.method, speedupText(cell)};
+    case MatrixCell::Verdict::no_difference:
+      return {"no difference", cell.method + " " + times(*cell.speedup_vs_exact)};
+    case MatrixCell::Verdict::exact:
+      return {"exact", "next: " + cell.method + " " + times(*cell.speedup_vs_exact)};
+    case MatrixCell::Verdict::only_exact:
+      return {"only exact"};
+    case MatrixCell::Verdict::no_run:
+      return {};
+    case MatrixCell::Verdict::no_exact:
+      break;
+  }
+  return {cell.method, "no exact run"};
+}
+
+}  // namespace
+
+const char kMatrixLegend[] =
+    "Fastest method by worker count (rows) and network (columns): each cell names the fastest run with its "
+    "predicted speedup over exact (and over fp16 where there is an fp16 run); \"no difference\" when that speedup "
+    "is within the prediction's noise of 1, \"exact\" when exact is faster than every method (with the next "
+    "fastest).";
+
+std::vector<PredictionMatrix> predictionMatrices(const std::vector<PredictionRow>& rows) {
+  struct Collected {
+    std::vector<std::string> runs;
+    std::vector<int> workers;
+    std::vector<std::string> networks;
+    std::map<std::pair<size_t, size_t>, std::vector<const PredictionRow*>> cells;  // by worker, network
+  };
+  std::vector<std::string> comparisons;
+  std::vector<Collected> collected;
+  for (const auto& row : rows) {
+    const size_t c = indexOf(comparisons, row.comparison);
+    if (c == collected.size()) collected.emplace_back();
+    auto& into = collected[c];
+    indexOf(into.runs, row.run);
+    into.cells[{indexOf(into.workers, row.workers), indexOf(into.networks, row.network)}].push_back(&row);
+  }
+  std::vector<PredictionMatrix> matrices;
+  for (const auto& from : collected) {
+    PredictionMatrix matrix{"", from.workers, from.networks, {}};
+    for (const auto& run : from.runs) matrix.runs += (matrix.runs.empty() ? "" : ", ") + run;
+    for (size_t w = 0; w < from.workers.size(); ++w) {
+      std::vector<MatrixCell> line;
+      for (size_t n = 0; n < from.networks.size(); ++n) {
+        const auto found = from.cells.find({w, n});
+        line.push_back(found == from.cells.end() ? MatrixCell{MatrixCell::Verdict::no_run, "", {}, {}}
+                                                 : judge(found->second));
+      }
+      matrix.cells.push_back(std::move(line));
+    }
+    matrices.push_back(std::move(matrix));
+  }
+  return matrices;
+}
+
+std::string cellText(const MatrixCell& cell) {
+  switch (cell.verdict) {
+    case MatrixCell::Verdict::faster:
+      return cell.method + " " + speedupText(cell);
+    case MatrixCell::Verdict::no_difference:
+      return "no difference";
+    case MatrixCell::Verdict::exact:
+      return "exact (next: " + cell.method + " " + times(*cell.speedup_vs_exact) + ")";
+    case MatrixCell::Verdict::only_exact:
+      return "only exact";
+    case MatrixCell::Verdict::no_run:
+      return "";
+    case MatrixCell::Verdict::no_exact:
+      break;
+  }
+  const auto fp16 = cell.speedup_vs_fp16 ? " " + times(*cell.speedup_vs_fp16) + " over fp16" : "";
+  return cell.method + fp16 + " (no exact run)";
+}
+
+outputs::TextTable matrixTable(const PredictionMatrix& matrix) {
+  outputs::TextTable table;
+  table.header = {"workers"};
+  table.header.insert(table.header.end(), matrix.networks.begin(), matrix.networks.end());
+  for (size_t w = 0; w < matrix.workers.size(); ++w) {
+    std::vector<std::string> line = {std::to_string(matrix.workers[w])};
+    for (const auto& cell : matrix.cells[w]) line.push_back(cellText(cell));
+    table.rows.push_back(std::move(line));
+  }
+  return table;
+}
+
+std::string matrixMarkdown(const std::vector<PredictionRow>& rows) {
+  const auto matrices = predictionMatrices(rows);
+  if (matrices.empty()) return "";
+  std::string out = outputs::markdownText(kMatrixLegend) + "\n\n";
+  for (const auto& matrix : matrices) {
+    if (matrices.size() > 1) out += outputs::markdownText("Runs " + matrix.runs + ":") + "\n\n";
+    out += outputs::markdownTable(matrixTable(matrix)) + "\n";
+  }
+  return out;
+}
+
+outputs::Plot matrixHeatMap(const PredictionMatrix& matrix, const std::string& name) {
+  outputs::Plot plot{
+      name, "fastest method by workers and network: predicted speedup over exact", "network", "workers", {}};
+  plot.x_tics = matrix.networks;
+  for (const int workers : matrix.workers) plot.y_tics.push_back(std::to_string(workers));
+  plot.colour_label = "speedup over exact (log scale)";
+  for (size_t w = 0; w < matrix.cells.size(); ++w) {
+    for (size_t n = 0; n < matrix.cells[w].size(); ++n) {
+      const auto& cell = matrix.cells[w][n];
+      const bool coloured =
+          cell.verdict != MatrixCell::Verdict::no_exact && cell.speedup_vs_exact && *cell.speedup_vs_exact > 0;
+      plot.cells.push_back({static_cast<int>(n + 1), static_cast<int>(w + 1),
+                            coloured ? cell.speedup_vs_exact : std::nullopt, heatLabel(cell)});
+    }
+  }
+  return plot;
+}
+
+std::vector<outputs::Plot> matrixHeatMaps(const std::vector<PredictionRow>& rows) {
+  std::vector<outputs::Plot> plots;
+  const auto matrices = predictionMatrices(rows);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    auto plot = matrixHeatMap(matrices[i], i == 0 ? "speedup-matrix" : fmt::format("speedup-matrix-{}", i + 1));
+    if (matrices.size() > 1) plot.title += ": " + matrices[i].runs;
+    plots.push_back(std::move(plot));
+  }
+  return plots;
+}
+
+}  // namespace gcrun::performance
