@@ -150,6 +150,40 @@ std::vector<StepPrediction> predictEach(const StepsOfAll& steps, int workers, co
   return predictions;
 }
 
+// The median step of a run that exchanges every step, each step ending with its slowest worker.
+Predicted medianStep(const StepsOfAll& steps, int workers, const network::NetworkProfile& network,
+                     const ComputeScale& scale) {
+  const auto each = predictEach(steps, workers, network, scale);
+  std::vector<double> totals;
+  for (const auto& step : each) totals.push_back(step.total_ms);
+  return {each[each.size() / 2], relativeSpread(totals)};
+}
+
+// A periodic run's local step. Between syncs each worker goes at its own pace and all meet at the
+// sync, so the period is set by the slowest worker's mean local step; each step's slowest worker
+// would add up every worker's noise instead.
+Predicted slowestMeanLocalStep(const StepsOfAll& local, int workers, const network::NetworkProfile& network,
+                               const ComputeScale& scale) {
+  const size_t distinct = std::min(local.front().size(), static_cast<size_t>(std::max(workers, 1)));
+  Predicted slowest;
+  for (size_t w = 0; w < distinct; ++w) {
+    StepPrediction mean;
+    std::vector<double> totals;
+    for (const auto& programs : local) {
+      const auto step = predictStep({programs[w]}, workers, network, scale);
+      const double share = 1.0 / static_cast<double>(local.size());
+      mean.total_ms += share * step.total_ms;
+      mean.compute_ms += share * step.compute_ms;
+      mean.codec_ms += share * step.codec_ms;
+      mean.exposed_comm_ms += share * step.exposed_comm_ms;
+      totals.push_back(step.total_ms);
+    }
+    std::sort(totals.begin(), totals.end());
+    if (w == 0 || mean.total_ms > slowest.step.total_ms) slowest = {mean, relativeSpread(totals)};
+  }
+  return slowest;
+}
+
 Predicted predictWithNoise(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
                            const ComputeBasis& compute, int64_t sync_every) {
   const auto kinds = kindsOf(commonSteps(timeline), timeline.schedule);
@@ -157,15 +191,11 @@ Predicted predictWithNoise(const RunTimeline& timeline, int workers, const netwo
     throw std::invalid_argument("predictRun: a periodic run's timeline needs local and sync steps (loadRunTimeline)");
   }
   const auto scale = scaleOf(timeline, compute);
-  const auto local = predictEach(kinds.local, workers, network, scale);
-  std::vector<double> totals;
-  for (const auto& step : local) totals.push_back(step.total_ms);
-  Predicted predicted{local[local.size() / 2], relativeSpread(totals)};
-  if (!kinds.sync.empty()) {
-    const auto& schedule = timeline.schedule;
-    predicted.step = amortisedStep(predicted.step, predictEach(kinds.sync, workers, network, scale),
-                                   sync_every > 0 ? sync_every : schedule.every, schedule.fragments);
-  }
+  if (!timeline.schedule.periodic) return medianStep(kinds.local, workers, network, scale);
+  auto predicted = slowestMeanLocalStep(kinds.local, workers, network, scale);
+  const auto& schedule = timeline.schedule;
+  predicted.step = amortisedStep(predicted.step, predictEach(kinds.sync, workers, network, scale),
+                                 sync_every > 0 ? sync_every : schedule.every, schedule.fragments);
   return predicted;
 }
 
@@ -177,8 +207,7 @@ std::optional<double> overlappedMs(const RunTimeline& timeline, int workers, con
   if (schedule.strategy != "streaming-diloco" || !schedule.periodic) return std::nullopt;
   const auto kinds = kindsOf(commonSteps(timeline), schedule);
   const auto scale = scaleOf(timeline, compute);
-  const auto local = predictEach(kinds.local, workers, network, scale);
-  const auto& middle = local[local.size() / 2];
+  const auto middle = slowestMeanLocalStep(kinds.local, workers, network, scale).step;
   std::vector<double> exchanges;
   for (const auto& programs : kinds.sync) {
     exchanges.push_back(
@@ -195,23 +224,17 @@ std::optional<double> overlappedMs(const RunTimeline& timeline, int workers, con
 }
 
 // The steps the model needs of a run, for break-even searches that replay it at many bandwidths:
-// its median step on `network` at `workers` (a periodic run's median local step), and a periodic
-// run's sync steps.
+// the median step of a run that exchanges every step (on `network` at `workers`); all of a
+// periodic run's, whose local steps send nothing and cost the same at any bandwidth.
 RunTimeline representativeSteps(const RunTimeline& timeline, int workers, const network::NetworkProfile& network) {
-  const auto kinds = kindsOf(commonSteps(timeline), timeline.schedule);
+  if (timeline.schedule.periodic) return timeline;
+  const auto steps = commonSteps(timeline);
   std::vector<std::pair<double, size_t>> totals;
-  for (size_t k = 0; k < kinds.local.size(); ++k) {
-    totals.emplace_back(predictStep(kinds.local[k], workers, network).total_ms, k);
-  }
+  for (size_t k = 0; k < steps.size(); ++k) totals.emplace_back(predictStep(steps[k], workers, network).total_ms, k);
   std::sort(totals.begin(), totals.end());
   RunTimeline kept;
   kept.schedule = timeline.schedule;
-  kept.workers.resize(timeline.workers.size());
-  const auto keep = [&](const std::vector<const StepProgram*>& programs) {
-    for (size_t w = 0; w < programs.size(); ++w) kept.workers[w].push_back(*programs[w]);
-  };
-  keep(kinds.local[totals[totals.size() / 2].second]);
-  for (const auto& programs : kinds.sync) keep(programs);
+  for (const auto* program : steps[totals[totals.size() / 2].second]) kept.workers.push_back({*program});
   return kept;
 }
 

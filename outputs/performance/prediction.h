@@ -122,8 +122,8 @@ std::vector<PredictionRow> predictRuns(const std::vector<outputs::RunData>& runs
 
 // The run's time per step at `workers` on `network` (the building block of predictRuns): the
 // median of its traced steps (predictStep over the workers' programs of each); for a run that
-// syncs models, the median local step with the traced sync steps spread over `sync_every` steps
-// (amortisedStep; 0: the run's own H).
+// syncs models, the slowest worker's mean local step (workers meet only at syncs) with the traced
+// sync steps spread over `sync_every` steps (amortisedStep; 0: the run's own H).
 StepPrediction predictRun(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
                           const ComputeBasis& compute = {}, int64_t sync_every = 0);
 

@@ -142,6 +142,27 @@ TEST(SyncPrediction, APeriodicRunIsItsLocalStepWithTheSyncAmortisedAtEachH) {
   EXPECT_EQ(*rows[1].measured_ms_per_batch, 50);
 }
 
+TEST(SyncPrediction, WorkersMeetOnlyAtSyncsSoTheSlowestWorkersMeanLocalStepCounts) {
+  // Worker 0's local steps take 10 and 30 ms, worker 1's 30 and 10: each step's slowest is 30 ms,
+  // but each worker reaches the sync after 40 ms, a mean of 20 ms per local step.
+  RunTimeline timeline = dilocoRun(0, 0, 4e6);
+  for (size_t w = 0; w < 2; ++w) {
+    for (auto& step : timeline.workers[w]) {
+      if (!step.collectives.empty()) continue;  // the syncs: 0 ms of compute
+      const bool slow = (step.step % 2 == 1) == (w == 0);
+      step.items.front().us = 1000 * (slow ? 30 : 10);
+    }
+  }
+  PredictOptions options;
+  options.networks = {network::linkProfile(kBandwidth, kLatency)};
+  options.shared_compute = false;
+  const auto rows = predictRuns({runOf("diloco", "exact", "diloco")}, {timeline}, options);
+  // Steps 1-8: local 1, 2, 3, 5, 6, 7 (worker 0, the slower: 30, 10, 30, 30, 10, 30), syncs at 4
+  // and 8 with no compute.
+  const double local = (30 + 10 + 30 + 30 + 10 + 30) / 6.0;
+  EXPECT_NEAR(rows[0].predicted.total_ms, local + (allReduceMs(4e6) - local) / 4, 1e-9);
+}
+
 TEST(SyncPrediction, APeriodicTimelineWithoutASyncStepIsRefused) {
   const auto run = runOf("diloco", "exact", "diloco");
   // loadRunTimeline names the run (a UserError, tested end to end); a timeline made otherwise
