@@ -116,6 +116,8 @@ TEST_F(PredictCommand, ReportHasTheProjectedAndTargetColumns) {
 TEST_F(PredictCommand, BadInputIsOneLineNamingIt) {
   const auto runs = dir_->file("runs");
   std::ofstream(dir_->file("corrupt.yaml")) << "bandwidth: [1gbit\n";
+  std::ofstream(dir_->file("float8.yaml")) << "fits:\n  - {collective: all-reduce, world_size: 2, dtype: float8, "
+                                              "latency_s: 1e-5, seconds_per_byte: 1e-9}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"predict " + runs + " --bandwidth 10gbps", "10gbps"},
       {"predict " + runs + " --latency=-20us", "-20us"},
@@ -125,6 +127,7 @@ TEST_F(PredictCommand, BadInputIsOneLineNamingIt) {
       {"predict " + runs + " --network " + dir_->file("missing.yaml"), "missing.yaml"},
       {"predict " + runs + " --target accuracy", "--target"},
       {"report " + runs + " --predict workers=16", "--predict"},
+      {"predict " + runs + " --network " + dir_->file("float8.yaml"), "fits[0].dtype: 'float8'"},
       {"predict " + runs + " --sync-every 0", "--sync-every"},
       {"predict " + runs + " --target-cu 1.5", "--target-cu"},
       {"predict " + runs + " --compute-profile median", "--compute-profile"},
