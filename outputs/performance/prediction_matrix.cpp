@@ -30,8 +30,7 @@ std::string methodOf(const PredictionRow& row) {
 }
 
 MatrixCell cellOf(const PredictionRow& method, MatrixCell::Verdict verdict) {
-  return {verdict, methodOf(method), method.speedup_vs_exact,
-          isFp16(method) ? std::nullopt : method.speedup_vs_fp16};
+  return {verdict, methodOf(method), method.speedup_vs_exact, isFp16(method) ? std::nullopt : method.speedup_vs_fp16};
 }
 
 // The verdict over one worker count and network's rows of one comparison.

@@ -52,7 +52,9 @@ StepPrediction amortisedStep(const StepPrediction& local, const std::vector<Step
     sync.exposed_comm_ms += s.exposed_comm_ms / syncs.size();
   }
   const double share = static_cast<double>(fragments) / static_cast<double>(every);
-  const auto spread = [&](double local_part, double sync_part) { return local_part + share * (sync_part - local_part); };
+  const auto spread = [&](double local_part, double sync_part) {
+    return local_part + share * (sync_part - local_part);
+  };
   StepPrediction step;
   step.total_ms = spread(local.total_ms, sync.total_ms);
   step.compute_ms = spread(local.compute_ms, sync.compute_ms);
@@ -61,8 +63,7 @@ StepPrediction amortisedStep(const StepPrediction& local, const std::vector<Step
   return step;
 }
 
-double streamingExposedMsPerStep(double step_ms, const std::vector<double>& exchange_ms, int64_t every,
-                                 int64_t delay) {
+double streamingExposedMsPerStep(double step_ms, const std::vector<double>& exchange_ms, int64_t every, int64_t delay) {
   if (exchange_ms.empty() || every < static_cast<int64_t>(exchange_ms.size())) {
     throw std::invalid_argument("streamingExposedMsPerStep: one to H fragments");
   }

@@ -40,8 +40,7 @@ StepPrediction amortisedStep(const StepPrediction& local, const std::vector<Step
 // steps take `step_ms` (a local step). Returns the exposed wait per step, over a steady period.
 // With tau < H/F (all gcrun's streaming-diloco accepts) each exchange is applied before the next
 // starts; larger delays queue them behind each other.
-double streamingExposedMsPerStep(double step_ms, const std::vector<double>& exchange_ms, int64_t every,
-                                 int64_t delay);
+double streamingExposedMsPerStep(double step_ms, const std::vector<double>& exchange_ms, int64_t every, int64_t delay);
 
 // The analytic compute utilisation that papers quote (e.g. DiLoCo's): H steps of compute against
 // one blocking exchange of `bytes` at `bandwidth_bytes_per_s`, without latency, the ring's
