@@ -55,12 +55,14 @@ bool advance(Replay& r, size_t c, const Finished& collectives, const ComputeScal
   return false;
 }
 
-// The step as the slowest worker saw it.
-StepPrediction predictionOf(const Replay& last) {
+// The step ends with the last worker; its split is the busiest worker's (the most compute and
+// codec): the others' time in the exchange holds their wait for it, and the last to finish need not
+// be the one that computed longest.
+StepPrediction predictionOf(const Replay& last, const Replay& busiest) {
   StepPrediction prediction;
   prediction.total_ms = last.now_us / 1000;
-  prediction.compute_ms = last.compute_us / 1000;
-  prediction.codec_ms = last.codec_us / 1000;
+  prediction.compute_ms = busiest.compute_us / 1000;
+  prediction.codec_ms = busiest.codec_us / 1000;
   prediction.exposed_comm_ms = std::max(0.0, prediction.total_ms - prediction.compute_ms - prediction.codec_ms);
   return prediction;
 }
@@ -100,11 +102,13 @@ StepPrediction predictStep(const std::vector<const StepProgram*>& programs, int 
     for (auto* r : blocked) r->now_us = std::max(r->now_us, done_us);
   }
   const Replay* last = nullptr;
+  const Replay* busiest = nullptr;
   for (auto& r : replays) {
     advance(r, collectives.size(), finished, scale);
     if (!last || r.now_us > last->now_us) last = &r;
+    if (!busiest || r.compute_us + r.codec_us > busiest->compute_us + busiest->codec_us) busiest = &r;
   }
-  return predictionOf(*last);
+  return predictionOf(*last, *busiest);
 }
 
 }  // namespace gcrun::performance

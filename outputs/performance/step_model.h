@@ -20,11 +20,13 @@ namespace gcrun::performance {
 //    alone. The compute around it is as measured: forward, backward and the optimizer times
 //    `scale.compute`, the exchange's own compute (encode, decode, a sync's work) times `scale.codec`.
 // The step ends when the last worker is done.
+// total: until the last worker is done; the split is the busiest worker's (the most compute and
+// codec), whose wait is the network's alone.
 struct StepPrediction {
   double total_ms = 0;
-  double compute_ms = 0;       // forward, backward, optimizer: the last worker's own
-  double codec_ms = 0;         // the last worker's compute of the exchange (StepItem::Part::codec)
-  double exposed_comm_ms = 0;  // the rest: time the last worker waited for the network
+  double compute_ms = 0;       // forward, backward, optimizer: the busiest worker's own
+  double codec_ms = 0;         // its compute of the exchange (StepItem::Part::codec)
+  double exposed_comm_ms = 0;  // the rest: time it waited for the network
   // Compute utilisation: the share of the step spent on forward, backward and the optimizer.
   double cu() const { return total_ms > 0 ? compute_ms / total_ms : 1; }
 };
