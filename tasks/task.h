@@ -72,8 +72,9 @@ class BatchStream {
 //  - evaluate(shard, split, limits) runs this rank's part of one evaluation split (of its first
 //    limits.max_samples) in eval mode without gradients, in batches of evaluationChunk(), and
 //    returns its sums; the trainer adds them up over ranks and calls finalize() on
-//    the means. evaluationSplits() names the splits, each "validation" or "test", in the order the
-//    trainer evaluates them.
+//    the means. Every rank's sums name the same metrics, a rank whose part is empty too: the
+//    trainer packs them in order into one all-reduce. evaluationSplits() names the splits, each "validation" or "test",
+//    in the order the trainer evaluates them.
 //  - localGradientClipNorm() > 0 makes the trainer clip this worker's gradient to that L2 norm
 //    right after backward, before error feedback and compression (the reference's LSTM: 0.4).
 class Task {

@@ -280,6 +280,11 @@ TEST(LanguageModelTask, EvaluationSumsOverShardsAddUpToOneShards) {
     EXPECT_NEAR(ce / whole.weight, std::log(65.0), 0.1);
   }
   EXPECT_EQ(task->evaluate({0, 1}, "test", {3 * 8 + 7, {}}).weight, 3 * 8);
+  // 3 windows over 4 ranks: rank 3 has none and still names the metric (reduceMetrics packs every
+  // rank's metrics in order; a rank without it would leave the others' all-reduce waiting).
+  const MetricSums none = task->evaluate({3, 4}, "test", {3 * 8, {}});
+  EXPECT_EQ(none.weight, 0);
+  EXPECT_EQ(none.sums.count("cross_entropy"), 1u);
   EXPECT_EQ(task->evaluationSplits(), (std::vector<std::string>{"validation", "test"}));
 }
 
