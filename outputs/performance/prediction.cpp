@@ -67,7 +67,8 @@ double computeOnlyUs(const StepProgram& program) {
 }
 
 // A run's traced steps by what they sent: a periodic run's steps without a collective are local,
-// the others its syncs; every step of any other run is a "local" one here (its median is the step).
+// the others its syncs (local-sgd's warm-up steps, every-step exchanges, are neither); every step of
+// any other run is a "local" one here (its median is the step).
 struct StepKinds {
   StepsOfAll local, sync;
 };
@@ -78,6 +79,7 @@ StepKinds kindsOf(StepsOfAll steps, const SyncSchedule& schedule) {
     return kinds;
   }
   for (auto& programs : steps) {
+    if (programs.front()->step <= schedule.warmup) continue;
     (programs.front()->collectives.empty() ? kinds.local : kinds.sync).push_back(std::move(programs));
   }
   return kinds;

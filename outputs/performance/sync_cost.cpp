@@ -38,6 +38,7 @@ SyncSchedule syncScheduleOf(const outputs::RunData& run) {
   schedule.periodic = run.settings.count("sync.every") > 0;
   schedule.fragments = std::max<int64_t>(1, settingOr(run, "sync.fragments", 1));
   schedule.delay = settingOr(run, "sync.delay", 0);
+  schedule.warmup = settingOr(run, "sync.warmup_steps", 0);
   return schedule;
 }
 

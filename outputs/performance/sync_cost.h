@@ -19,6 +19,7 @@ struct SyncSchedule {
   int64_t every = 1;      // H
   int64_t fragments = 1;  // F: sync steps per period
   int64_t delay = 0;      // streaming-diloco's tau: steps between a fragment's send and its use
+  int64_t warmup = 0;     // local-sgd's first steps, which exchange gradients: not the schedule's
 };
 
 // The run's schedule from its settings: a strategy with a sync.every key syncs every that many

@@ -163,6 +163,22 @@ TEST(SyncPrediction, WorkersMeetOnlyAtSyncsSoTheSlowestWorkersMeanLocalStepCount
   EXPECT_NEAR(rows[0].predicted.total_ms, local + (allReduceMs(4e6) - local) / 4, 1e-9);
 }
 
+TEST(SyncPrediction, LocalSgdsWarmUpStepsAreLeftOut) {
+  // Steps 1 and 2 exchange gradients (local-sgd's warm-up), then local steps and syncs at 4 and 8.
+  RunTimeline timeline = dilocoRun(10, 0, 4e6);
+  for (auto& worker : timeline.workers) {
+    for (size_t k = 0; k < 2; ++k) worker[k] = syncStep(worker[k].step, 10, 0, 8e6);
+  }
+  auto run = runOf("local-sgd", "exact", "local-sgd");
+  run.settings["sync.warmup_steps"] = "2";
+  timeline.schedule = {"local-sgd", true, 4, 1, 0, 2};
+  PredictOptions options;
+  options.networks = {network::linkProfile(kBandwidth, kLatency)};
+  const auto rows = predictRuns({run}, {timeline}, options);
+  EXPECT_NEAR(rows[0].predicted.total_ms, 10 + allReduceMs(4e6) / 4, 1e-9);
+  EXPECT_EQ(syncScheduleOf(run).warmup, 2);
+}
+
 TEST(SyncPrediction, APeriodicTimelineWithoutASyncStepIsRefused) {
   const auto run = runOf("diloco", "exact", "diloco");
   // loadRunTimeline names the run (a UserError, tested end to end); a timeline made otherwise
