@@ -12,6 +12,7 @@
 #include "outputs/report/summary.h"
 #include "tests/support/command.h"
 #include "tests/support/gnuplot.h"
+#include "tests/support/step_timelines.h"
 #include "tests/support/temp_dir.h"
 
 namespace gcrun::performance {
@@ -175,25 +176,7 @@ TEST(PredictionMatrix, HeatMapLabelsReachGnuplotAsText) {
   EXPECT_TRUE(contains(rendered.svg.at("speedup-matrix"), "touch")) << "the label is drawn as it is";
 }
 
-// The files of two runs whose steps compute 100 ms and all-reduce 1e8 bytes (exact) or 1e6 bytes
-// after 20 ms of encoding (powersgd).
-RunTimeline blockingRun(double compute_ms, double codec_ms, double bytes) {
-  RunTimeline timeline;
-  for (int w = 0; w < 2; ++w) {
-    std::vector<StepProgram> steps;
-    for (int64_t step = 1; step <= 3; ++step) {
-      StepProgram p;
-      p.step = step;
-      p.items = {{StepItem::Kind::compute, StepItem::Part::compute, 1000 * compute_ms, 0},
-                 {StepItem::Kind::compute, StepItem::Part::codec, 1000 * codec_ms, 0},
-                 {StepItem::Kind::call, StepItem::Part::compute, 0, 0}};
-      p.collectives = {{CollectiveKind::all_reduce, bytes}};
-      steps.push_back(p);
-    }
-    timeline.workers.push_back(steps);
-  }
-  return timeline;
-}
+using testing::blockingRun;
 
 outputs::RunData runOf(const std::string& name, const std::string& reducer) {
   outputs::RunData run;

@@ -9,35 +9,15 @@
 #include "outputs/performance/prediction.h"
 #include "outputs/performance/prediction_output.h"
 #include "outputs/performance/report_projection.h"
+#include "tests/support/step_timelines.h"
 #include "tests/support/temp_dir.h"
 
 namespace gcrun::performance {
 namespace {
 
-using Kind = StepItem::Kind;
-using Part = StepItem::Part;
+using testing::blockingRun;
 
 constexpr double kLatency = 2e-5;
-
-// Two workers whose step computes for `compute_ms`, encodes for `codec_ms` and then all-reduces
-// `bytes` (blocking), over steps 1-3.
-RunTimeline blockingRun(double compute_ms, double codec_ms, double bytes) {
-  RunTimeline timeline;
-  for (int w = 0; w < 2; ++w) {
-    std::vector<StepProgram> steps;
-    for (int64_t step = 1; step <= 3; ++step) {
-      StepProgram p;
-      p.step = step;
-      p.items = {{Kind::compute, Part::compute, 1000 * compute_ms, 0},
-                 {Kind::compute, Part::codec, 1000 * codec_ms, 0},
-                 {Kind::call, Part::compute, 0, 0}};
-      p.collectives = {{CollectiveKind::all_reduce, bytes}};
-      steps.push_back(p);
-    }
-    timeline.workers.push_back(steps);
-  }
-  return timeline;
-}
 
 outputs::RunData runOf(const std::string& dir, const std::string& reducer) {
   outputs::RunData run;

@@ -7,6 +7,7 @@
 #include "outputs/performance/prediction.h"
 #include "outputs/performance/recommendation.h"
 #include "outputs/performance/sync_cost.h"
+#include "tests/support/step_timelines.h"
 
 namespace gcrun::performance {
 namespace {
@@ -24,14 +25,7 @@ StepProgram localStep(int64_t step, double compute_ms) {
   return p;
 }
 
-// A sync step: the local step, then the strategy's own work and a blocking all-reduce of `bytes`.
-StepProgram syncStep(int64_t step, double compute_ms, double sync_ms, double bytes) {
-  auto p = localStep(step, compute_ms);
-  p.items.push_back({Kind::compute, Part::codec, 1000 * sync_ms, 0});
-  p.items.push_back({Kind::call, Part::compute, 0, 0});
-  p.collectives = {{CollectiveKind::all_reduce, bytes}};
-  return p;
-}
+using testing::blockingStep;
 
 // Two workers over steps 1-8 of a diloco run with H = 4: steps 4 and 8 sync.
 RunTimeline dilocoRun(double compute_ms, double sync_ms, double bytes) {
@@ -40,7 +34,7 @@ RunTimeline dilocoRun(double compute_ms, double sync_ms, double bytes) {
   for (int w = 0; w < 2; ++w) {
     std::vector<StepProgram> steps;
     for (int64_t step = 1; step <= 8; ++step) {
-      steps.push_back(step % 4 == 0 ? syncStep(step, compute_ms, sync_ms, bytes) : localStep(step, compute_ms));
+      steps.push_back(step % 4 == 0 ? blockingStep(step, compute_ms, sync_ms, bytes) : localStep(step, compute_ms));
     }
     timeline.workers.push_back(steps);
   }
@@ -52,7 +46,8 @@ RunTimeline everyStepRun(const std::vector<double>& compute_ms, double bytes) {
   RunTimeline timeline;
   for (int w = 0; w < 2; ++w) {
     std::vector<StepProgram> steps;
-    for (size_t k = 0; k < compute_ms.size(); ++k) steps.push_back(syncStep(int64_t(k) + 1, compute_ms[k], 0, bytes));
+    for (size_t k = 0; k < compute_ms.size(); ++k)
+      steps.push_back(blockingStep(int64_t(k) + 1, compute_ms[k], 0, bytes));
     timeline.workers.push_back(steps);
   }
   return timeline;
@@ -167,7 +162,7 @@ TEST(SyncPrediction, LocalSgdsWarmUpStepsAreLeftOut) {
   // Steps 1 and 2 exchange gradients (local-sgd's warm-up), then local steps and syncs at 4 and 8.
   RunTimeline timeline = dilocoRun(10, 0, 4e6);
   for (auto& worker : timeline.workers) {
-    for (size_t k = 0; k < 2; ++k) worker[k] = syncStep(worker[k].step, 10, 0, 8e6);
+    for (size_t k = 0; k < 2; ++k) worker[k] = blockingStep(worker[k].step, 10, 0, 8e6);
   }
   auto run = runOf("local-sgd", "exact", "local-sgd");
   run.settings["sync.warmup_steps"] = "2";
