@@ -22,6 +22,8 @@ namespace {
 constexpr double kMinSearchBandwidth = 1e6 / 8;   // 1 Mbit/s
 constexpr double kMaxSearchBandwidth = 1e13 / 8;  // 10 Tbit/s
 constexpr double kMinComputeMismatch = 0.1;
+// A replay of a few traced steps tells no difference below 1%, however alike its steps.
+constexpr double kMinNoise = 0.01;
 
 std::string reducerOf(const outputs::RunData& run) {
   const auto found = run.settings.find("reducer.name");
@@ -186,8 +188,31 @@ Predicted slowestMeanLocalStep(const StepsOfAll& local, int workers, const netwo
   return slowest;
 }
 
+// Each program's forward, backward and optimizer scaled to take `ms`, its codec kept: runs that
+// share a compute profile replay it at every step of every worker, so that steps slowed by load
+// during one run do not decide between methods.
+RunTimeline computingAlike(const RunTimeline& timeline, double ms) {
+  RunTimeline alike = timeline;
+  for (auto& worker : alike.workers) {
+    for (auto& program : worker) {
+      const double own_us = computeOnlyUs(program);
+      if (own_us <= 0) continue;
+      for (auto& item : program.items) {
+        if (item.kind == StepItem::Kind::compute && item.part == StepItem::Part::compute) item.us *= 1000 * ms / own_us;
+      }
+    }
+  }
+  return alike;
+}
+
+bool sharesCompute(const ComputeBasis& compute) { return compute.ms_per_batch > 0 && !compute.codec_too; }
+
 Predicted predictWithNoise(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
                            const ComputeBasis& compute, int64_t sync_every) {
+  // The spread left is the exchange's own (its codec and waits), the one that tells methods apart.
+  if (sharesCompute(compute)) {
+    return predictWithNoise(computingAlike(timeline, compute.ms_per_batch), workers, network, {}, sync_every);
+  }
   const auto kinds = kindsOf(commonSteps(timeline), timeline.schedule);
   if (kinds.local.empty() || (timeline.schedule.periodic && kinds.sync.empty())) {
     throw std::invalid_argument("predictRun: a periodic run's timeline needs local and sync steps (loadRunTimeline)");
@@ -207,6 +232,8 @@ std::optional<double> overlappedMs(const RunTimeline& timeline, int workers, con
                                    const ComputeBasis& compute, int64_t every) {
   const auto& schedule = timeline.schedule;
   if (schedule.strategy != "streaming-diloco" || !schedule.periodic) return std::nullopt;
+  if (sharesCompute(compute))
+    return overlappedMs(computingAlike(timeline, compute.ms_per_batch), workers, network, {}, every);
   const auto kinds = kindsOf(commonSteps(timeline), schedule);
   const auto scale = scaleOf(timeline, compute);
   const auto middle = slowestMeanLocalStep(kinds.local, workers, network, scale).step;
@@ -406,7 +433,11 @@ std::vector<ComputeBasis> computeBases(const std::vector<outputs::RunData>& runs
   for (size_t i = 0; i < runs.size(); ++i) {
     own_ms[comparisonOf(runs[i])].push_back(outputs::median(computeMsOfSteps(timelines[i])));
   }
-  for (size_t i = 0; i < runs.size(); ++i) bases[i] = {outputs::median(own_ms[comparisonOf(runs[i])]), false};
+  // A run alone in its comparison has none to compute alike with: its own steps stand.
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& group = own_ms[comparisonOf(runs[i])];
+    if (group.size() > 1) bases[i] = {outputs::median(group), false};
+  }
   return bases;
 }
 
@@ -476,7 +507,7 @@ void compareWith(const RowContext& context, const std::map<std::string, size_t>&
   const size_t b = found->second;
   const auto baseline =
       predictWithNoise(context.timelines[b], row.workers, network, context.bases[b], /*sync_every=*/0);
-  row.noise = std::max({row.noise, run_noise, baseline.noise});
+  row.noise = std::max({row.noise, run_noise, baseline.noise, kMinNoise});
   // A step predicted to take no time (a trace of zero durations on a free network) has none.
   if (row.predicted.total_ms > 0) speedup = baseline.step.total_ms / row.predicted.total_ms;
   if (b == i) return;

@@ -54,10 +54,11 @@ double parseTargetCu(const std::string& text, const std::string& what);
 // --compute-profile: "shared" (true) or "own" (false).
 bool parseComputeProfile(const std::string& text, const std::string& what);
 
-// The compute a prediction replays: the run's own as traced, or scaled so that its forward,
-// backward and optimizer take `ms_per_batch`, the exchange's own compute (codec, a sync's work)
-// scaled alike when `codec_too` (--compute-ms-per-batch: another device) or kept (a compute profile
-// shared by runs of one model: they compute alike, each keeps its own codec).
+// The compute a prediction replays: the run's own as traced; with `codec_too` (--compute-ms-per-batch:
+// another device) every step scaled by one factor, so that its median forward, backward and
+// optimizer take `ms_per_batch`, the exchange's own compute (codec, a sync's work) alike; without
+// (a compute profile shared by runs of one model) every step of every worker computing exactly
+// `ms_per_batch`, each run keeping its own codec.
 struct ComputeBasis {
   double ms_per_batch = 0;
   bool codec_too = true;
@@ -67,9 +68,10 @@ struct PredictOptions {
   std::vector<int> workers;  // empty: each run's own world size
   std::vector<network::NetworkProfile> networks;
   double compute_ms_per_batch = 0;  // > 0: forward, backward, optimizer and codec scaled to this compute
-  // Runs of one comparison (task, model, batch) replay one compute: the median over them of each
-  // run's median forward+backward+optimizer, so that a busy machine during one run does not decide
-  // the answer. false: each its own (the check of a prediction against the run's measurement).
+  // Runs of one comparison (task, model, batch) replay one compute at every step: the median over
+  // them of each run's median forward+backward+optimizer, so that a busy machine during one run
+  // does not decide the answer (a run alone in its comparison keeps its own). false: each its own
+  // (the check of a prediction against the run's measurement).
   bool shared_compute = true;
   // What-ifs over H for runs that sync models every H steps (their own H when empty); every-step
   // runs are predicted once whatever these say.
@@ -103,8 +105,8 @@ struct PredictionRow {
   // over this one's, for comparable runs.
   std::optional<double> speedup_vs_exact, speedup_vs_fp16;
   // The relative spread of this prediction and its baselines' (half the interquartile range of
-  // their traced steps' predictions over the median, the larger); a speedup within 1 ± noise is
-  // "no difference".
+  // their traced steps' predictions over the median, the larger, and at least 1%); a speedup
+  // within 1 ± noise is "no difference".
   double noise = 0;
   // The bandwidth (bytes/s) below which this run's method is faster than the baseline, at this
   // worker count and the network's latency; +inf: faster at every bandwidth searched

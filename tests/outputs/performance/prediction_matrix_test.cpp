@@ -93,7 +93,7 @@ TEST(PredictionMatrix, ASpeedupWithinTheNoiseIsNoDifference) {
   };
   EXPECT_EQ(cell(1.04, 0.05), "no difference");
   EXPECT_EQ(cell(0.96, 0.05), "no difference");
-  EXPECT_EQ(cell(1.0, 0), "no difference");  // the lead's noise not yet filled in
+  EXPECT_EQ(cell(1.0, 0), "no difference");  // exactly 1, whatever the noise
   EXPECT_EQ(cell(1.04, 0.03), "rank2 1.04x");
   EXPECT_EQ(cell(0.96, 0.03), "exact (next: rank2 0.96x)");
 }

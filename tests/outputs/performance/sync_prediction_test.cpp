@@ -202,6 +202,14 @@ TEST(SyncPrediction, RunsOfOneModelReplayOneCompute) {
   const auto lines = computeMismatches(runs, timelines);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("exact computed a step in 40.0 ms and psgd in 20.0 ms"), std::string::npos) << lines[0];
+  // Steps slowed by load on one worker (400 ms at steps 2 and 3 of worker 1) move the run's own
+  // prediction, not the shared one.
+  auto loaded = timelines;
+  for (const int64_t step : {2, 3}) loaded[0].workers[1][step - 1].items.front().us = 400e3;
+  options.shared_compute = true;
+  EXPECT_NEAR(predictRuns(runs, loaded, options)[0].predicted.total_ms, 30 + allReduceMs(1e6), 1e-9);
+  options.shared_compute = false;
+  EXPECT_NEAR(predictRuns(runs, loaded, options)[0].predicted.total_ms, 400 + allReduceMs(1e6), 1e-9);
   // Within the steps' own spread, no line.
   const std::vector<RunTimeline> close = {everyStepRun({40, 44, 36, 40}, 1e6), everyStepRun({38, 38, 38, 38}, 1e4)};
   EXPECT_TRUE(computeMismatches(runs, close).empty());
@@ -214,8 +222,14 @@ TEST(SyncPrediction, ASpeedupWithinTheStepsSpreadIsNoDifference) {
                                               everyStepRun({80, 90, 100, 110, 120}, 5e2)};
   PredictOptions options;
   options.networks = {network::linkProfile(kBandwidth, kLatency)};
-  const auto rows = predictRuns(runs, timelines, options);
+  options.shared_compute = false;
+  auto rows = predictRuns(runs, timelines, options);
   EXPECT_NEAR(rows[1].noise, 0.1, 1e-3);
+  EXPECT_EQ(speedupText(rows[1].speedup_vs_exact, rows[1].noise), "no difference");
+  // Sharing one compute takes the steps' spread out; 1% stays, below which a replay tells nothing.
+  options.shared_compute = true;
+  rows = predictRuns(runs, timelines, options);
+  EXPECT_DOUBLE_EQ(rows[1].noise, 0.01);
   EXPECT_EQ(speedupText(rows[1].speedup_vs_exact, rows[1].noise), "no difference");
   EXPECT_EQ(speedupText(1.5, 0.1), "1.50x");
   EXPECT_EQ(speedupText(std::nullopt, 0.1), "");
