@@ -1,6 +1,7 @@
 #include "outputs/report/report.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -51,8 +52,19 @@ std::string markdownFigure(const Plot& plot, const RenderedPlots& rendered) {
   return "![" + markdownText(plot.title) + "](plots/" + plot.name + ".png)\n\n";
 }
 
+// A section's text, a paragraph per line.
+std::vector<std::string> paragraphsOf(const std::string& text) {
+  std::vector<std::string> paragraphs;
+  std::stringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) paragraphs.push_back(line);
+  }
+  return paragraphs;
+}
+
 std::string markdownSection(const ReportSection& section, const RenderedPlots& rendered) {
-  std::string out = "\n## " + markdownText(section.title) + "\n\n" + markdownText(section.text) + "\n\n";
+  std::string out = "\n## " + markdownText(section.title) + "\n\n";
+  for (const auto& paragraph : paragraphsOf(section.text)) out += markdownText(paragraph) + "\n\n";
   if (!section.link.empty()) out += "[" + markdownText(section.link) + "](" + section.link + ")\n\n";
   out += markdownTable(section.table);
   if (!section.plots.empty()) out += "\n";
@@ -131,7 +143,8 @@ std::string htmlFigure(const Plot& plot, const RenderedPlots& rendered) {
 }
 
 std::string htmlSection(const ReportSection& section, const RenderedPlots& rendered) {
-  std::string body = "<p>" + htmlText(section.text) + "</p>\n";
+  std::string body;
+  for (const auto& paragraph : paragraphsOf(section.text)) body += "<p>" + htmlText(paragraph) + "</p>\n";
   if (!section.link.empty()) {
     body += "<p><a href=\"" + htmlText(section.link) + "\">" + htmlText(section.link) + "</a></p>\n";
   }

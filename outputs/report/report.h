@@ -23,7 +23,7 @@ inline constexpr char kPlots[] = "plots";  // PNG and SVG, with the data they we
 // before it (the answer a reader wants first: which method is fastest where).
 struct ReportSection {
   std::string title;
-  std::string text;  // a paragraph above the table
+  std::string text;  // above the table: a paragraph per line
   TextTable table;
   std::vector<Plot> plots = {};  // drawn with the report's figures, shown under the table
   bool leading = false;          // before the report's own table
