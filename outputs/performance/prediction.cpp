@@ -491,8 +491,9 @@ Baselines baselinesOf(const std::vector<outputs::RunData>& runs) {
 // Rows are made run by run: everything one row needs to see of the others.
 struct RowContext {
   const std::vector<outputs::RunData>& runs;
-  const std::vector<RunTimeline>& timelines;
-  const std::vector<ComputeBasis>& bases;
+  const std::vector<RunTimeline>& timelines;  // with a shared compute profile applied
+  const std::vector<ComputeBasis>& bases;     // what is left to apply
+  const std::vector<ComputeBasis>& profiles;  // computeBases's, for the rows' compute_basis_ms
   const Baselines& baselines;
   const PredictOptions& options;
 };
@@ -535,8 +536,8 @@ PredictionRow predictRow(const RowContext& context, size_t i, int64_t every, int
     row.measured_ms_per_batch = run.time_per_batch_ms;
   const auto predicted = predictWithNoise(timeline, workers, network, context.bases[i], every);
   row.predicted = predicted.step;
-  row.compute_basis_ms =
-      context.bases[i].ms_per_batch > 0 ? context.bases[i].ms_per_batch : outputs::median(computeMsOfSteps(timeline));
+  const double profile_ms = context.profiles[i].ms_per_batch;
+  row.compute_basis_ms = profile_ms > 0 ? profile_ms : outputs::median(computeMsOfSteps(timeline));
   const auto kinds = kindsOf(commonSteps(timeline), timeline.schedule);
   row.mib_per_sync = bytesPerSync(kinds) / (1 << 20);
   const double syncs_per_step =
@@ -569,12 +570,21 @@ PredictionRow predictRow(const RowContext& context, size_t i, int64_t every, int
 std::vector<PredictionRow> predictRuns(const std::vector<outputs::RunData>& runs,
                                        const std::vector<RunTimeline>& timelines, const PredictOptions& options) {
   if (runs.size() != timelines.size()) throw std::invalid_argument("predictRuns: one timeline per run");
+  // A shared compute profile applied once, not in every prediction of the rows and their
+  // break-even searches (each would copy the timeline again).
   const auto bases = computeBases(runs, timelines, options);
+  std::vector<RunTimeline> replayed;
+  std::vector<ComputeBasis> left;  // what the predictions still apply: --compute-ms-per-batch
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const bool shared = sharesCompute(bases[i]);
+    replayed.push_back(shared ? computingAlike(timelines[i], bases[i].ms_per_batch) : timelines[i]);
+    left.push_back(shared ? ComputeBasis{} : bases[i]);
+  }
   const auto baselines = baselinesOf(runs);
-  const RowContext context{runs, timelines, bases, baselines, options};
+  const RowContext context{runs, replayed, left, bases, baselines, options};
   std::vector<PredictionRow> rows;
   for (size_t i = 0; i < runs.size(); ++i) {
-    const auto& schedule = timelines[i].schedule;
+    const auto& schedule = replayed[i].schedule;
     const auto periods =
         schedule.periodic && !options.sync_every.empty() ? options.sync_every : std::vector<int64_t>{schedule.every};
     const auto worker_counts = options.workers.empty() ? std::vector<int>{runs[i].world_size} : options.workers;
