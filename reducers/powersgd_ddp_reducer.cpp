@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -51,23 +52,49 @@ const hyperparams::SettingsSchema<PowerSgdDdpOptions>& powerSgdDdpSettings() {
 // MT19937's init_genrand, and the legacy bounded draw takes 32-bit outputs masked to 30 bits
 // (numpy's gen_mask of the range), rejecting those above 999,999,999. Its first draws for seeds 0,
 // 42 and 2^32 - 1 were compared with numpy 1.24's; the conformance test's queries depend on it.
+// A checkpoint keeps the engine's state (its 624 words and position), so that a restore replays
+// nothing.
 class NumpyLegacyRandint {
  public:
+  static constexpr int64_t kStateSize = std::mt19937::state_size + 1;
+
   explicit NumpyLegacyRandint(uint32_t seed) : engine_(seed) {}
   uint64_t next() {
     uint32_t value = 0;
     do {
       value = static_cast<uint32_t>(engine_()) & kMask;
     } while (value > kLargest);
-    ++drawn_;
     return value;
   }
-  int64_t drawn() const { return drawn_; }
+
+  std::vector<int64_t> state() const {
+    std::stringstream text;
+    text << engine_;
+    std::vector<int64_t> words;
+    for (int64_t word = 0; text >> word;) words.push_back(word);
+    return words;
+  }
+  // `words` as state() gave them; std::invalid_argument when they are no MT19937 state.
+  void setState(const std::vector<int64_t>& words) {
+    if (static_cast<int64_t>(words.size()) != kStateSize) {
+      throw std::invalid_argument("holds " + std::to_string(words.size()) + " values, not " +
+                                  std::to_string(kStateSize));
+    }
+    std::stringstream text;
+    for (size_t k = 0; k < words.size(); ++k) {
+      const int64_t most = k + 1 < words.size() ? int64_t{0xFFFFFFFF} : int64_t{std::mt19937::state_size};
+      if (words[k] < 0 || words[k] > most) {
+        throw std::invalid_argument("value " + std::to_string(k) + " is " + std::to_string(words[k]) +
+                                    ", outside 0 to " + std::to_string(most));
+      }
+      text << words[k] << ' ';
+    }
+    text >> engine_;
+  }
 
  private:
   static constexpr uint32_t kLargest = 999'999'999, kMask = (1u << 30) - 1;
   std::mt19937 engine_;
-  int64_t drawn_ = 0;
 };
 
 // _orthogonalize of powerSGD_hook.py, op for op on a batch [b, n, r] of matrices in place: Gram-Schmidt
@@ -133,7 +160,10 @@ void orthogonalizeAsTheHook(at::Tensor matrices, double epsilon) {
 class PowerSgdDdpReducer : public Reducer {
  public:
   PowerSgdDdpReducer(const ReducerContext& context, const PowerSgdDdpOptions& options)
-      : comm_(context.comm), options_(options), seeds_(static_cast<uint32_t>(options.random_seed)) {}
+      : comm_(context.comm),
+        options_(options),
+        tensors_(context.parameters.size()),
+        seeds_(static_cast<uint32_t>(options.random_seed)) {}
 
   // During the first call: DDP's rebuilt bucket follows the order the gradients become ready.
   void ready(size_t index, const std::vector<at::Tensor>& send) override {
@@ -171,29 +201,28 @@ class PowerSgdDdpReducer : public Reducer {
     return costs;
   }
 
-  // The iteration, the rebuilt bucket's order, how many seeds numpy's generator gave, the error
-  // and the warm-start Q.
+  // The iteration, the rebuilt bucket's order, numpy's generator, the error and the warm-start Q.
   void saveState(State& state) const override {
     state["iter"] = at::scalar_tensor(iter_, at::kLong);
     std::vector<int64_t> order(rebuilt_order_.begin(), rebuilt_order_.end());
     state["bucket_order"] = at::tensor(order, at::kLong);
-    state["seeds_drawn"] = at::scalar_tensor(seeds_.drawn(), at::kLong);
+    state["seed_generator"] = at::tensor(seeds_.state(), at::kLong);
     state["queries_drawn"] = at::scalar_tensor(queries_drawn_ ? 1 : 0, at::kLong);
     if (error_.defined()) state["error"] = error_.cpu().clone();
     if (queries_drawn_) state["queries"] = q_memory_.cpu().clone();
   }
 
+  // Every entry is checked against what a run could have saved: the bucket order is empty before
+  // the second call (DDP's rebuild) and a permutation of this model's tensors from it on, since
+  // layOut() indexes with it.
   void loadState(const State& state) override {
-    const auto entry = [&](const std::string& name) { return stateEntry(state, "powersgd-ddp", name); };
-    iter_ = entry("iter").item<int64_t>();
-    const auto order = entry("bucket_order").to(at::kLong).contiguous();
-    rebuilt_order_.assign(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
+    iter_ = stateCount(state, kOwner, "iter", 0, kMostCalls);
+    rebuilt_order_ = savedBucketOrder(stateEntry(state, kOwner, "bucket_order"), iter_ >= 2);
     ready_order_.clear();
-    seeds_ = NumpyLegacyRandint(static_cast<uint32_t>(options_.random_seed));
-    for (int64_t k = entry("seeds_drawn").item<int64_t>(); k > 0; --k) seeds_.next();
-    queries_drawn_ = entry("queries_drawn").item<int64_t>() != 0;
-    restored_error_ = state.count("error") ? entry("error") : at::Tensor();
-    restored_queries_ = queries_drawn_ ? entry("queries") : at::Tensor();
+    seeds_ = savedSeeds(state);
+    queries_drawn_ = stateCount(state, kOwner, "queries_drawn", 0, 1) != 0;
+    restored_error_ = state.count("error") ? stateEntry(state, kOwner, "error") : at::Tensor();
+    restored_queries_ = queries_drawn_ ? stateEntry(state, kOwner, "queries") : at::Tensor();
     error_ = at::Tensor();
     bucket_ = at::Tensor();  // the next reduce() lays the bucket out for iter_ and restores these
   }
@@ -204,6 +233,60 @@ class PowerSgdDdpReducer : public Reducer {
     size_t tensor;
     at::Tensor m, p, q;
   };
+
+  static constexpr const char* kOwner = "powersgd-ddp";
+  // More calls than any run makes: iter_ + 1 never overflows.
+  static constexpr int64_t kMostCalls = int64_t{1} << 62;
+  // Checkpoints written before the generator's state was saved counted its draws instead; that
+  // many are replayed, at most one per compressed call and at most this many (a fraction of a
+  // second).
+  static constexpr int64_t kMostReplayedSeeds = int64_t{1} << 24;
+
+  std::vector<size_t> savedBucketOrder(const at::Tensor& saved, bool rebuilt) const {
+    const auto refuse = [](const std::string& why) {
+      throw std::invalid_argument(std::string(kOwner) + " state: 'bucket_order' " + why);
+    };
+    if (saved.dim() != 1 || saved.scalar_type() != at::kLong) refuse("is not a list of 64-bit integers");
+    const int64_t count = saved.numel();
+    if (!rebuilt && count != 0) refuse("is set before DDP's rebuild (iter below 2)");
+    if (rebuilt && count != static_cast<int64_t>(tensors_) && tensors_ != 0) {
+      refuse("has " + std::to_string(count) + " tensors, this model " + std::to_string(tensors_));
+    }
+    std::vector<size_t> order;
+    std::vector<bool> seen(static_cast<size_t>(count), false);
+    const auto values = saved.contiguous();
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t index = values.data_ptr<int64_t>()[k];
+      if (index < 0 || index >= count || seen[static_cast<size_t>(index)]) {
+        refuse("is no permutation of 0 to " + std::to_string(count - 1) + " (" + std::to_string(index) + " at " +
+               std::to_string(k) + ")");
+      }
+      seen[static_cast<size_t>(index)] = true;
+      order.push_back(static_cast<size_t>(index));
+    }
+    return order;
+  }
+
+  NumpyLegacyRandint savedSeeds(const State& state) const {
+    NumpyLegacyRandint seeds(static_cast<uint32_t>(options_.random_seed));
+    if (state.count("seed_generator") == 0) {
+      const int64_t compressed_calls = std::max<int64_t>(0, iter_ - options_.start_iter);
+      const int64_t drawn = stateCount(state, kOwner, "seeds_drawn", 0, std::min(compressed_calls, kMostReplayedSeeds));
+      for (int64_t k = 0; k < drawn; ++k) seeds.next();
+      return seeds;
+    }
+    const at::Tensor& saved = stateEntry(state, kOwner, "seed_generator");
+    if (saved.dim() != 1 || saved.scalar_type() != at::kLong) {
+      throw std::invalid_argument(std::string(kOwner) + " state: 'seed_generator' is not a list of 64-bit integers");
+    }
+    const auto values = saved.contiguous();
+    try {
+      seeds.setState({values.data_ptr<int64_t>(), values.data_ptr<int64_t>() + values.numel()});
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(kOwner) + " state: 'seed_generator' " + e.what());
+    }
+    return seeds;
+  }
 
   // DDP's sync_bucket_indices: every rank takes rank 0's order.
   std::vector<size_t> rankZerosReadyOrder(size_t count) {
@@ -368,6 +451,7 @@ class PowerSgdDdpReducer : public Reducer {
 
   Communicator& comm_;
   const PowerSgdDdpOptions options_;
+  const size_t tensors_;  // the model's parameters; 0 where the context does not say
   NumpyLegacyRandint seeds_;
   int64_t iter_ = 0;  // the hook's state.iter: one bucket, so one per call
   bool last_compressed_ = false;

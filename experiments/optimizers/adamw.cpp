@@ -85,8 +85,7 @@ class AdamW final : public Optimizer {
       exp_avg_[i].copy_(state.at(kExpAvgPrefix + names_[i]));
       exp_avg_sq_[i].copy_(state.at(kExpAvgSqPrefix + names_[i]));
     }
-    step_ = state.at(kStepEntry).item<int64_t>();
-    if (step_ < 0) throw UserError("checkpoint entry '" + kStepEntry + "' is negative");
+    step_ = checkpointCount(state, kStepEntry, 0, savedStep(state));  // at most one a step
   }
 
  private:

@@ -59,7 +59,7 @@ class Optimizer {
   // Whether a checkpoint may lack entry `name` (state made at a parameter's first step).
   virtual bool mayLack(const std::string& name) const = 0;
   // Copies its entries back from a checkpoint's `state`, whose entries were checked against
-  // expectState() and mayLack().
+  // expectState() and mayLack(); its counter/step (savedStep()) bounds the steps it counted.
   virtual void loadState(const TensorMap& state) = 0;
 };
 

@@ -91,7 +91,8 @@ class LocalSgd : public Synchronizer {
   bool checksEntry(const std::string& name) const override { return isReducerEntry(name); }
   void loadState(const TensorMap& state) override {
     loadReducerState(state, names_, memories_, reducer_);
-    steps_ = state.at(kSteps).item<int64_t>();
+    const int64_t step = savedStep(state);
+    steps_ = checkpointCount(state, kSteps, step, step);  // afterStep() counts every step
   }
 
  private:

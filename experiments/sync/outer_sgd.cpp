@@ -37,7 +37,7 @@ void OuterSgd::saveState(TensorMap& state, const std::string& prefix) const {
 void OuterSgd::loadState(const TensorMap& state, const std::string& prefix) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < names_.size(); ++i) momenta_[i].copy_(state.at(prefix + "momentum/" + names_[i]));
-  steps_ = state.at(prefix + "outer_steps").item<int64_t>();
+  steps_ = checkpointCount(state, prefix + "outer_steps", 0, savedStep(state));  // at most one a step
 }
 
 }  // namespace gcrun::experiments

@@ -99,7 +99,7 @@ class SparseLoco : public GlobalModelSync {
       global_[i].copy_(state.at("sparseloco/global/" + names_[i]));
       errors_[i].copy_(state.at("sparseloco/error/" + names_[i]));
     }
-    syncs_ = state.at(kSyncs).item<int64_t>();
+    syncs_ = checkpointCount(state, kSyncs, 0, savedStep(state));  // at most one a step
   }
 
  private:

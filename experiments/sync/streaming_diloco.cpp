@@ -211,12 +211,20 @@ class StreamingDiloco : public Synchronizer {
       for (size_t k = 0; k < f->names.size(); ++k) {
         f->in_flight[k].copy_(state.at(f->prefix + "in_flight/" + f->names[k]));
       }
-      f->applies_at = state.at(f->prefix + "applies_at").item<int64_t>();
+      f->applies_at = savedApplication(state, f->prefix + "applies_at");
     }
   }
 
  private:
   static constexpr const char* kPrefix = "streaming-diloco/";
+
+  // A fragment in flight at the saved step was sent at most τ steps before it and is applied after
+  // it: its step of application lies in (step, step + τ]; kNone when none is in flight.
+  int64_t savedApplication(const TensorMap& state, const std::string& name) const {
+    if (stateEntry(state, "checkpoint", name).item<int64_t>() == Fragment::kNone) return Fragment::kNone;
+    const int64_t step = savedStep(state);
+    return checkpointCount(state, name, step + 1, step + options_.delay);
+  }
 
   // The fragment's pseudo-gradients through its reducer into the gradient buffers (free once the
   // optimizer stepped), as diloco sends the whole model, and their average kept in flight until

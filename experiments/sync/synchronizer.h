@@ -101,7 +101,8 @@ class Synchronizer {
   // (state that grows as the run goes, like a reducer's); the other entries saveState() writes
   // are checked for presence, dtype and shape before loadState() is called.
   virtual bool checksEntry(const std::string& name) const = 0;
-  // Copies its entries back from a checkpoint's `state`; a bad one it checks itself is a UserError.
+  // Copies its entries back from a checkpoint's `state` (the whole checkpoint: its counter/step,
+  // savedStep(), bounds whatever the strategy counted); a bad one it checks itself is a UserError.
   virtual void loadState(const TensorMap& state) = 0;
 };
 

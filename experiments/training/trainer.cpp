@@ -372,11 +372,7 @@ Trainer::~Trainer() = default;
 void Trainer::resumeFrom(const LoadedCheckpoint& checkpoint) {
   State& s = *state_;
   try {
-    s.at = restoreTraining(checkpoint.state, s.parts(), s.resumed_task_state);
-    if (s.at.batch_index > s.batches_per_epoch) {
-      throw UserError("checkpoint: it stopped at batch " + std::to_string(s.at.batch_index) + " of an epoch of " +
-                      std::to_string(s.batches_per_epoch) + " (a different batch size or world size)");
-    }
+    s.at = restoreTraining(checkpoint.state, s.parts(), s.batches_per_epoch, s.resumed_task_state);
   } catch (const UserError& e) {
     throw UserError(checkpoint.file + ": " + e.what());
   }

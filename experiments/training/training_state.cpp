@@ -1,9 +1,13 @@
 #include "experiments/training/training_state.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <torch/torch.h>
 
+#include "experiments/sync/reducer_state.h"
 #include "hyperparams/base/errors.h"
 
 namespace gcrun::experiments {
@@ -40,17 +44,19 @@ bool mayBeMissing(const std::string& name, const TrainingParts& parts) {
 }
 
 // Every entry of `state` is one `expected` names, of its dtype and shape, before anything is
-// copied. Entries a synchronizer or task adds as it runs are checked by their loadState(); a
+// copied. Entries a synchronizer or task adds or reshapes as it runs (powersgd-ddp's bucket order
+// is empty until its second step) are checked by their loadState(), not against a fresh run's; a
 // train_sums/ entry, one per metric, is a float64 scalar.
 void checkEntries(const TensorMap& state, const TensorMap& expected, const TrainingParts& parts) {
   const at::Tensor sum = torch::scalar_tensor(0.0, torch::kFloat64);
   for (const auto& [name, saved] : state) {
+    if (parts.synchronizer.checksEntry(name)) continue;
     const auto found = expected.find(name);
     if (found != expected.end()) {
       checkLike(saved, found->second, name);
     } else if (hasPrefix(name, "train_sums/")) {
       checkLike(saved, sum, name);
-    } else if (!hasPrefix(name, "task/") && !parts.synchronizer.checksEntry(name)) {
+    } else if (!hasPrefix(name, "task/")) {
       throw UserError("checkpoint entry '" + name + "' is not one this run saves (a different model or setting)");
     }
   }
@@ -66,6 +72,53 @@ TensorMap withPrefix(const TensorMap& state, const std::string& prefix) {
     if (kv.first.rfind(prefix, 0) == 0) out[kv.first.substr(prefix.size())] = kv.second;
   }
   return out;
+}
+
+double finiteReal(const TensorMap& state, const std::string& name) {
+  const double value = entry(state, name).item<double>();
+  if (!std::isfinite(value)) throw UserError("checkpoint entry '" + name + "' is not finite");
+  return value;
+}
+
+// The saved position, each counter within what a run could have counted: its step is
+// epoch * batches_per_epoch + batch (the loop counts one step per batch, and a resumed run keeps
+// the batch size and world size), its syncs and log window at most its steps, its syncs' bits at
+// most its bits; its sums and time finite.
+LoopPosition positionFrom(const TensorMap& state, int64_t batches_per_epoch) {
+  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+  LoopPosition position;
+  position.step = savedStep(state);
+  position.batch_index = checkpointCount(state, "counter/batch", 0, std::min(batches_per_epoch, position.step));
+  position.epoch = checkpointCount(state, "counter/epoch", 0, kMost);
+  if (position.epoch != (position.step - position.batch_index) / batches_per_epoch ||
+      (position.step - position.batch_index) % batches_per_epoch != 0) {
+    throw UserError("checkpoint entries 'counter/epoch' " + std::to_string(position.epoch) + " and 'counter/batch' " +
+                    std::to_string(position.batch_index) + " do not make 'counter/step' " +
+                    std::to_string(position.step) + " at " + std::to_string(batches_per_epoch) +
+                    " batches an epoch (a different batch size, world size or data)");
+  }
+  position.bits = static_cast<uint64_t>(checkpointCount(state, "counter/bits", 0, kMost));
+  position.loss_sum = finiteReal(state, "counter/loss_sum");
+  position.elapsed_s = finiteReal(state, "counter/elapsed_s");
+  if (position.elapsed_s < 0) throw UserError("checkpoint entry 'counter/elapsed_s' is negative");
+  if (state.count("counter/window_steps") > 0) {
+    position.window_loss = finiteReal(state, "counter/window_loss");
+    position.window_steps = checkpointCount(state, "counter/window_steps", 0, position.step);
+  }
+  if (state.count("counter/syncs") > 0) {
+    position.syncs = checkpointCount(state, "counter/syncs", 0, position.step);
+    position.sync_bits =
+        static_cast<uint64_t>(checkpointCount(state, "counter/sync_bits", 0, static_cast<int64_t>(position.bits)));
+  }
+  for (const auto& kv : withPrefix(state, "train_sums/")) {
+    const double value = finiteReal(state, "train_sums/" + kv.first);
+    if (kv.first == ".weight") {
+      position.train_sums.weight = value;
+    } else {
+      position.train_sums.sums[kv.first] = value;
+    }
+  }
+  return position;
 }
 
 }  // namespace
@@ -108,9 +161,10 @@ uint64_t bytesOf(const TensorMap& state) {
   return bytes;
 }
 
-LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
+LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts, int64_t batches_per_epoch,
                              std::optional<tasks::Task::State>& task_state) {
   checkEntries(state, expectedTraining(parts), parts);
+  LoopPosition position = positionFrom(state, batches_per_epoch);
   torch::NoGradGuard no_grad;
   for (const auto& item : parts.task.model().named_parameters()) {
     item.value().detach().copy_(state.at("param/" + item.key()));
@@ -120,28 +174,6 @@ LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
   }
   parts.optimizer.loadState(state);
   parts.synchronizer.loadState(state);
-  LoopPosition position;
-  position.step = entry(state, "counter/step").item<int64_t>();
-  position.epoch = entry(state, "counter/epoch").item<int64_t>();
-  position.batch_index = entry(state, "counter/batch").item<int64_t>();
-  position.bits = static_cast<uint64_t>(entry(state, "counter/bits").item<int64_t>());
-  position.loss_sum = entry(state, "counter/loss_sum").item<double>();
-  position.elapsed_s = entry(state, "counter/elapsed_s").item<double>();
-  if (state.count("counter/window_steps") > 0) {
-    position.window_loss = entry(state, "counter/window_loss").item<double>();
-    position.window_steps = entry(state, "counter/window_steps").item<int64_t>();
-  }
-  if (state.count("counter/syncs") > 0) {
-    position.syncs = entry(state, "counter/syncs").item<int64_t>();
-    position.sync_bits = static_cast<uint64_t>(entry(state, "counter/sync_bits").item<int64_t>());
-  }
-  for (const auto& kv : withPrefix(state, "train_sums/")) {
-    if (kv.first == ".weight") {
-      position.train_sums.weight = kv.second.item<double>();
-    } else {
-      position.train_sums.sums[kv.first] = kv.second.item<double>();
-    }
-  }
   task_state.reset();
   if (position.batch_index > 0) task_state = withPrefix(state, "task/");
   return position;

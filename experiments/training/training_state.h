@@ -59,8 +59,9 @@ std::unique_ptr<tasks::BatchStream> batchesFrom(tasks::Task& task, const tasks::
 // separately (set only mid-epoch): it is loaded once the epoch's batches are set up again. Before
 // anything is copied, a missing entry, one this run does not save, or one of another shape or
 // dtype than expectedTraining's is a UserError naming it (the entries the synchronizer checks
-// itself aside; an optimizer's entry may be missing where Optimizer::mayLack says).
-LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts,
+// itself aside; an optimizer's entry may be missing where Optimizer::mayLack says), and so is a
+// counter that no run of `batches_per_epoch` batches an epoch could have saved.
+LoopPosition restoreTraining(const TensorMap& state, const TrainingParts& parts, int64_t batches_per_epoch,
                              std::optional<tasks::Task::State>& task_state);
 
 }  // namespace gcrun::experiments

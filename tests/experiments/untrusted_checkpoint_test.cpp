@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -123,8 +124,8 @@ nlohmann::json readJson(const std::string& path) { return nlohmann::json::parse(
 
 // Replaces the rank file of `run`'s checkpoint, its manifest entry's size and checksum recomputed
 // to match.
-void plantRankFile(const std::string& run, const std::string& bytes) {
-  writeBytes(run + "/checkpoints/" + kRankFile, bytes);
+void plantRankFile(const std::string& run, const std::string& bytes, const std::string& rank_file = kRankFile) {
+  writeBytes(run + "/checkpoints/" + rank_file, bytes);
   const std::string manifest_path = run + "/checkpoints/manifest.json";
   auto manifest = readJson(manifest_path);
   std::ostringstream checksum;
@@ -313,6 +314,110 @@ TEST_F(HostileCheckpoint, ARefusedResumeTakesNoLockAndWritesNoLog) {
   EXPECT_EQ(readFile(log), text);
   EXPECT_EQ(fs::last_write_time(log), written);
   EXPECT_TRUE(fs::is_empty(victim));
+}
+
+// Counters no run could have saved. The old code took them as they were: an epoch of 2^62 ended
+// the run with "nothing to do", a negative bit count was read as 2^64 - 1 bits sent.
+TEST_F(HostileCheckpoint, CountersNoRunCouldHaveSavedAreRefusedByName) {
+  const std::map<std::string, std::pair<int64_t, std::string>> counters = {
+      {"counter/epoch", {int64_t{1} << 62, "do not make 'counter/step' 2"}},
+      {"counter/batch", {-1, "'counter/batch' is -1, outside 0 to 2"}},
+      {"counter/bits", {-1, "'counter/bits' is -1, outside 0"}},
+      {"counter/syncs", {3, "'counter/syncs' is 3, outside 0 to 2"}},
+      {"counter/step", {-5, "'counter/step' is -5, outside 0"}}};
+  const State saved = state();  // each plant replaces the rank file state() reads
+  for (const auto& [name, crafted] : counters) {
+    SCOPED_TRACE(name);
+    State tampered = saved;
+    tampered[name] = torch::scalar_tensor(crafted.first, torch::kInt64);
+    plant(archiveOf(tampered));
+    expectRefused(resume(), {kRankFile, crafted.second});
+  }
+  State tampered = saved;
+  tampered["counter/elapsed_s"] = torch::scalar_tensor(std::nan(""), torch::kFloat64);
+  plant(archiveOf(tampered));
+  expectRefused(resume(), {kRankFile, "'counter/elapsed_s' is not finite"});
+}
+
+// A powersgd-ddp run past DDP's bucket rebuild and its first compressed step, with a checkpoint.
+class HostilePowerSgdDdpCheckpoint : public ::testing::Test {
+ protected:
+  static constexpr const char* kDdpRankFile = "rank-0-step-3.pt";
+  static void SetUpTestSuite() {
+    suite_dir_ = new TempDir;
+    const auto made = runCommand(kGcrun + " experiment fashion-sgd --output-dir " + suite_dir_->file("run") + kQuick +
+                                 kDdp + " --set training.max_steps=3");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  static void TearDownTestSuite() {
+    delete suite_dir_;
+    suite_dir_ = nullptr;
+  }
+  void SetUp() override { fs::copy(suite_dir_->file("run"), run_, fs::copy_options::recursive); }
+
+  CommandResult resume() const {
+    return bounded(kGcrun + " experiment fashion-sgd --resume " + run_ + " --set training.max_steps=4");
+  }
+  State state() const { return loadState(readBytes(run_ + "/checkpoints/" + kDdpRankFile)); }
+  void plant(const State& tampered) const { plantRankFile(run_, archiveOf(tampered), kDdpRankFile); }
+
+  static inline const std::string kDdp =
+      " --set reducer.name=powersgd-ddp --set optimizer.memory=false --set reducer.start_iter=2"
+      " --set reducer.min_compression_rate=0";
+  static TempDir* suite_dir_;
+  TempDir dir_;
+  const std::string run_ = dir_.file("run");
+};
+
+TempDir* HostilePowerSgdDdpCheckpoint::suite_dir_ = nullptr;
+
+TEST_F(HostilePowerSgdDdpCheckpoint, ItsOwnCheckpointResumes) {
+  const auto resumed = resume();
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_TRUE(contains(resumed.output, "from the checkpoint of step 3")) << resumed.output;
+}
+
+// Checkpoints before the generator's state was saved counted its draws: the old code replayed a
+// crafted count of 2^62 draws, for ever, before resuming.
+TEST_F(HostilePowerSgdDdpCheckpoint, ASeedCountIsBoundedByTheCompressedSteps) {
+  State tampered = state();
+  tampered.erase("reducer/seed_generator");
+  tampered["reducer/seeds_drawn"] = torch::scalar_tensor(int64_t{1} << 62, torch::kInt64);
+  plant(tampered);
+  const auto start = std::chrono::steady_clock::now();
+  expectRefused(resume(), {kDdpRankFile, "'seeds_drawn' is 4611686018427387904, outside 0 to 1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+
+  tampered["reducer/seeds_drawn"] = torch::scalar_tensor(int64_t{1}, torch::kInt64);
+  plant(tampered);
+  const auto old_format = resume();
+  EXPECT_EQ(old_format.exit_code, 0) << old_format.output;
+}
+
+// layOut() indexes the bucket with the saved order: one that is no permutation of the model's
+// tensors, or a generator state out of range, is refused before any of it is used.
+TEST_F(HostilePowerSgdDdpCheckpoint, ABucketOrderOrGeneratorNoRunSavesIsRefused) {
+  const State saved = state();  // each plant replaces the rank file state() reads
+  State tampered = saved;
+  const auto order = tampered["reducer/bucket_order"];
+  tampered["reducer/bucket_order"] = torch::full_like(order, order.numel() + 7);
+  plant(tampered);
+  expectRefused(resume(), {kDdpRankFile, "'bucket_order' is no permutation of 0 to"});
+
+  tampered = saved;
+  tampered["reducer/bucket_order"] = order.narrow(0, 0, order.numel() - 1).clone();
+  plant(tampered);
+  expectRefused(resume(), {kDdpRankFile, "'bucket_order' has " + std::to_string(order.numel() - 1) + " tensors"});
+
+  tampered = saved;
+  tampered["reducer/seed_generator"] = torch::full({625}, int64_t{1} << 40, torch::kInt64);
+  plant(tampered);
+  expectRefused(resume(), {kDdpRankFile, "'seed_generator' value 0 is 1099511627776"});
+
+  tampered = saved;
+  tampered["reducer/iter"] = torch::scalar_tensor(int64_t{-1}, torch::kInt64);
+  plant(tampered);
+  expectRefused(resume(), {kDdpRankFile, "'iter' is -1"});
 }
 
 // --- the pickle check alone ---

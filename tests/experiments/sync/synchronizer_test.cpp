@@ -204,6 +204,7 @@ TEST_P(EveryStrategy, KeepsItsInvariantsOverTwoRanks) {
         torch::NoGradGuard no_grad;
         for (size_t i = 0; i < restored.params.size(); ++i) restored.params[i].copy_(saved.params[i]);
       }
+      state["counter/step"] = torch::scalar_tensor(int64_t{kSteps / 2}, torch::kInt64);  // bounds its counts
       restored.sync->loadState(state);
 
       for (int64_t s = kSteps / 2 + 1; s <= kSteps; ++s) {
@@ -225,6 +226,44 @@ TEST_P(EveryStrategy, KeepsItsInvariantsOverTwoRanks) {
       EXPECT_TRUE(torch::equal(all[0], all[1])) << "the workers' models differ after the last sync";
     });
   }
+}
+
+// Every count a strategy saves (local-sgd's steps, the outer SGD's steps, sparseloco's syncs, a
+// fragment's step of application) is bounded by the checkpoint's step: the old code took a crafted
+// 2^62 or -5 as it was.
+TEST_P(EveryStrategy, RefusesCountsNoRunCouldHaveSaved) {
+  size_t counts = 0;
+  for (const auto* entry : synchronizerRegistry().entries()) {
+    if (!accepts(entry->name, GetParam())) continue;
+    SCOPED_TRACE(entry->name + " with " + GetParam());
+    testing::runRanks(1, [&](comm::Communicator& comm) {
+      Worker saved(comm, entry->name, GetParam());
+      for (int64_t s = 1; s <= kSteps / 2; ++s) saved.step(s, comm.rank());
+      TensorMap state;
+      saved.sync->saveState(state);
+      state["counter/step"] = torch::scalar_tensor(int64_t{kSteps / 2}, torch::kInt64);
+      for (const auto& [name, tensor] : state) {
+        if (tensor.dim() != 0 || tensor.scalar_type() != torch::kInt64 || saved.sync->checksEntry(name) ||
+            name == "counter/step") {
+          continue;
+        }
+        ++counts;
+        for (const int64_t crafted : {int64_t{1} << 62, int64_t{-5}}) {
+          TensorMap tampered = state;
+          tampered[name] = torch::scalar_tensor(crafted, torch::kInt64);
+          Worker restored(comm, entry->name, GetParam());
+          try {
+            restored.sync->loadState(tampered);
+            ADD_FAILURE() << name << " = " << crafted << " was taken";
+          } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find("'" + name + "' is " + std::to_string(crafted)), std::string::npos)
+                << e.what();
+          }
+        }
+      }
+    });
+  }
+  EXPECT_GE(counts, 4u) << "local-sgd's steps, the outer steps, a fragment's step of application";
 }
 
 INSTANTIATE_TEST_SUITE_P(Reducers, EveryStrategy, ::testing::Values("exact", "powersgd"));
