@@ -54,18 +54,19 @@ void checkInputs(const ResolvedExperiment& experiment, int world_size) {
 // once and hands it to its workers in kLauncherRunDirVariable (rank 0 tells the other nodes'
 // workers through the group). Each worker starts from what this process resolved, written once
 // to a private file, not from the user's settings.
-int launchWorkers(const ResolvedExperiment& experiment, const ExperimentRequest& request) {
+int launchWorkers(const ResolvedExperiment& experiment, const ExperimentRequest& request,
+                  launch::LaunchOptions launch) {
   const auto& config = experiment.config;
-  auto launch = request.launch;
   checkInputs(experiment,
               launch.nnodes * launch.nproc_per_node * static_cast<int>(config.distributed.simulated_workers));
   const auto resolved = resolvedFileText(experiment);
+  // Before the run directory: a TMPDIR it cannot be made in leaves no empty directory behind.
+  const launch::PrivateDirectory handoff;
   if (!request.resume_dir.empty()) {
     launch.run_dir = request.resume_dir;
   } else if (launch.node_rank == 0) {
     launch.run_dir = outputs::RunDirectory::create(request.output_dir, config.experiment).path();
   }
-  const launch::PrivateDirectory handoff;
   files::directoryToWrite(handoff.path(), kResolvedFile).writeAtomically(kResolvedFile, resolved);
   ExperimentRequest worker;
   worker.preset = config.experiment;
@@ -78,6 +79,20 @@ int launchWorkers(const ResolvedExperiment& experiment, const ExperimentRequest&
   return launch::launchLocalWorkers(launch, worker_argv);
 }
 
+// This machine's launch: a resume on one machine without --nproc-per-node starts as many worker
+// processes as its checkpoint was written by (over distributed.simulated_workers each), when that
+// is a launch the flag would accept; otherwise checkWorldSize says what to give.
+launch::LaunchOptions launchOf(const ExperimentRequest& request, const ExperimentConfig& config) {
+  auto launch = request.launch;
+  if (request.resume_dir.empty() || launch.nnodes != 1 || launch.nproc_per_node_given) return launch;
+  const auto saved = CheckpointStore::savedWorldSize(request.resume_dir);
+  const int simulated = static_cast<int>(config.distributed.simulated_workers);
+  if (saved && *saved % simulated == 0 && *saved / simulated <= launch::kMaxProcessesPerNode) {
+    launch.nproc_per_node = *saved / simulated;
+  }
+  return launch;
+}
+
 // runExperiment's work, once the request is resolved.
 int runInRole(const ResolvedExperiment& experiment, const ExperimentRequest& request, const launch::WorldSpec& world,
               const std::optional<std::string>& launched_dir) {
@@ -87,7 +102,7 @@ int runInRole(const ResolvedExperiment& experiment, const ExperimentRequest& req
   // A resumed run's lock, taken below by the process that holds it for the run.
   const auto lock = [dir] { lockRunDirectory(dir); };
   const bool worker = world.launched();
-  const auto& nodes = request.launch;
+  const auto nodes = worker ? request.launch : launchOf(request, config);
   if (resume) {
     // Every refusal before the lock and the logs: a refused resume leaves the directory as it was.
     const int processes = worker ? world.world_size : nodes.nnodes * nodes.nproc_per_node;
@@ -109,7 +124,7 @@ int runInRole(const ResolvedExperiment& experiment, const ExperimentRequest& req
     return result.stop_signal != 0 ? 128 + result.stop_signal : 0;
   }
   if (locks) lock();
-  return launchWorkers(experiment, request);
+  return launchWorkers(experiment, request, nodes);
 }
 
 // Runs `run`, which names the run in its argument once it knows it. A run refused before training

@@ -82,7 +82,9 @@ std::string createRequestedRunDirectory(const std::string& requested) {
       throw UserError("output directory '" + requested +
                       "' exists and is not a directory; choose another --output-dir");
     }
-    if (!holdsOnly(path, isStudyMarker)) {
+    // A launch stopped before its run began (a signal in its first second) leaves only the
+    // launcher's and the logs' files: it holds no run, so a rerun may start there.
+    if (!holdsOnly(path, isBeforeStartFile)) {
       throw UserError("output directory '" + requested +
                       "' already holds files; choose another --output-dir or remove it");
     }

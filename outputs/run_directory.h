@@ -45,8 +45,9 @@ class RunDirectory {
 
   // Creates the directory a run writes into. `requested` empty: a new folder
   // runs/<experiment>-<YYYYmmdd-HHMMSS>[-N] under the working directory. `requested` given: it
-  // must not exist or be empty (the study's marker aside); an existing non-empty directory is a
-  // UserError (runs are never overwritten silently).
+  // must not exist or hold no run yet: nothing but a run directory's own files from before a run
+  // starts (the study's marker, workers.json, the lock, rank logs: a launch stopped before its
+  // run began); any other file is a UserError (runs are never overwritten silently).
   static RunDirectory create(const std::string& requested, const std::string& experiment);
 
   // Records in `requested`'s run.json a run that bad input stopped before training: status

@@ -101,7 +101,7 @@ int measure(const NetworkBenchRequest& request, const launch::WorldSpec& world) 
       problem = e.what();
     }
   }
-  agreeOnInput(*comm, problem, "rank 0 cannot write --output " + request.output + " (its message says why)");
+  agreeOnInput(*comm, problem, "rank 0 cannot write --output " + request.output);
   const auto timings = timeCollectives(*comm, request.plan);
   if (world.rank != 0) return 0;
   const auto fits = fitTimings(timings, world.world_size);

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "experiments/launch/launch_environment.h"
+#include "hyperparams/base/errors.h"
 #include "hyperparams/base/process.h"
 #include "hyperparams/base/signal_flag.h"
 #include "hyperparams/base/text.h"
@@ -30,9 +31,17 @@ namespace gcrun::launch {
 
 PrivateDirectory::PrivateDirectory() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/gcrun-XXXXXX";
+  const bool given = tmp && *tmp;
+  std::string pattern = std::string(given ? tmp : "/tmp") + "/gcrun-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("launcher: cannot create a private directory in " + pattern + ": " + std::strerror(errno));
+    const std::string why = std::strerror(errno);
+    // TMPDIR is the user's setting: name it, as any environment variable gcrun cannot use.
+    if (given) {
+      throw UserError("TMPDIR=" + clipForMessage(tmp) +
+                      ": gcrun's launcher cannot create its private directory there (" + why +
+                      "); set TMPDIR to a writable directory, or unset it for /tmp");
+    }
+    throw std::runtime_error("launcher: cannot create a private directory in " + pattern + ": " + why);
   }
   path_ = pattern;
 }

@@ -6,8 +6,14 @@
 namespace gcrun::launch {
 
 // This node's part of a launch, with torchrun's meaning.
+// The most worker processes one machine's launcher starts (--nproc-per-node).
+inline constexpr int kMaxProcessesPerNode = 1024;
+
 struct LaunchOptions {
   int nproc_per_node = 1;
+  // Whether the user gave --nproc-per-node: a resume on one machine without it starts as many
+  // workers as its checkpoint was written by.
+  bool nproc_per_node_given = false;
   int nnodes = 1;
   int node_rank = 0;
   // Rank 0's store. Empty address and port 0 (one node only): loopback and a free port.
@@ -20,7 +26,7 @@ struct LaunchOptions {
 // A directory only this user can enter (mkdtemp under $TMPDIR), removed with everything in it
 // when the object goes: for what a launcher hands its workers on this machine alone (the
 // one-machine group's FileStore: with no store listening on a port, no other machine or user can
-// reach the group).
+// reach the group). A TMPDIR it cannot create it in is a UserError naming TMPDIR.
 class PrivateDirectory {
  public:
   PrivateDirectory();

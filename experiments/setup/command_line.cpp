@@ -27,9 +27,9 @@ void applyEndpoint(const std::string& endpoint, launch::LaunchOptions& launch) {
 
 LaunchFlags::LaunchFlags(CLI::App& command) {
   auto& launch = options_;
-  command.add_option("--nproc-per-node", launch.nproc_per_node, "Local worker processes to start")
-      ->transform(plainWholeNumber())
-      ->check(CLI::Range(1, 1024));
+  nproc_per_node_ = command.add_option("--nproc-per-node", launch.nproc_per_node, "Local worker processes to start")
+                        ->transform(plainWholeNumber())
+                        ->check(CLI::Range(1, launch::kMaxProcessesPerNode));
   command.add_option("--nnodes", launch.nnodes, "Machines taking part (as torchrun)")
       ->transform(plainWholeNumber())
       ->check(CLI::Range(1, 65536));
@@ -45,6 +45,7 @@ LaunchFlags::LaunchFlags(CLI::App& command) {
 
 launch::LaunchOptions LaunchFlags::options() const {
   auto launch = options_;
+  launch.nproc_per_node_given = nproc_per_node_->count() > 0;
   if (!rdzv_endpoint_.empty()) applyEndpoint(rdzv_endpoint_, launch);
   checkLaunch(launch);
   return launch;

@@ -8,7 +8,8 @@
 
 namespace CLI {
 class App;
-}
+class Option;
+}  // namespace CLI
 
 namespace gcrun::experiments {
 
@@ -34,6 +35,7 @@ class LaunchFlags {
  private:
   launch::LaunchOptions options_;
   std::string rdzv_endpoint_;
+  CLI::Option* nproc_per_node_ = nullptr;
 };
 
 // Throws UserError for a launch no node could take part in: a node rank not below --nnodes, or

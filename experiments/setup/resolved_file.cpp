@@ -5,11 +5,36 @@
 #include <yaml-cpp/yaml.h>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 
 namespace gcrun::experiments {
 namespace {
+
+// What each value's source may say: the kinds layeredConfig records (hyperparams::ValueSources).
+bool isSourceKind(const std::string& source) {
+  if (source == "default") return true;
+  for (const char* kind : {"preset ", "--config ", "--set "}) {
+    if (source.rfind(kind, 0) == 0) return true;
+  }
+  return false;
+}
+
+// run.json copies the sources as they are: only a key of the table (each once, so at most the
+// table's size) with a source of a known kind passes; the file's own bound bounds their bytes.
+void checkSources(const std::string& path, const hyperparams::ValueSources& sources,
+                  const hyperparams::ConfigKeys& keys) {
+  for (const auto& [key, source] : sources) {
+    const std::string entry = "--resolved " + path + ": its sources entry '" + clipForMessage(key) + "'";
+    if (!keys.find(key)) throw UserError(entry + " is no configuration key; not a file gcrun's launcher wrote");
+    if (!isSourceKind(source)) {
+      throw UserError(entry + " says '" + clipForMessage(source) +
+                      "', which is none of: default, preset NAME, --config FILE:LINE, --set KEY=VALUE; not a file "
+                      "gcrun's launcher wrote");
+    }
+  }
+}
 
 // What a worker of gcrun's launcher starts from: the file resolvedFileText wrote.
 ExperimentConfig launcherResolved(const std::string& path, const hyperparams::ConfigKeys& keys) {
@@ -24,6 +49,7 @@ ExperimentConfig launcherResolved(const std::string& path, const hyperparams::Co
   } catch (const YAML::Exception& e) {
     throw UserError("--resolved " + path + ": not a file gcrun's launcher wrote (" + e.what() + ")");
   }
+  checkSources(path, config.sources, keys);
   return config;
 }
 

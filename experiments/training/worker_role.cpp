@@ -1,20 +1,18 @@
 #include "experiments/training/worker_role.h"
 
-#include <torch/torch.h>
-
 #include "hyperparams/base/errors.h"
+#include "reducers/comm/agreement.h"
 
 namespace gcrun::experiments {
 
 void agreeOnInput(comm::Communicator& comm, const std::string& problem, const std::string& others) {
-  auto failed = torch::full({1}, problem.empty() ? 0.0f : 1.0f, torch::TensorOptions().device(comm.device()));
-  comm.allreduceSum(failed);
+  const auto first = comm::firstProblem(comm, problem);
   if (!problem.empty()) throw UserError(problem);
-  if (failed.item<float>() > 0) throw UserError(others);
+  if (first) throw UserError(others + " (rank " + std::to_string(first->rank) + ": " + first->problem + ")");
 }
 
 void PlainWorker::settleInput(comm::Communicator& comm, const std::string& problem, tasks::Task* /*task*/) {
-  agreeOnInput(comm, problem, "another rank's input failed its checks (its message says why)");
+  agreeOnInput(comm, problem, "another rank's input failed its checks");
 }
 
 void PlainWorker::update(int64_t /*step*/, const std::function<void()>& apply) { apply(); }

@@ -11,8 +11,9 @@
 
 namespace gcrun::experiments {
 
-// Every rank says whether its input (`problem`: empty, or its own error) passed its checks, in one
-// all-reduce, so that all stop together, each rank with its own error or `others`.
+// Every rank says whether its input (`problem`: empty, or its own error) passed its checks, so that
+// all stop together: a failing rank with its own error, the others with `others` followed by the
+// lowest failing rank's error (comm::firstProblem), so that every rank's line says why.
 void agreeOnInput(comm::Communicator& comm, const std::string& problem, const std::string& others);
 
 // How one worker shares its process: alone (PlainWorker) or as one of the process's simulated

@@ -6,7 +6,9 @@
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
 
+#include "experiments/setup/registered_keys.h"
 #include "experiments/trace/traced_communicator.h"
 #include "experiments/worker/run_info.h"
 #include "hyperparams/base/errors.h"
@@ -14,6 +16,7 @@
 #include "outputs/rank_logger.h"
 #include "outputs/run_directory.h"
 #include "outputs/run_record.h"
+#include "reducers/comm/agreement.h"
 #include "reducers/granularity.h"
 
 namespace gcrun::experiments {
@@ -61,14 +64,39 @@ void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const RunOp
   } catch (const UserError& e) {
     problem = e.what();
   }
-  agreeOnInput(comm, problem,
-               "--resume " + run_dir + ": another rank's checkpoint failed its checks (its message says why)");
+  agreeOnInput(comm, problem, "--resume " + run_dir + ": another rank's checkpoint failed its checks");
   try {
     if (comm.rank() == 0 && options.lock_resumed) options.lock_resumed();
   } catch (const UserError& e) {
     problem = e.what();
   }
-  agreeOnInput(comm, problem, "--resume " + run_dir + ": another gcrun is using this run directory");
+  agreeOnInput(comm, problem, "--resume " + run_dir + ": rank 0 could not lock it");
+}
+
+// What every worker must hold alike before its first collective: each configuration key and its
+// value, seed included. All but task.data_dir, a path on each worker's own machine (each worker's
+// task checks the data it finds there). What is the worker's own is no key at all: its rank, the
+// output or resumed directory, the plugins' paths, and `sources` (where each value came from).
+comm::NamedValues settingsToAgreeOn(const ExperimentConfig& config) {
+  comm::NamedValues values;
+  const auto keys = configKeys();
+  for (const auto& spec : keys.keys()) {
+    if (spec.key == "task.data_dir") continue;
+    YAML::Emitter value;
+    value << YAML::Flow << spec.get(config);
+    values.emplace_back(spec.key, value.c_str());
+  }
+  return values;
+}
+
+// Workers started apart (torchrun, mpirun, srun, or by hand) may have been given other settings:
+// they would train apart, or die inside Gloo on collectives of different sizes. Every rank
+// compares first, before any collective that depends on the settings.
+void agreeOnSettings(const ExperimentConfig& config, comm::Communicator& comm) {
+  const auto line = comm::disagreement(comm, settingsToAgreeOn(config), "the resolved configuration");
+  if (!line.empty()) {
+    throw UserError(line + "; start every worker with the same preset, --config and --set (or --resolved file)");
+  }
 }
 
 std::unique_ptr<comm::Communicator> tracedIfOn(comm::Communicator& comm, trace::Recorder& recorder,
@@ -87,6 +115,7 @@ std::function<bool()> stopRequestOf(const StopSignal& stop_signal) {
 WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, comm::Communicator& comm,
                                          comm::Communicator& reducer_comm, c10::Device device, WorkerRole& role) {
   const auto& config = experiment.config;
+  agreeOnSettings(config, comm);
   Inputs inputs;
   std::string problem;
   {

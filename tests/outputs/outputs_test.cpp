@@ -190,6 +190,18 @@ TEST(RunFiles, ExplicitDirectoryWithFilesIsRefused) {
   EXPECT_EQ(readFile(dir.file("config.yaml")), "seed: 1\n");
 }
 
+// A launch stopped in its first second (SIGINT before any worker wrote run.json) leaves the
+// launcher's workers.json, maybe the lock and rank logs: no run, so a rerun may start there.
+TEST(RunFiles, ADirectoryOfALaunchStoppedBeforeItsRunIsAcceptedForARerun) {
+  TempDir dir;
+  std::ofstream(dir.file("workers.json")) << "{}\n";
+  std::ofstream(dir.file("rank-1.log")) << "";
+  EXPECT_EQ(RunDirectory::create(dir.path().string(), "exp").path(), dir.path().string());
+  std::ofstream(dir.file("run.json")) << "{}\n";
+  EXPECT_NE(userErrorOf([&] { RunDirectory::create(dir.path().string(), "exp"); }).find("already holds files"),
+            std::string::npos);
+}
+
 TEST(RunFiles, UncreatableDirectoryNamesPathAndReason) {
   TempDir dir;
   std::ofstream(dir.file("file")) << "x";
