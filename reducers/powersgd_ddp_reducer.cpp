@@ -208,8 +208,10 @@ class PowerSgdDdpReducer : public Reducer {
     state["bucket_order"] = at::tensor(order, at::kLong);
     state["seed_generator"] = at::tensor(seeds_.state(), at::kLong);
     state["queries_drawn"] = at::scalar_tensor(queries_drawn_ ? 1 : 0, at::kLong);
-    if (error_.defined()) state["error"] = error_.cpu().clone();
-    if (queries_drawn_) state["queries"] = q_memory_.cpu().clone();
+    // Restored tensors wait in restored_* until the next reduce() lays the bucket out.
+    const at::Tensor& error = restored_error_.defined() ? restored_error_ : error_;
+    if (error.defined()) state["error"] = error.cpu().clone();
+    if (queries_drawn_) state["queries"] = (restored_queries_.defined() ? restored_queries_ : q_memory_).cpu().clone();
   }
 
   // Every entry is checked against what a run could have saved: the bucket order is empty before

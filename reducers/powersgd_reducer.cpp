@@ -139,6 +139,10 @@ class PowerSgdReducer : public Reducer {
     state["calls"] = at::scalar_tensor(calls_, at::kLong);
     state["queries_drawn"] = at::scalar_tensor(queries_drawn_ ? 1 : 0, at::kLong);
     if (!queries_drawn_) return;
+    if (restored_queries_.defined()) {  // loaded, and not yet copied in by a reduce()
+      state["queries"] = restored_queries_.clone();
+      return;
+    }
     std::vector<at::Tensor> flat;
     for (const auto& q : qs_) flat.push_back(q.reshape({-1}).cpu());
     state["queries"] = flat.empty() ? at::empty({0}) : at::cat(flat);

@@ -90,7 +90,9 @@ class UnbiasedRankReducer : public Reducer {
     state["generator"] = generator_.get_state().clone();
     state["next_is_p"] = at::scalar_tensor(next_is_p_ ? 1 : 0, at::kLong);
     state["queries_drawn"] = at::scalar_tensor(queries_drawn_ ? 1 : 0, at::kLong);
-    if (queries_drawn_) state["factors"] = at::cat({p_flat_.cpu(), q_flat_.cpu()});
+    // Loaded factors wait in restored_ until a reduce() has the buffers to copy them into.
+    if (queries_drawn_)
+      state["factors"] = restored_.defined() ? restored_.clone() : at::cat({p_flat_.cpu(), q_flat_.cpu()});
   }
 
   void loadState(const State& state) override {

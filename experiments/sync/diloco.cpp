@@ -53,6 +53,10 @@ class Diloco : public GlobalModelSync {
     outer_sgd_.saveState(state, kPrefix);
   }
   bool checksEntry(const std::string& name) const override { return isReducerEntry(name); }
+  // θ_g and the outer SGD's state, which every worker steps alike.
+  bool sharedEntry(const std::string& name) const override {
+    return name.rfind(kPrefix, 0) == 0 && !isReducerEntry(name);
+  }
   void loadState(const TensorMap& state) override {
     loadReducerState(state, names_, memories_, reducer_);
     torch::NoGradGuard no_grad;

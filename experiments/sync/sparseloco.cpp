@@ -93,6 +93,10 @@ class SparseLoco : public GlobalModelSync {
     state[kSyncs] = torch::tensor(syncs_, torch::kInt64);
   }
   bool checksEntry(const std::string& /*name*/) const override { return false; }
+  // θ_g and the syncs, which every worker has alike; its error feedback is each worker's own.
+  bool sharedEntry(const std::string& name) const override {
+    return name.rfind("sparseloco/global/", 0) == 0 || name == kSyncs;
+  }
   void loadState(const TensorMap& state) override {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < names_.size(); ++i) {

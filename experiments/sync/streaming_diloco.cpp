@@ -202,6 +202,15 @@ class StreamingDiloco : public Synchronizer {
     }
     return false;
   }
+  // θ_g and each fragment's outer SGD, what it has in flight (an average) and when it lands; the
+  // fragments' error feedback and reducers are each worker's own.
+  bool sharedEntry(const std::string& name) const override {
+    if (name.rfind(kPrefix, 0) != 0 || checksEntry(name)) return false;
+    for (const auto& f : fragments_) {
+      if (name.rfind(f->prefix + "memory/", 0) == 0) return false;
+    }
+    return true;
+  }
   void loadState(const TensorMap& state) override {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < names_.size(); ++i) global_[i].copy_(state.at(kPrefix + std::string("global/") + names_[i]));

@@ -101,6 +101,9 @@ class Synchronizer {
   // (state that grows as the run goes, like a reducer's); the other entries saveState() writes
   // are checked for presence, dtype and shape before loadState() is called.
   virtual bool checksEntry(const std::string& name) const = 0;
+  // Whether its checkpoint entry `name` holds the same on every rank (a global model, its outer
+  // momentum and steps): a resume checks that the ranks' checkpoints agree on it. By default none.
+  virtual bool sharedEntry(const std::string& /*name*/) const { return false; }
   // Copies its entries back from a checkpoint's `state` (the whole checkpoint: its counter/step,
   // savedStep(), bounds whatever the strategy counted); a bad one it checks itself is a UserError.
   virtual void loadState(const TensorMap& state) = 0;

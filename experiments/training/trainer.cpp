@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include <c10/util/hash.h>
 #include <torch/torch.h>
 
 #include "experiments/optimizers/optimizer.h"
@@ -38,6 +39,14 @@ Phase phaseOf(StepPart part) {
       return Phase::optimizer_step;
   }
   return Phase::optimizer_step;
+}
+
+// A tensor's dtype, shape and bytes, as a SHA-1 in hex: what ranks compare instead of the bytes.
+std::string digestOf(const at::Tensor& tensor) {
+  const at::Tensor bytes = tensor.detach().cpu().contiguous();
+  std::string described = std::string(c10::toString(bytes.scalar_type())) + c10::str(bytes.sizes()) + ":";
+  described.append(static_cast<const char*>(bytes.data_ptr()), bytes.nbytes());
+  return c10::sha1(described).str();
 }
 
 int64_t totalStepsOf(const TrainingOptions& training, int64_t batches_per_epoch) {
@@ -77,7 +86,7 @@ struct Trainer::State : TrainerDeps {
   std::optional<tasks::Task::State> resumed_task_state;
   StepInstruments instruments;
 
-  TrainingParts parts() { return {task, *sync, *optimizer}; }
+  TrainingParts parts() const { return {task, *sync, *optimizer}; }
 
   double position() const { return at.epoch + static_cast<double>(at.batch_index) / batches_per_epoch; }
   bool done() const { return at.epoch >= config.training.epochs || at.step >= total_steps; }
@@ -382,6 +391,19 @@ void Trainer::resumeFrom(const LoadedCheckpoint& checkpoint) {
   }
   s.start = std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                    std::chrono::duration<double>(s.at.elapsed_s));
+}
+
+comm::NamedValues Trainer::sharedState() const {
+  const State& s = *state_;
+  const bool one_model = !s.sync_spec.local_replicas;
+  comm::NamedValues shared;
+  for (const auto& [name, tensor] : snapshotTraining(s.parts(), s.at)) {
+    const bool position = name == "counter/step" || name == "counter/epoch" || name == "counter/batch";
+    if (position || (one_model && name.rfind("param/", 0) == 0) || s.sync->sharedEntry(name)) {
+      shared.emplace_back(name, digestOf(tensor));
+    }
+  }
+  return shared;
 }
 
 uint64_t Trainer::checkpointBytes() const { return bytesOf(expectedTraining(state_->parts())); }

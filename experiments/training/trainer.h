@@ -17,6 +17,7 @@
 #include "outputs/metric_sink.h"
 #include "outputs/timer.h"
 #include "outputs/trace/recorder.h"
+#include "reducers/comm/agreement.h"
 #include "reducers/comm/communicator.h"
 #include "reducers/reducer.h"
 #include "tasks/task.h"
@@ -89,6 +90,11 @@ class Trainer {
   // The bytes of the state a checkpoint of this run holds (expectedTraining), which bound the rank
   // file a resume reads.
   uint64_t checkpointBytes() const;
+
+  // After resumeFrom(): what every rank's checkpoint must hold alike, as (entry, SHA-1 of its
+  // bytes): the position's step, epoch and batch, the model where the strategy keeps one for all
+  // workers, and the entries the synchronizer shares (Synchronizer::sharedEntry).
+  comm::NamedValues sharedState() const;
 
   // Whether run() has nothing left to do (a resumed run already at its end).
   bool finished() const;

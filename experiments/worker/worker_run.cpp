@@ -65,6 +65,8 @@ void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const RunOp
     problem = e.what();
   }
   agreeOnInput(comm, problem, "--resume " + run_dir + ": another rank's checkpoint failed its checks");
+  // Each rank read its own file: a crafted one could hold another global model or position.
+  comm::agreeOn(comm, trainer.sharedState(), "--resume " + run_dir + ": the ranks' checkpoints");
   try {
     if (comm.rank() == 0 && options.lock_resumed) options.lock_resumed();
   } catch (const UserError& e) {

@@ -114,6 +114,15 @@ TEST_P(ReducerResume, NextStepsMatchTheUninterruptedRun) {
 
     auto resumed = makeReducer(name, options, comm);
     resumed->loadState(copied(saved));
+    // Saved again before its next step (a resume checks its state, a stop can checkpoint at once),
+    // it gives back what it loaded: powersgd-ddp's lazily restored tensors failed here.
+    Reducer::State again;
+    resumed->saveState(again);
+    ASSERT_EQ(again.size(), saved.size()) << name;
+    for (const auto& [entry, tensor] : saved) {
+      ASSERT_TRUE(again.count(entry)) << name << ": " << entry;
+      EXPECT_TRUE(at::equal(again.at(entry), tensor)) << name << ": " << entry;
+    }
     // An empty state claims the reducer has none: a fresh one must then continue identically too.
     for (int s = kStepsBefore; s < kStepsBefore + kStepsAfter; ++s) {
       const auto grads = gradients(comm.rank(), s);

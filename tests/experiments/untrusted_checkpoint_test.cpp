@@ -130,8 +130,11 @@ void plantRankFile(const std::string& run, const std::string& bytes, const std::
   auto manifest = readJson(manifest_path);
   std::ostringstream checksum;
   checksum << std::hex << experiments::checkpointChecksum(bytes);
-  manifest["files"][0]["bytes"] = bytes.size();
-  manifest["files"][0]["fnv1a"] = checksum.str();
+  for (auto& file : manifest["files"]) {
+    if (file["file"] != rank_file) continue;
+    file["bytes"] = bytes.size();
+    file["fnv1a"] = checksum.str();
+  }
   std::ofstream(manifest_path) << manifest.dump();
 }
 
@@ -418,6 +421,33 @@ TEST_F(HostilePowerSgdDdpCheckpoint, ABucketOrderOrGeneratorNoRunSavesIsRefused)
   tampered["reducer/iter"] = torch::scalar_tensor(int64_t{-1}, torch::kInt64);
   plant(tampered);
   expectRefused(resume(), {kDdpRankFile, "'iter' is -1"});
+}
+
+// Each rank reads its own file: the old code resumed rank 1 with another model (every-step), or
+// another θ_g (diloco), than rank 0's, and the workers trained apart without a word.
+TEST(HostileCheckpointOfOneRank, EntriesEveryRankHoldsAlikeMustAgree) {
+  // settings -> the entry tampered with in rank 1's file
+  const std::map<std::string, std::string> strategies = {
+      {"", "param/fc1.weight"}, {" --set sync.strategy=diloco --set sync.every=2", "diloco/global/fc1.weight"}};
+  for (const auto& [settings, entry] : strategies) {
+    SCOPED_TRACE(entry);
+    TempDir dir;
+    const std::string run = dir.file("run");
+    const auto made = runCommand(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --output-dir " + run + kQuick +
+                                 settings + " --set training.max_steps=2");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    const std::string rank_file = "rank-1-step-2.pt";
+    State tampered = loadState(readBytes(run + "/checkpoints/" + rank_file));
+    ASSERT_TRUE(tampered.count(entry)) << entry;
+    tampered[entry] = tampered[entry] + 1;
+    plantRankFile(run, archiveOf(tampered), rank_file);
+    const auto resumed =
+        bounded(kGcrun + " experiment fashion-sgd --nproc-per-node 2 --resume " + run + " --set training.max_steps=4");
+    EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
+    const auto lines = gcrunLines(resumed.output);  // each worker's line, then the launcher's
+    ASSERT_FALSE(lines.empty()) << resumed.output;
+    EXPECT_TRUE(contains(lines.front(), "the ranks' checkpoints: " + entry + " is ")) << lines.front();
+  }
 }
 
 // --- the pickle check alone ---
