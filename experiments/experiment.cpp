@@ -1,5 +1,8 @@
 #include "experiments/experiment.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "experiments/launch/launch_environment.h"
 #include "experiments/setup/command_line.h"
 #include "experiments/setup/resolved_experiment.h"
@@ -80,14 +83,16 @@ int launchWorkers(const ResolvedExperiment& experiment, const ExperimentRequest&
 }
 
 // This machine's launch: a resume on one machine without --nproc-per-node starts as many worker
-// processes as its checkpoint was written by (over distributed.simulated_workers each), when that
-// is a launch the flag would accept; otherwise checkWorldSize says what to give.
+// processes as its checkpoint was written by (over distributed.simulated_workers each), up to one
+// per core: the count comes from the run's manifest, and a crafted one must not start hundreds of
+// processes. Beyond that checkWorldSize refuses, asking for the flag.
 launch::LaunchOptions launchOf(const ExperimentRequest& request, const ExperimentConfig& config) {
   auto launch = request.launch;
   if (request.resume_dir.empty() || launch.nnodes != 1 || launch.nproc_per_node_given) return launch;
   const auto saved = CheckpointStore::savedWorldSize(request.resume_dir);
   const int simulated = static_cast<int>(config.distributed.simulated_workers);
-  if (saved && *saved % simulated == 0 && *saved / simulated <= launch::kMaxProcessesPerNode) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (saved && *saved % simulated == 0 && *saved / simulated <= std::min(cores, launch::kMaxProcessesPerNode)) {
     launch.nproc_per_node = *saved / simulated;
   }
   return launch;

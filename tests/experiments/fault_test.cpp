@@ -304,7 +304,7 @@ TEST(Faults, CorruptOrMismatchedCheckpointsExitTwo) {
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const std::string metrics_before = readFile(run + "/metrics.jsonl");
 
-  auto fewer = gcrun("experiment fashion-sgd --resume " + run + " --set training.max_steps=4", dir);
+  auto fewer = gcrun("experiment fashion-sgd --nproc-per-node 1 --resume " + run + " --set training.max_steps=4", dir);
   EXPECT_EQ(fewer.exit_code, 2) << fewer.output;
   ASSERT_EQ(gcrunLines(fewer.output).size(), 1u) << fewer.output;
   EXPECT_TRUE(contains(fewer.output, "written by 2 workers, this launch has 1")) << fewer.output;

@@ -94,7 +94,9 @@ TEST(LauncherInputs, AResolvedFilesSourcesAreChecked) {
   for (const auto& c : cases) {
     const std::string file = dir.file("resolved.yaml");
     std::ofstream(file) << "config: \"seed: 1\\n\"\nsources: " << c.sources << "\n";
-    const auto result = runCommand(kGcrun + " experiment --resolved=" + file + " -- fashion-sgd");
+    // In the test's folder: a file that passed would train into runs/ there.
+    const auto result = runCommand("cd " + dir.path().string() + " && " + kGcrun + " experiment --resolved=" + file +
+                                   " -- fashion-sgd");
     EXPECT_EQ(result.exit_code, 2) << result.output;
     const auto lines = gcrunLines(result.output);
     ASSERT_EQ(lines.size(), 1u) << result.output;
