@@ -25,11 +25,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include "tests/support/command.h"
+#include "tests/support/free_port.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
+using gcrun::testing::freePort;
 using gcrun::testing::gcrunLines;
 using gcrun::testing::Process;
 using gcrun::testing::TempDir;
@@ -328,18 +330,6 @@ TEST(Faults, CorruptOrMismatchedCheckpointsExitTwo) {
   EXPECT_TRUE(contains(corrupt.output, "rank-1-step-2.pt: corrupt checkpoint")) << corrupt.output;
   EXPECT_EQ(readFile(run + "/metrics.jsonl"), metrics_before) << "nothing is overwritten";
   EXPECT_EQ(manifestStep(run), 2);
-}
-
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 // torchrun (Debian's python3-torch) starts the workers and hosts the store in its agent.

@@ -18,12 +18,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/free_port.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
 using gcrun::testing::contains;
+using gcrun::testing::freePort;
 using gcrun::testing::gcrunLines;
 using gcrun::testing::Process;
 using gcrun::testing::readFile;
@@ -33,18 +35,6 @@ const std::string kQuick =
     " --set task.synthetic=true --set training.batch_size=32 --set distributed.timeout_s=20"
     " --set output.sinks=[jsonl] --set task.test_batch_size=500 --set evaluation.max_samples=500"
     " --set training.max_steps=2";
-
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 struct Worker {
   int exit_code;
