@@ -1,15 +1,13 @@
 #include "tasks/brown_corpus.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
 
 namespace gcrun::tasks {
 namespace {
@@ -29,19 +27,26 @@ std::vector<std::string> corpusFiles(const std::string& dir) {
   return files;
 }
 
-// Appends the file's sentences to `out`, one per line.
+// Appends the file's sentences to `out`, one per line. The file is data: read only if regular, not
+// of the kernel, without blocking and within kMaxBrownFileBytes (files::forEachLine).
 void convertFile(const std::string& path, std::ostream& out, BrownSplitCounts& counts) {
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot be read");
-  std::string line;
-  while (std::getline(in, line)) {
+  files::forEachLine(path, kMaxBrownFileBytes, kMaxBrownLineBytes, [&](const std::string& line) {
     const std::string sentence = stripPosTags(line);
-    if (sentence.empty()) continue;
+    if (sentence.empty()) return;
     out << sentence << '\n';
     ++counts.sentences;
     counts.tokens += 1 + std::count(sentence.begin(), sentence.end(), ' ');
-  }
+  });
   ++counts.files;
+}
+
+// The output folder, created with its parents; the files below it are written only through it.
+files::Directory outputDirectory(const std::string& output_dir) {
+  try {
+    return files::Directory::open(output_dir, true);
+  } catch (const UserError& e) {
+    throw UserError(std::string("--output: ") + e.what());
+  }
 }
 
 }  // namespace
@@ -87,15 +92,13 @@ std::string stripPosTags(const std::string& line) {
 }
 
 BrownConversion convertBrownCorpus(const std::string& source_dir, const std::string& output_dir) {
-  const std::vector<std::string> files = corpusFiles(source_dir);
-  if (files.empty()) throw UserError(source_dir + ": holds no Brown corpus file (ca01 ... cr09)");
-  std::error_code error;
-  fs::create_directories(output_dir, error);
-  if (error) throw UserError("--output: cannot create '" + output_dir + "': " + error.message());
+  const std::vector<std::string> names = corpusFiles(source_dir);
+  if (names.empty()) throw UserError(source_dir + ": holds no Brown corpus file (ca01 ... cr09)");
+  const files::Directory output = outputDirectory(output_dir);
   BrownConversion result;
   std::ostringstream train, valid, test;
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string path = source_dir + "/" + files[i];
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string path = source_dir + "/" + names[i];
     if (i % 10 == 8) {
       convertFile(path, valid, result.valid);
     } else if (i % 10 == 9) {
@@ -106,13 +109,9 @@ BrownConversion convertBrownCorpus(const std::string& source_dir, const std::str
   }
   const std::pair<const char*, const std::ostringstream*> outputs[] = {
       {"wiki.train.tokens", &train}, {"wiki.valid.tokens", &valid}, {"wiki.test.tokens", &test}};
-  for (const auto& [name, text] : outputs) {
-    const std::string path = output_dir + "/" + name;
-    std::ofstream out(path, std::ios::trunc);
-    out << text->str();
-    out.close();
-    if (!out) throw UserError(path + ": cannot be written: " + std::strerror(errno));
-  }
+  // Each replaced whole through a temporary file and a rename: a symlink, FIFO or file planted at the
+  // name is replaced, never written through or waited on (docs/security.md).
+  for (const auto& [name, text] : outputs) output.writeAtomically(name, text->str());
   return result;
 }
 

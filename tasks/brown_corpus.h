@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,9 +34,15 @@ struct BrownConversion {
   BrownSplitCounts train, valid, test;
 };
 
+// Each corpus file is read within these bounds (a Brown file is about 20 KB, a sentence well under
+// 2 KB); a longer line is skipped.
+inline constexpr size_t kMaxBrownFileBytes = size_t{256} << 10;
+inline constexpr size_t kMaxBrownLineBytes = size_t{64} << 10;
+
 // Writes wiki.train.tokens, wiki.valid.tokens and wiki.test.tokens into `output_dir` (created if
-// needed). The split is by file, deterministic: in name order, the 9th and 10th file of every ten
-// go to valid and test, the other eight to train (80/10/10, spread over all genres).
+// needed), each replaced whole through a temporary file and a rename (files::Directory), so that a
+// symlink or FIFO planted at one is replaced, not written through. The split is by file, deterministic: in name order,
+// the 9th and 10th file of every ten go to valid and test, the other eight to train (80/10/10, spread over all genres).
 BrownConversion convertBrownCorpus(const std::string& source_dir, const std::string& output_dir);
 
 }  // namespace gcrun::tasks

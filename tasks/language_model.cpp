@@ -5,7 +5,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -14,11 +13,11 @@
 #include <torch/utils.h>
 
 #include "hyperparams/base/errors.h"
-#include "outputs/files/safe_files.h"
 #include "tasks/data_location.h"
 #include "tasks/device_transfer.h"
 #include "tasks/models/gpt.h"
 #include "tasks/sampler.h"
+#include "tasks/token_files.h"
 #include "tasks/wikitext.h"
 
 namespace gcrun::tasks {
@@ -29,50 +28,21 @@ constexpr int64_t kSyntheticCharVocabulary = 65;
 constexpr int64_t kSyntheticWordVocabulary = 10000;
 constexpr int64_t kSyntheticTrain = 1000000;
 constexpr int64_t kSyntheticHeldOut = 100000;
-// Far above WikiText-103's 540 MB training file, far below what would exhaust memory as int64 ids.
-constexpr size_t kMaxTokenFileBytes = size_t{1} << 30;
-// Split i of the data: its file, and its name in evaluate() (empty: training).
-const std::array<std::pair<const char*, const char*>, 3> kSplits = {
-    {{"wiki.train.tokens", ""}, {"wiki.valid.tokens", "validation"}, {"wiki.test.tokens", "test"}}};
+// Split i of the data: its file (kTokenFiles[i]), and its name in evaluate() (empty: training).
+const std::array<const char*, 3> kSplitNames = {"", "validation", "test"};
 
 struct TokenSplits {
   int64_t vocabulary = 0;
-  std::array<at::Tensor, 3> ids;      // int64 [N], in kSplits' order
+  std::array<at::Tensor, 3> ids;      // [N] in kSplitNames' order, of idType(vocabulary) (int64 when synthetic)
   std::array<std::string, 3> source;  // the file (or the synthetic split) each came from, for messages
 };
 
-// The bytes of dir/file, a regular file of at most kMaxTokenFileBytes (files gcrun did not write
-// are read within a bound: docs/security.md).
-std::string readTokenBytes(const std::string& dir, const std::string& file) {
-  const std::string path = dir + "/" + file;
-  const std::string reason = files::notRegularFileReason(path);
-  if (!reason.empty()) {
-    throw UserError(path + ": " + reason +
-                    "; the language-model task reads wiki.train.tokens, wiki.valid.tokens and wiki.test.tokens "
-                    "from task.data_dir");
-  }
-  return files::readBoundedFile(path, kMaxTokenFileBytes);
-}
-
 std::shared_ptr<TokenSplits> readTokenSplits(const std::string& dir, const std::string& level) {
   auto data = std::make_shared<TokenSplits>();
-  if (level == "char") {
-    std::vector<std::string> texts;
-    for (const auto& [file, split] : kSplits) texts.push_back(readTokenBytes(dir, file));
-    CharData chars = encodeCharacters(texts);
-    data->vocabulary = static_cast<int64_t>(chars.vocabulary.size());
-    for (size_t i = 0; i < kSplits.size(); ++i) data->ids[i] = chars.ids[i];
-  } else {
-    std::array<std::vector<std::string>, 3> tokens;
-    for (size_t i = 0; i < kSplits.size(); ++i) {
-      std::istringstream text(readTokenBytes(dir, kSplits[i].first));
-      tokens[i] = readTokens(text);
-    }
-    const Vocabulary vocabulary(tokens[0]);
-    data->vocabulary = vocabulary.size();
-    for (size_t i = 0; i < kSplits.size(); ++i) data->ids[i] = vocabulary.encode(tokens[i]);
-  }
-  for (size_t i = 0; i < kSplits.size(); ++i) data->source[i] = dir + "/" + kSplits[i].first;
+  TokenCorpus corpus = readTokenCorpus(dir, level == "char" ? TokenLevel::kChar : TokenLevel::kWord);
+  data->vocabulary = corpus.vocabulary;
+  data->ids = std::move(corpus.ids);
+  for (size_t i = 0; i < kTokenFiles.size(); ++i) data->source[i] = dir + "/" + kTokenFiles[i];
   return data;
 }
 
@@ -80,11 +50,11 @@ std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const
   const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticHeldOut}, 10, 2);
   auto data = std::make_shared<TokenSplits>();
   data->vocabulary = level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
-  for (size_t i = 0; i < kSplits.size(); ++i) {
+  for (size_t i = 0; i < kSplitNames.size(); ++i) {
     at::Generator generator = at::detail::createCPUGenerator(streamSeed(seed, -2, static_cast<int64_t>(i)));
     data->ids[i] = at::randint(data->vocabulary, {i == 0 ? sizes.train : sizes.held_out}, generator,
                                at::TensorOptions().dtype(at::kLong));
-    data->source[i] = std::string("the synthetic ") + (i == 0 ? "training" : kSplits[i].second) + " split";
+    data->source[i] = std::string("the synthetic ") + (i == 0 ? "training" : kSplitNames[i]) + " split";
   }
   return data;
 }
@@ -131,7 +101,7 @@ void checkOptions(const TaskOptions& task, const LanguageModelOptions& options, 
 
 // Every split needs one window: T inputs and the target after them.
 void checkSplits(const TokenSplits& data, int64_t context) {
-  for (size_t i = 0; i < kSplits.size(); ++i) {
+  for (size_t i = 0; i < kSplitNames.size(); ++i) {
     const int64_t tokens = data.ids[i].size(0);
     if (tokens == 0) {
       throw UserError(data.source[i] + " is empty; every split needs at least task.context + 1 tokens");
@@ -252,8 +222,8 @@ class LanguageModelTask : public Task {
 MetricSums LanguageModelTask::evaluate(const Shard& shard, const std::string& split, const EvaluationLimits& limits) {
   namespace F = torch::nn::functional;
   size_t index = 1;
-  while (index < kSplits.size() && split != kSplits[index].second) ++index;
-  if (index == kSplits.size()) throw std::invalid_argument("language-model has no split '" + split + "'");
+  while (index < kSplitNames.size() && split != kSplitNames[index]) ++index;
+  if (index == kSplitNames.size()) throw std::invalid_argument("language-model has no split '" + split + "'");
   const at::Tensor& ids = data_->ids[index];
   int64_t windows = windowCount(ids);
   if (limits.max_samples > 0) windows = std::min(windows, limits.max_samples / settings_.context);
@@ -294,30 +264,9 @@ const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings()
   return schema;
 }
 
-CharData encodeCharacters(const std::vector<std::string>& texts) {
-  std::array<bool, 256> seen{};
-  for (const auto& text : texts) {
-    for (char c : text) seen[static_cast<unsigned char>(c)] = true;
-  }
-  CharData data;
-  std::array<int64_t, 256> rank{};
-  for (int byte = 0; byte < 256; ++byte) {
-    if (!seen[byte]) continue;
-    rank[byte] = static_cast<int64_t>(data.vocabulary.size());
-    data.vocabulary.push_back(static_cast<unsigned char>(byte));
-  }
-  for (const auto& text : texts) {
-    at::Tensor ids = at::empty({static_cast<int64_t>(text.size())}, at::kLong);
-    auto* out = ids.data_ptr<int64_t>();
-    for (size_t i = 0; i < text.size(); ++i) out[i] = rank[static_cast<unsigned char>(text[i])];
-    data.ids.push_back(ids);
-  }
-  return data;
-}
-
 Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t context) {
   const at::Tensor positions = windows.unsqueeze(1) * context + at::arange(context, windows.options()).unsqueeze(0);
-  return {ids.index({positions}), ids.index({positions + 1})};
+  return {ids.index({positions}).to(at::kLong), ids.index({positions + 1}).to(at::kLong)};
 }
 
 at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Shard& shard) {

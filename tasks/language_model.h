@@ -24,17 +24,8 @@ struct LanguageModelOptions {
 };
 const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings();
 
-// Char-level ids: each file's bytes, numbered by their rank in the sorted set of distinct bytes of
-// all the files together (nanoGPT's shakespeare_char builds its vocabulary over the whole text), so
-// no byte is unknown. Returns the vocabulary (the distinct bytes, sorted) and each file's ids.
-struct CharData {
-  std::vector<unsigned char> vocabulary;
-  std::vector<at::Tensor> ids;  // int64 [bytes of file i]
-};
-CharData encodeCharacters(const std::vector<std::string>& texts);
-
-// Training windows of `ids` (int64 [N]) at context T: K = (N - 1) / T of them; window k has inputs
-// ids[kT, kT + T) and targets ids[kT + 1, kT + T + 1). Returns inputs and targets [windows.size, T]
+// Training windows of `ids` ([N], any integer type) at context T: K = (N - 1) / T of them; window k has inputs
+// ids[kT, kT + T) and targets ids[kT + 1, kT + T + 1). Returns inputs and targets int64 [windows.size, T]
 // for the window numbers `windows` (int64 [n]), in that order.
 Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t context);
 

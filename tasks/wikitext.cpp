@@ -2,9 +2,7 @@
 #include "tasks/device_transfer.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -18,6 +16,7 @@
 #include "tasks/data_location.h"
 #include "tasks/models/rnn_model.h"
 #include "tasks/sampler.h"
+#include "tasks/token_files.h"
 
 namespace gcrun::tasks {
 namespace {
@@ -29,22 +28,20 @@ constexpr int64_t kWikiTextSyntheticTrain = 2088628;
 // Synthetic perplexity means nothing: small held-out splits keep the evaluation of smoke runs short.
 constexpr int64_t kWikiTextSyntheticHeldOut = 50000;
 constexpr double kClipNorm = 0.4;
-const char* const kSplitFiles[][2] = {{"validation", "wiki.valid.tokens"}, {"test", "wiki.test.tokens"}};
 
 struct LanguageData {
   int64_t vocabulary = 0;
-  at::Tensor train;                          // int64 [N]
+  at::Tensor train;                          // [N] of idType(vocabulary), int64 when synthetic
   std::map<std::string, at::Tensor> splits;  // "validation", "test"
 };
 
 std::shared_ptr<const LanguageData> readData(const std::string& dir) {
-  const std::vector<std::string> train_tokens = readTokenFile(dir + "/wiki.train.tokens");
-  const Vocabulary vocabulary(train_tokens);
+  TokenCorpus corpus = readTokenCorpus(dir, TokenLevel::kWord);
   auto data = std::make_shared<LanguageData>();
-  data->vocabulary = vocabulary.size();
-  data->train = vocabulary.encode(train_tokens);
-  for (const auto& [split, file] : kSplitFiles)
-    data->splits[split] = vocabulary.encode(readTokenFile(dir + "/" + file));
+  data->vocabulary = corpus.vocabulary;
+  data->train = corpus.ids[0];
+  data->splits["validation"] = corpus.ids[1];
+  data->splits["test"] = corpus.ids[2];
   return data;
 }
 
@@ -81,7 +78,7 @@ class BpttStream : public BatchStream {
   std::optional<Batch> next() override {
     if (next_ == batches_) return std::nullopt;
     Batch batch = bpttBatch(stream_, next_++, kBpttLength, shard_, width_);
-    return Batch{toDevice(batch.inputs, device_), toDevice(batch.targets, device_)};
+    return Batch{toDevice(batch.inputs.to(at::kLong), device_), toDevice(batch.targets.to(at::kLong), device_)};
   }
 
  private:
@@ -197,9 +194,9 @@ MetricSums WikiText2Task::evaluate(const Shard& shard, const std::string& split,
   }
   for (int64_t index = 0; index < batches && !(limits.stop && limits.stop()); ++index) {
     const Batch batch = bpttBatch(stream, index, kBpttLength, shard, batch_size_);
-    auto [logits, next] = model_->forward(batch.inputs.to(device_), hidden);
+    auto [logits, next] = model_->forward(batch.inputs.to(device_, at::kLong), hidden);
     hidden = next;
-    const at::Tensor loss_sum = F::cross_entropy(logits.flatten(0, 1), batch.targets.to(device_).flatten(),
+    const at::Tensor loss_sum = F::cross_entropy(logits.flatten(0, 1), batch.targets.to(device_, at::kLong).flatten(),
                                                  F::CrossEntropyFuncOptions().reduction(torch::kSum));
     metrics.add("cross_entropy", loss_sum.item<double>());
     metrics.weight += static_cast<double>(batch.targets.numel());
@@ -210,69 +207,10 @@ MetricSums WikiText2Task::evaluate(const Shard& shard, const std::string& split,
 
 }  // namespace
 
-std::vector<std::string> readTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UserError(path +
-                    ": cannot be read; the language-model task reads wiki.train.tokens, "
-                    "wiki.valid.tokens and wiki.test.tokens from task.data_dir (WikiText-2, or "
-                    "`gcrun data brown --output DIR` for the Brown corpus)");
-  }
-  return readTokens(in);
-}
-
-std::vector<std::string> readTokens(std::istream& in) {
-  std::vector<std::string> tokens;
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t position = 0;
-    while (position < line.size()) {
-      while (position < line.size() && std::isspace(static_cast<unsigned char>(line[position]))) ++position;
-      size_t end = position;
-      while (end < line.size() && !std::isspace(static_cast<unsigned char>(line[end]))) ++end;
-      if (end > position) {
-        std::string token = line.substr(position, end - position);
-        for (auto& c : token) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        tokens.push_back(std::move(token));
-      }
-      position = end;
-    }
-    tokens.emplace_back("<eos>");
-  }
-  return tokens;
-}
-
-Vocabulary::Vocabulary(const std::vector<std::string>& train_tokens) {
-  std::unordered_map<std::string, int64_t> counts;
-  for (const auto& token : train_tokens) ++counts[token];
-  tokens_ = {"<unk>", "<pad>"};
-  std::vector<std::pair<std::string, int64_t>> sorted;
-  for (const auto& [token, count] : counts) {
-    if (token != "<unk>" && token != "<pad>") sorted.emplace_back(token, count);
-  }
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  });
-  for (const auto& entry : sorted) tokens_.push_back(entry.first);
-  for (size_t i = 0; i < tokens_.size(); ++i) indices_[tokens_[i]] = static_cast<int64_t>(i);
-}
-
-int64_t Vocabulary::index(const std::string& token) const {
-  const auto it = indices_.find(token);
-  return it == indices_.end() ? kUnknown : it->second;
-}
-
-at::Tensor Vocabulary::encode(const std::vector<std::string>& tokens) const {
-  at::Tensor ids = at::empty({static_cast<int64_t>(tokens.size())}, at::kLong);
-  auto* out = ids.data_ptr<int64_t>();
-  for (size_t i = 0; i < tokens.size(); ++i) out[i] = index(tokens[i]);
-  return ids;
-}
-
 at::Tensor batchify(const at::Tensor& ids, int64_t columns) {
   if (columns < 1) throw std::invalid_argument("batchify needs at least one column");
   const int64_t rows = (ids.size(0) + columns - 1) / columns;
-  at::Tensor padded = at::full({rows * columns}, Vocabulary::kPadding, ids.options());
+  at::Tensor padded = at::full({rows * columns}, kPaddingWord, ids.options());
   padded.narrow(0, 0, ids.size(0)).copy_(ids);
   return padded.view({columns, rows}).t().contiguous();
 }

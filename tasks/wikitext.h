@@ -1,11 +1,8 @@
 #pragma once
 
 #include <cstdint>
-#include <istream>
 #include <memory>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -18,36 +15,8 @@ namespace gcrun::tasks {
 inline constexpr const char* kWikiText2Folder = "wikitext-2";
 inline constexpr int64_t kBpttLength = 30;
 
-// Tokens of one file as the reference's torchtext Field(lower=True) sees them, except that gcrun
-// splits on whitespace where the reference ran spaCy's tokenizer (which also splits some
-// punctuation and emits whitespace tokens, so vocabularies differ slightly): every line gives its
-// lower-cased (ASCII) tokens followed by "<eos>", so a blank line gives "<eos>" alone, as
-// torchtext's LanguageModelingDataset does. A missing file is a UserError naming it.
-std::vector<std::string> readTokenFile(const std::string& path);
-// The same tokens from a stream (a file read whole within a bound, say).
-std::vector<std::string> readTokens(std::istream& in);
-
-// torchtext's Vocab: "<unk>" (index 0) and "<pad>" (index 1), then every training token by
-// descending count, ties in byte order. Tokens outside it map to "<unk>".
-class Vocabulary {
- public:
-  explicit Vocabulary(const std::vector<std::string>& train_tokens);
-
-  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
-  const std::string& token(int64_t index) const { return tokens_.at(index); }
-  int64_t index(const std::string& token) const;
-  at::Tensor encode(const std::vector<std::string>& tokens) const;  // int64 [N]
-
-  static constexpr int64_t kUnknown = 0;
-  static constexpr int64_t kPadding = 1;
-
- private:
-  std::vector<std::string> tokens_;
-  std::unordered_map<std::string, int64_t> indices_;
-};
-
 // torchtext's BPTTIterator layout: the ids are padded with "<pad>" to a multiple of `columns` and
-// cut into `columns` contiguous streams, one per column: returns int64 [rows, columns].
+// cut into `columns` contiguous streams, one per column: returns [rows, columns] of the ids' type.
 at::Tensor batchify(const at::Tensor& ids, int64_t columns);
 
 // BPTTIterator's length for `tokens` ids in `columns` columns: ceil((tokens / columns - 1) / bptt).

@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -256,6 +258,28 @@ UserError tooLarge(const std::string& path, uint64_t size, size_t limit) {
                    " gcrun reads from such a file");
 }
 
+// Whether `fd` lies on a filesystem whose "regular" files the kernel makes up as they are read
+// (/proc/self/environ, /sys/...): their size says 0 or 4096 whatever they hold, so no limit checked
+// against it would hold, and what they hold is the machine's state, not data a user meant to give.
+bool onKernelFilesystem(int fd) {
+  struct statfs info {};
+  if (::fstatfs(fd, &info) != 0) return false;
+  switch (static_cast<unsigned long>(info.f_type)) {
+    case PROC_SUPER_MAGIC:
+    case SYSFS_MAGIC:
+    case DEBUGFS_MAGIC:
+    case TRACEFS_MAGIC:
+    case SECURITYFS_MAGIC:
+    case CGROUP_SUPER_MAGIC:
+    case CGROUP2_SUPER_MAGIC:
+    case BPF_FS_MAGIC:
+    case EFIVARFS_MAGIC:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 UniqueFd openBoundedFile(const std::string& path, size_t limit) {
@@ -264,6 +288,9 @@ UniqueFd openBoundedFile(const std::string& path, size_t limit) {
   struct stat info {};
   if (::fstat(file.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
     throw UserError(path + " is not a regular file (a directory, a device or a FIFO)");
+  }
+  if (onKernelFilesystem(file.get())) {
+    throw UserError(path + " is a file of the kernel (procfs or sysfs, such as /proc/self/environ), not data");
   }
   if (static_cast<uint64_t>(info.st_size) > limit) throw tooLarge(path, static_cast<uint64_t>(info.st_size), limit);
   return file;

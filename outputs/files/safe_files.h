@@ -114,9 +114,11 @@ class AppendFile {
 };
 
 // `path` opened for reading if it is a regular file of at most `limit` bytes; otherwise a
-// UserError naming the path and why (not a regular file: a FIFO, /dev/zero, a directory; too
-// large; unreadable). Opening never blocks, so a FIFO is refused rather than waited on. For a
-// reader that streams; it stops at `limit` itself, as the file may grow meanwhile.
+// UserError naming the path and why (not a regular file: a FIFO, /dev/zero, a directory; a file
+// of the kernel's procfs, sysfs and the like, which calls itself regular but whose size says
+// nothing of what a read returns, such as /proc/self/environ; too large; unreadable). Opening never blocks, so a FIFO
+// is refused rather than waited on. For a reader that streams; it stops at `limit` itself, as the file may grow
+// meanwhile.
 UniqueFd openBoundedFile(const std::string& path, size_t limit);
 
 // Why `path` is not a regular file, for a message: "no such file", "is a directory", or "is not a

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -16,6 +17,7 @@
 #include "tasks/cifar10.h"
 #include "tasks/models/models.h"
 #include "tasks/models/rnn_model.h"
+#include "tasks/token_files.h"
 #include "tasks/wikitext.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/user_error.h"
@@ -187,22 +189,40 @@ TEST(Cifar10Augmentation, EachImageIsAPaddedCropPossiblyFlippedAndDeterministic)
 // ---------------------------------------------------------------------------------------------
 // WikiText-2 format and the BPTT layout.
 
+// The words of each split's ids.
+std::vector<std::string> wordsOf(const TokenCorpus& corpus, size_t split) {
+  const at::Tensor ids = corpus.ids[split].to(at::kLong);
+  std::vector<std::string> words;
+  for (int64_t i = 0; i < ids.numel(); ++i) words.push_back(corpus.words.at(ids[i].item<int64_t>()));
+  return words;
+}
+
 TEST(WikiText, TokensAreLowerCasedWithEosPerLineIncludingBlankOnes) {
   TempDir dir;
-  std::ofstream(dir.file("t.tokens")) << " = Title = \n \n The cat <unk> sat \n";
-  const auto tokens = readTokenFile(dir.file("t.tokens"));
+  std::ofstream(dir.file("wiki.train.tokens")) << " = Title = \n \n The cat <unk> sat \n";
+  std::ofstream(dir.file("wiki.valid.tokens")) << "the\tCAT\r\n\nzebra";  // no '\n' at the end: still a line
+  std::ofstream(dir.file("wiki.test.tokens")) << "";
+  const TokenCorpus corpus = readTokenCorpus(dir.path().string(), TokenLevel::kWord);
   const std::vector<std::string> expected = {"=",   "title", "=",     "<eos>", "<eos>",
                                              "the", "cat",   "<unk>", "sat",   "<eos>"};
-  EXPECT_EQ(tokens, expected);
-  expectMessageHas(userErrorOf([&] { readTokenFile(dir.file("missing.tokens")); }), {dir.file("missing.tokens")});
+  EXPECT_EQ(wordsOf(corpus, 0), expected);
+  EXPECT_EQ(wordsOf(corpus, 1), (std::vector<std::string>{"the", "cat", "<eos>", "<eos>", "<unk>", "<eos>"}));
+  EXPECT_EQ(corpus.ids[2].numel(), 0);
+  std::filesystem::remove(dir.file("wiki.valid.tokens"));
+  expectMessageHas(userErrorOf([&] { readTokenCorpus(dir.path().string(), TokenLevel::kWord); }),
+                   {dir.file("wiki.valid.tokens"), "no such file"});
 }
 
 TEST(WikiText, VocabularyIsTorchtextsOrderAndUnseenTokensAreUnknown) {
-  const Vocabulary vocabulary({"b", "a", "c", "a", "<eos>", "b", "a", "<unk>"});
-  ASSERT_EQ(vocabulary.size(), 6);
-  const std::vector<std::string> order = {"<unk>", "<pad>", "a", "b", "<eos>", "c"};  // count desc, ties by bytes
-  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(vocabulary.token(i), order[i]);
-  EXPECT_TRUE(torch::equal(vocabulary.encode({"c", "zebra", "a"}), torch::tensor({5, 0, 2}, torch::kLong)));
+  TempDir dir;
+  std::ofstream(dir.file("wiki.train.tokens")) << "b a c a\nb a <unk>";
+  std::ofstream(dir.file("wiki.valid.tokens")) << "c zebra a";
+  std::ofstream(dir.file("wiki.test.tokens")) << "";
+  const TokenCorpus corpus = readTokenCorpus(dir.path().string(), TokenLevel::kWord);
+  ASSERT_EQ(corpus.vocabulary, 6);
+  // Count desc, ties by bytes; "<unk>" and "<pad>" first whatever their counts.
+  EXPECT_EQ(corpus.words, (std::vector<std::string>{"<unk>", "<pad>", "a", "<eos>", "b", "c"}));
+  EXPECT_TRUE(corpus.ids[1].equal(torch::tensor({5, 0, 2, 3}, torch::kByte)));
 }
 
 TEST(WikiText, BatchifyPadsAndCutsColumnsAndWorkersTakeTheirOwn) {
@@ -307,8 +327,9 @@ TEST(BrownCorpus, StripsTagsAndSplitsFilesDeterministically) {
   std::stringstream text;
   text << valid.rdbuf();
   EXPECT_EQ(text.str(), "Word8 is here .\nAgain .\n");
-  const auto tokens = readTokenFile(output.file("brown/wiki.test.tokens"));
-  EXPECT_EQ(tokens, (std::vector<std::string>{"word9", "is", "here", ".", "<eos>", "again", ".", "<eos>"}));
+  const TokenCorpus corpus = readTokenCorpus(output.file("brown"), TokenLevel::kWord);
+  // "word9" is in no training file: "<unk>".
+  EXPECT_EQ(wordsOf(corpus, 2), (std::vector<std::string>{"<unk>", "is", "here", ".", "<eos>", "again", ".", "<eos>"}));
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "tasks/language_model.h"
 #include "tasks/models/gpt.h"
 #include "tasks/sampler.h"
+#include "tasks/token_files.h"
 #include "tests/support/command.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/user_error.h"
@@ -173,19 +175,24 @@ TEST(GptModel, DropoutMasksRepeatFromTheSeedAndAreOffInEval) {
 // Data: characters, windows, the epoch's permutation.
 
 TEST(LanguageModelData, CharIdsAreRanksOfTheBytesOfAllFiles) {
-  const CharData data = encodeCharacters({"ba", "c", std::string("a\xff")});
-  EXPECT_EQ(data.vocabulary, (std::vector<unsigned char>{'a', 'b', 'c', 0xff}));
-  ASSERT_EQ(data.ids.size(), 3u);
-  EXPECT_TRUE(data.ids[0].equal(at::tensor(std::vector<int64_t>{1, 0})));
-  EXPECT_TRUE(data.ids[1].equal(at::tensor(std::vector<int64_t>{2})));
-  EXPECT_TRUE(data.ids[2].equal(at::tensor(std::vector<int64_t>{0, 3})));
+  const auto bytes = [](const std::string& text) {
+    return at::tensor(std::vector<uint8_t>(text.begin(), text.end()), at::kByte);
+  };
+  std::array<at::Tensor, 3> ids = {bytes("ba"), bytes("c"), bytes(std::string("a\xff"))};
+  EXPECT_EQ(encodeCharacters(ids), (std::vector<unsigned char>{'a', 'b', 'c', 0xff}));
+  EXPECT_TRUE(ids[0].equal(at::tensor(std::vector<uint8_t>{1, 0})));
+  EXPECT_TRUE(ids[1].equal(at::tensor(std::vector<uint8_t>{2})));
+  EXPECT_TRUE(ids[2].equal(at::tensor(std::vector<uint8_t>{0, 3})));
 }
 
 TEST(LanguageModelData, WindowTargetsAreTheInputsShiftedByOne) {
-  const at::Tensor ids = at::arange(100, at::TensorOptions().dtype(at::kLong));
-  const Batch batch = windowBatch(ids, at::tensor(std::vector<int64_t>{2, 0}), 4);
-  EXPECT_TRUE(batch.inputs.equal(at::tensor(std::vector<int64_t>{8, 9, 10, 11, 0, 1, 2, 3}).view({2, 4})));
-  EXPECT_TRUE(batch.targets.equal(batch.inputs + 1));
+  // Ids held in a small type come out as int64, as the model takes them.
+  for (const auto type : {at::kLong, at::kByte, at::kShort, at::kInt}) {
+    const at::Tensor ids = at::arange(100, at::TensorOptions().dtype(type));
+    const Batch batch = windowBatch(ids, at::tensor(std::vector<int64_t>{2, 0}), 4);
+    EXPECT_TRUE(batch.inputs.equal(at::tensor(std::vector<int64_t>{8, 9, 10, 11, 0, 1, 2, 3}).view({2, 4})));
+    EXPECT_TRUE(batch.targets.equal(batch.inputs + 1));
+  }
 }
 
 TEST(LanguageModelData, EachEpochDealsAPermutationOfTheWindowsToTheRanks) {
@@ -235,7 +242,7 @@ TaskOptions gptOptions(const std::string& data_dir, SettingValues settings) {
 TEST(LanguageModelTask, RanksTakeEveryTrainingWindowOnceInDeterministicBatches) {
   CharFolder folder;
   auto task = makeLanguageModelTask({gptOptions(folder.dir.path().string(), {}), 3, 5, kCpu});
-  const CharData chars = encodeCharacters({folder.train, folder.valid, folder.test});
+  const TokenCorpus chars = readTokenCorpus(folder.dir.path().string(), TokenLevel::kChar);
   const at::Tensor train = chars.ids[0];
   // 97 bytes: K = 96 / 8 = 12 windows, 6 per rank of 2, 2 batches of 3.
   EXPECT_EQ(task->batchesPerEpoch({0, 2}), 2);
@@ -259,8 +266,8 @@ TEST(LanguageModelTask, RanksTakeEveryTrainingWindowOnceInDeterministicBatches) 
   MetricSums sums;
   task->trainLoss(*task->trainBatches({0, 1}, 0)->next(), sums).backward();
   EXPECT_EQ(sums.weight, 3 * 8);
-  EXPECT_EQ(parameter(task->model(), "transformer.wte.weight").size(0), static_cast<int64_t>(chars.vocabulary.size()));
-  EXPECT_NEAR(sums.sums.at("cross_entropy") / sums.weight, std::log(static_cast<double>(chars.vocabulary.size())), 0.1);
+  EXPECT_EQ(parameter(task->model(), "transformer.wte.weight").size(0), chars.vocabulary);
+  EXPECT_NEAR(sums.sums.at("cross_entropy") / sums.weight, std::log(static_cast<double>(chars.vocabulary)), 0.1);
 }
 
 TEST(LanguageModelTask, EvaluationSumsOverShardsAddUpToOneShards) {

@@ -1,0 +1,220 @@
+#include "tasks/token_files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
+
+namespace gcrun::tasks {
+namespace {
+
+const char* const kWhatIsRead =
+    "; the wikitext2 and language-model tasks read wiki.train.tokens, wiki.valid.tokens and wiki.test.tokens "
+    "from task.data_dir (WikiText-2, or `gcrun data brown --output DIR` for the Brown corpus)";
+
+std::string mebibytes(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+// What the kernel estimates can be allocated without swapping (MemAvailable), or the physical
+// memory where /proc/meminfo does not say. /proc/meminfo is the kernel's, not data.
+uint64_t availableMemory() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    uint64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib << 10;
+  }
+  return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+}
+
+struct TokenFile {
+  std::string path;
+  files::UniqueFd fd;
+  size_t size = 0;  // when opened
+};
+
+TokenFile openTokenFile(const std::string& dir, const char* name) {
+  TokenFile file{dir + "/" + name, {}, 0};
+  const std::string reason = files::notRegularFileReason(file.path);
+  if (!reason.empty()) throw UserError(file.path + ": " + reason + kWhatIsRead);
+  file.fd = files::openBoundedFile(file.path, kMaxTokenFileBytes);
+  struct stat info {};
+  if (::fstat(file.fd.get(), &info) != 0) throw UserError("cannot read " + file.path + ": " + std::strerror(errno));
+  file.size = static_cast<size_t>(info.st_size);
+  return file;
+}
+
+// Reads the file into `data`, at most `size` bytes (its size when opened: a file that grows
+// meanwhile is read as it was); returns how many it read.
+size_t readInto(const TokenFile& file, char* data, size_t size) {
+  size_t filled = 0;
+  while (filled < size) {
+    const ssize_t got = ::read(file.fd.get(), data + filled, size - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw UserError("cannot read " + file.path + ": " + std::strerror(errno));
+    if (got == 0) break;
+    filled += static_cast<size_t>(got);
+  }
+  return filled;
+}
+
+TokenCorpus readChars(const std::string& dir) {
+  TokenCorpus corpus;
+  uint64_t held = 0;
+  for (size_t i = 0; i < kTokenFiles.size(); ++i) {
+    const TokenFile file = openTokenFile(dir, kTokenFiles[i]);
+    requireMemory(file.path, held, file.size, availableMemory());
+    at::Tensor bytes = at::empty({static_cast<int64_t>(file.size)}, at::kByte);
+    const size_t read = readInto(file, reinterpret_cast<char*>(bytes.data_ptr<uint8_t>()), file.size);
+    corpus.ids[i] = bytes.narrow(0, 0, static_cast<int64_t>(read));
+    held += file.size;
+  }
+  corpus.vocabulary = static_cast<int64_t>(encodeCharacters(corpus.ids).size());
+  return corpus;
+}
+
+// The file's text lower-cased (ASCII), as torchtext's Field(lower=True).
+std::string readLowerCased(const TokenFile& file, uint64_t held) {
+  requireMemory(file.path, held, file.size, availableMemory());
+  std::string text(file.size, '\0');
+  text.resize(readInto(file, text.data(), text.size()));
+  for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// The training file's vocabulary; its lookups take views, so no word is copied to be looked up.
+class WordVocabulary {
+ public:
+  WordVocabulary(std::string_view train, const std::string& path);
+  WordVocabulary(const WordVocabulary&) = delete;  // ids_ views the strings of words_
+  WordVocabulary& operator=(const WordVocabulary&) = delete;
+
+  int64_t size() const { return static_cast<int64_t>(words_.size()); }
+  const std::vector<std::string>& words() const { return words_; }
+  // Two passes over `text`: its tokens counted, then their ids written into a tensor of that size.
+  at::Tensor encode(std::string_view text, const std::string& path, uint64_t held) const;
+
+ private:
+  template <class Id>
+  void fill(std::string_view text, Id* out) const {
+    forEachWord(text, [&](std::string_view word) {
+      const auto it = ids_.find(word);
+      *out++ = static_cast<Id>(it == ids_.end() ? kUnknownWord : it->second);
+    });
+  }
+
+  std::vector<std::string> words_;
+  std::unordered_map<std::string_view, int64_t> ids_;
+};
+
+WordVocabulary::WordVocabulary(std::string_view train, const std::string& path) {
+  std::unordered_map<std::string_view, int64_t> counts;
+  forEachWord(train, [&](std::string_view word) {
+    if (counts[word]++ == 0 && counts.size() > kMaxWordVocabulary) {
+      throw UserError(path + " holds more than " + std::to_string(kMaxWordVocabulary) +
+                      " distinct words, more than gcrun takes as a vocabulary" + kWhatIsRead);
+    }
+  });
+  std::vector<std::pair<std::string_view, int64_t>> sorted;
+  for (const auto& [word, count] : counts) {
+    if (word != "<unk>" && word != "<pad>") sorted.emplace_back(word, count);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  words_ = {"<unk>", "<pad>"};
+  words_.reserve(sorted.size() + 2);
+  for (const auto& entry : sorted) words_.emplace_back(entry.first);
+  for (size_t i = 0; i < words_.size(); ++i) ids_.emplace(words_[i], static_cast<int64_t>(i));
+}
+
+at::Tensor WordVocabulary::encode(std::string_view text, const std::string& path, uint64_t held) const {
+  int64_t tokens = 0;
+  forEachWord(text, [&](std::string_view) { ++tokens; });
+  const at::ScalarType type = idType(size());
+  requireMemory(path, held + text.size(), static_cast<uint64_t>(tokens) * c10::elementSize(type), availableMemory());
+  at::Tensor ids = at::empty({tokens}, type);
+  switch (type) {
+    case at::kByte:
+      fill(text, ids.data_ptr<uint8_t>());
+      break;
+    case at::kShort:
+      fill(text, ids.data_ptr<int16_t>());
+      break;
+    default:
+      fill(text, ids.data_ptr<int32_t>());
+  }
+  return ids;
+}
+
+TokenCorpus readWords(const std::string& dir) {
+  TokenCorpus corpus;
+  const TokenFile train_file = openTokenFile(dir, kTokenFiles[0]);
+  const std::string train = readLowerCased(train_file, 0);
+  const WordVocabulary vocabulary(train, train_file.path);
+  corpus.vocabulary = vocabulary.size();
+  corpus.words = vocabulary.words();
+  corpus.ids[0] = vocabulary.encode(train, train_file.path, 0);
+  for (size_t i = 1; i < kTokenFiles.size(); ++i) {
+    uint64_t held = 0;
+    for (size_t j = 0; j < i; ++j) held += corpus.ids[j].nbytes();
+    const TokenFile file = openTokenFile(dir, kTokenFiles[i]);
+    corpus.ids[i] = vocabulary.encode(readLowerCased(file, held), file.path, held);
+  }
+  return corpus;
+}
+
+}  // namespace
+
+bool isWordSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+
+at::ScalarType idType(int64_t vocabulary) {
+  if (vocabulary <= 256) return at::kByte;
+  if (vocabulary <= 32768) return at::kShort;
+  return at::kInt;
+}
+
+void requireMemory(const std::string& path, uint64_t held, uint64_t needed, uint64_t available) {
+  if (held + needed <= available) return;
+  throw UserError(path + ": reading it needs " + mebibytes(needed) + " of memory beside the " + mebibytes(held) +
+                  " already held for the token files, more than the " + mebibytes(available) +
+                  " this machine has available; use a smaller file or a machine with more memory");
+}
+
+std::vector<unsigned char> encodeCharacters(std::array<at::Tensor, 3>& bytes) {
+  std::array<bool, 256> seen{};
+  for (const auto& text : bytes) {
+    const uint8_t* data = text.data_ptr<uint8_t>();
+    for (int64_t i = 0; i < text.numel(); ++i) seen[data[i]] = true;
+  }
+  std::vector<unsigned char> vocabulary;
+  std::array<uint8_t, 256> rank{};
+  for (int byte = 0; byte < 256; ++byte) {
+    if (!seen[byte]) continue;
+    rank[byte] = static_cast<uint8_t>(vocabulary.size());
+    vocabulary.push_back(static_cast<unsigned char>(byte));
+  }
+  for (auto& text : bytes) {
+    uint8_t* data = text.data_ptr<uint8_t>();
+    for (int64_t i = 0; i < text.numel(); ++i) data[i] = rank[data[i]];
+  }
+  return vocabulary;
+}
+
+TokenCorpus readTokenCorpus(const std::string& dir, TokenLevel level) {
+  return level == TokenLevel::kChar ? readChars(dir) : readWords(dir);
+}
+
+}  // namespace gcrun::tasks
