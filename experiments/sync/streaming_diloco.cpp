@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "experiments/sync/global_model_sync.h"
 #include "experiments/sync/gradient_exchange.h"
 #include "experiments/sync/outer_sgd.h"
 #include "experiments/sync/reducer_state.h"
@@ -247,6 +248,7 @@ class StreamingDiloco : public Synchronizer {
   void apply(Fragment& f) {
     torch::NoGradGuard no_grad;
     f.outer_sgd.step(f.in_flight);
+    checkGlobalModel(f.global, f.names);
     for (size_t k = 0; k < f.params.size(); ++k) f.params[k].detach().lerp_(f.global[k], 1.0 - options_.mix_alpha);
     f.applies_at = Fragment::kNone;
   }
