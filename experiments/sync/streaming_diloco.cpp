@@ -286,7 +286,9 @@ SynchronizerSpec streamingDilocoSpec() {
   // The schedule's limits refuse a run when it is resolved, before anything is written; the
   // model's (its modules) when the strategy is built.
   return {[](const SyncContext& c) { return std::make_unique<StreamingDiloco>(c); }, streamingSchema().specs(), true,
-          [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); }};
+          [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); },
+          // θ_g, the outer momentum, the fragments' averaged deltas in flight, the replicas' mean.
+          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(4, model); }};
 }
 
 }  // namespace gcrun::experiments
