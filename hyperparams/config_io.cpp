@@ -10,6 +10,7 @@
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/config_keys.h"
+#include "hyperparams/yaml_values.h"
 
 namespace gcrun::hyperparams {
 namespace {
@@ -109,7 +110,8 @@ void applyValue(ExperimentConfig& config, const std::string& name, const YAML::N
   }
   if (!spec.set(config, translated)) {
     const std::string label = alias ? name + " (" + spec.key + ")" : name;
-    throw UserError("config: " + label + " = '" + shown(value) + "' in " + source + ": expected " + spec.accepted);
+    throw UserError("config: " + label + " = '" + shown(value) + "' in " + source + ": expected " + spec.accepted +
+                    yaml_values::beyondFloat(value));
   }
 }
 
@@ -274,7 +276,7 @@ void validate(const ExperimentConfig& config, const ConfigKeys& keys) {
     const YAML::Node value = spec.get(config);
     if (!spec.set(scratch, value)) {
       throw UserError("config: " + spec.key + " = '" + shown(value) + "' in the resolved configuration: expected " +
-                      spec.accepted);
+                      spec.accepted + yaml_values::beyondFloat(value));
     }
   }
   checkOptimizerRanges(config.optimizer);

@@ -8,22 +8,45 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "hyperparams/base/decimal.h"
 #include "hyperparams/config.h"
 #include "hyperparams/rules.h"
 
 namespace gcrun::hyperparams::yaml_values {
 
+// The largest number a setting may be: numbers reach the tensors as float, and a larger one
+// fails only at the first step, after the run directory exists.
+inline constexpr double kLargestNumber = std::numeric_limits<float>::max();
+
 // Reading one value of each field type; false when the node is of the wrong shape or type.
-inline bool parse(const YAML::Node& node, int64_t& out) { return YAML::convert<int64_t>::decode(node, out); }
+// Numbers are plain decimals (gcrun's one parser of them, hyperparams/base/decimal.h): YAML's own
+// would also take 0x10, 010 as octal, .inf and .nan.
+inline bool parse(const YAML::Node& node, int64_t& out) {
+  const auto value = node.IsScalar() ? parseWholeNumber(node.Scalar()) : std::nullopt;
+  if (value) out = *value;
+  return value.has_value();
+}
+
 inline bool parse(const YAML::Node& node, bool& out) { return YAML::convert<bool>::decode(node, out); }
 
 inline bool parse(const YAML::Node& node, double& out) {
-  return YAML::convert<double>::decode(node, out) && std::isfinite(out);
+  const auto value = node.IsScalar() ? parseDecimal(node.Scalar()) : std::nullopt;
+  if (!value || std::fabs(*value) > kLargestNumber) return false;
+  out = *value;
+  return true;
+}
+
+// Why a number a key refused is out of every range, for its message: "" unless it is one.
+inline std::string beyondFloat(const YAML::Node& node) {
+  const auto value = node.IsScalar() ? parseDecimal(node.Scalar()) : std::nullopt;
+  if (!value || std::fabs(*value) <= kLargestNumber) return "";
+  return " (and at most about 3.4e38 in size: numbers are used as float)";
 }
 
 inline bool parse(const YAML::Node& node, std::string& out) {

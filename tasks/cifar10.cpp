@@ -257,4 +257,8 @@ at::Tensor augmentCifar(const at::Tensor& images, at::Generator& generator) {
 
 std::unique_ptr<Task> makeCifar10Task(const TaskContext& context) { return std::make_unique<Cifar10Task>(context); }
 
+ModelSize cifar10ModelSize(const TaskOptions& options, int64_t /*batch_size*/) {
+  return models::modelRegistry().at(options.architecture).factory.size({3, kCifarSide, kCifarClasses});
+}
+
 }  // namespace gcrun::tasks

@@ -44,5 +44,7 @@ at::Tensor augmentCifar(const at::Tensor& images, at::Generator& generator);
 // Training batches are augmented with a generator seeded by (seed, rank, epoch) and prepared on a
 // background thread.
 std::unique_ptr<Task> makeCifar10Task(const TaskContext& context);
+// Its model's size (TaskSpec::size).
+ModelSize cifar10ModelSize(const TaskOptions& options, int64_t batch_size);
 
 }  // namespace gcrun::tasks

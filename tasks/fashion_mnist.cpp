@@ -191,4 +191,8 @@ std::unique_ptr<Task> makeFashionMnistTask(const TaskContext& context) {
   return std::make_unique<FashionMnistTask>(context);
 }
 
+ModelSize fashionMnistModelSize(const TaskOptions& options, int64_t /*batch_size*/) {
+  return models::modelRegistry().at(options.architecture).factory.size({1, kFashionSide, kFashionClasses});
+}
+
 }  // namespace gcrun::tasks

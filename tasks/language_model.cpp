@@ -205,6 +205,10 @@ class LanguageModelTask : public Task {
     if (settings_.dropout > 0) model_->setRandomState(stateEntry(state, "language-model", "dropout_generator"));
   }
 
+  bool isFormerBuffer(const std::string& name, const at::Tensor& saved) const override {
+    return model_->isFormerBuffer(name, saved);
+  }
+
   bool synthetic() const override { return options_.synthetic; }
 
  private:
@@ -278,6 +282,25 @@ at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Sha
 
 std::unique_ptr<Task> makeLanguageModelTask(const TaskContext& context) {
   return std::make_unique<LanguageModelTask>(context);
+}
+
+// Real char-level data has at most 256 ids; a real word-level vocabulary is known once its files
+// are read, so it counts as empty (their 1 GiB bound bounds it). A training step keeps, per
+// block, about 16 B T d activations and 3 B H T^2 attention weights (scores, softmax, masked),
+// then 3 B T V of logits, and makes the T^2 causal mask.
+ModelSize languageModelSize(const TaskOptions& options, int64_t batch_size) {
+  const auto settings = languageModelSettings().read(options.settings);
+  const bool chars = settings.level == "char";
+  const int64_t vocabulary =
+      options.synthetic ? (chars ? kSyntheticCharVocabulary : kSyntheticWordVocabulary) : (chars ? 256 : 0);
+  ModelSize size = models::GptModel::size(
+      {vocabulary, settings.context, settings.layers, settings.heads, settings.width, settings.bias, settings.dropout});
+  const double b = static_cast<double>(batch_size), t = static_cast<double>(settings.context);
+  const double d = static_cast<double>(settings.width), h = static_cast<double>(settings.heads);
+  const double per_block = 16 * b * t * d + 3 * b * h * t * t;
+  size.other_bytes = sizeof(float) * (static_cast<double>(settings.layers) * per_block +
+                                      3 * b * t * static_cast<double>(vocabulary) + t * t);
+  return size;
 }
 
 }  // namespace gcrun::tasks

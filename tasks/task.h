@@ -15,6 +15,7 @@
 #include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
 #include "hyperparams/settings.h"
+#include "tasks/model_size.h"
 
 namespace torch::nn {
 class Module;
@@ -105,6 +106,12 @@ class Task {
   virtual void saveState(State& /*state*/) const {}
   virtual void loadState(const State& /*state*/) {}
 
+  // Checkpoints of earlier versions held model buffers that the model now makes as constants (the
+  // GPT's causal mask): true when buffer `name` is one and `saved` is that constant, so that the
+  // trainer ignores it; false for any other name. Throws std::invalid_argument naming a saved
+  // value that differs from the constant.
+  virtual bool isFormerBuffer(const std::string& /*name*/, const at::Tensor& /*saved*/) const { return false; }
+
   // Derived metrics from the reduced means (perplexity from cross entropy, say). Default: as is.
   virtual std::map<std::string, double> finalize(std::map<std::string, double> means) const { return means; }
   // Whether the data is synthetic (marked in every output).
@@ -130,6 +137,9 @@ using TaskFactory = std::function<std::unique_ptr<Task>(const TaskContext&)>;
 struct TaskSpec {
   TaskFactory make;
   std::vector<hyperparams::SettingSpec> settings = {};
+  // Its model's size for these options and training.batch_size, from the settings alone (no data
+  // read, nothing allocated): the memory check before a run. Empty: not estimated.
+  std::function<ModelSize(const TaskOptions&, int64_t batch_size)> size = {};
 };
 
 // The tasks gcrun knows, by `task.name`; built-ins are registered on first use. User code adds its

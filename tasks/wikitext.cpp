@@ -230,4 +230,10 @@ Batch bpttBatch(const at::Tensor& stream, int64_t index, int64_t bptt, const Sha
 
 std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context) { return std::make_unique<WikiText2Task>(context); }
 
+// A real corpus's vocabulary is known once it is read; before that its tables count as empty (the
+// 1 GiB bound on the token files bounds them).
+ModelSize wikiText2ModelSize(const TaskOptions& options, int64_t /*batch_size*/) {
+  return models::RnnModel::size(options.synthetic ? kWikiTextSyntheticVocabulary : 0);
+}
+
 }  // namespace gcrun::tasks

@@ -34,5 +34,7 @@ Batch bpttBatch(const at::Tensor& stream, int64_t index, int64_t bptt, const Sha
 // perplexity = exp(mean cross entropy). Evaluation splits "validation" (what the reference calls
 // test) and "test", laid out as the training data.
 std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context);
+// Its model's size (TaskSpec::size).
+ModelSize wikiText2ModelSize(const TaskOptions& options, int64_t batch_size);
 
 }  // namespace gcrun::tasks

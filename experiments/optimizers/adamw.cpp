@@ -115,6 +115,6 @@ void validateAdamW(const OptimizerOptions& options) {
 
 std::unique_ptr<Optimizer> makeAdamW(const OptimizerContext& context) { return std::make_unique<AdamW>(context); }
 
-OptimizerSpec adamWSpec() { return {validateAdamW, makeAdamW}; }
+OptimizerSpec adamWSpec() { return {validateAdamW, makeAdamW, /*state_copies=*/2}; }
 
 }  // namespace gcrun::experiments

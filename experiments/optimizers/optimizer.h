@@ -67,6 +67,8 @@ struct OptimizerSpec {
   // Throws UserError naming the key when `options` ask for what the optimizer does not do.
   std::function<void(const OptimizerOptions&)> validate;
   std::function<std::unique_ptr<Optimizer>(const OptimizerContext&)> make;
+  // Parameter-sized tensors of state it keeps (momenta, moments): the memory check before a run.
+  int state_copies = 0;
 };
 
 // The optimizers, by optimizer.name; the built-ins are registered on first use. An optimizer is

@@ -12,7 +12,7 @@ Registry<OptimizerSpec>& optimizerRegistry() {
   static Registry<OptimizerSpec>* registry = [] {
     auto* r = new Registry<OptimizerSpec>("optimizer");
     r->add("sgd", "the reference's SGD: weight-decay groups by name, three momentum forms, parts before the reduce",
-           {[](const OptimizerOptions&) {}, makeReferenceSgd});
+           {[](const OptimizerOptions&) {}, makeReferenceSgd, /*state_copies=*/1});
     r->add("adamw", "torch 1.13's AdamW (decoupled weight decay of the matrices; embeddings optional)", adamWSpec());
     return r;
   }();

@@ -9,6 +9,7 @@
 
 #include "experiments/optimizers/optimizer.h"
 #include "experiments/setup/embedded_yaml.h"
+#include "experiments/setup/memory_estimate.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
@@ -74,6 +75,7 @@ ResolvedExperiment lookUp(ExperimentConfig config, const ConfigKeys& keys) {
   experiment.trace_window = parseStepWindow(config.output.trace);
   experiment.config_yaml = hyperparams::toYaml(config, keys);
   experiment.config = std::move(config);
+  checkMemory(experiment, machineMemoryBytes());
   return experiment;
 }
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -19,13 +20,21 @@ struct DemoOptions {
   int64_t topk = 32;
 };
 
+// A DCT block of side n costs an n x n matrix per tensor dimension (computed in float64): DeMo's
+// blocks are 64; 4096, 64 times that, costs 128 MiB per matrix, and sync.block=1e6 would be 8 TB.
+constexpr int64_t kMaxBlock = 4096;
+
+hyperparams::Rule<int64_t> blockSide() {
+  return {"an integer from 1 to " + std::to_string(kMaxBlock), [](int64_t v) { return v >= 1 && v <= kMaxBlock; }, {}};
+}
+
 const hyperparams::SettingsSchema<DemoOptions>& demoSchema() {
   using hyperparams::SettingsSchema;
   static const auto schema =
       SettingsSchema<DemoOptions>()
           .add(&DemoOptions::momentum_decay, "momentum_decay", hyperparams::fraction(),
                "demo: beta of each worker's local momentum, delta <- beta delta + gradient.")
-          .add(&DemoOptions::block, "block", hyperparams::integerAtLeast(1),
+          .add(&DemoOptions::block, "block", blockSide(),
                "demo: the DCT block's side at most; each dimension takes its largest divisor up to this.")
           .add(&DemoOptions::topk, "topk", hyperparams::integerAtLeast(1),
                "demo: DCT coefficients of largest magnitude sent per block (at most the block's elements).");
@@ -186,10 +195,25 @@ void validateDemo(const ExperimentConfig& config) {
   }
 }
 
+// Each parameter's DCT matrices C_r and C_c (dct_blocks.h), computed in float64 and kept as float:
+// at most sync.block on a side, and at most the tensor's rows and columns.
+double dctMemory(const ExperimentConfig& config, const tasks::ModelSize& model) {
+  const double block = static_cast<double>(demoSchema().read(config.sync.settings).block);
+  double bytes = 0;
+  for (const auto& group : model.parameters) {
+    double rows = 1, cols = 1;
+    for (size_t i = 0; i < group.shape.size(); ++i) (i == 0 && group.shape.size() > 1 ? rows : cols) *= group.shape[i];
+    const double side_rows = std::min(rows, block), side_cols = std::min(cols, block);
+    bytes += group.count * (side_rows * side_rows + side_cols * side_cols) * (sizeof(double) + sizeof(float));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 SynchronizerSpec demoSpec() {
-  return {[](const SyncContext& c) { return std::make_unique<Demo>(c); }, demoSchema().specs(), false, validateDemo};
+  return {[](const SyncContext& c) { return std::make_unique<Demo>(c); }, demoSchema().specs(), false, validateDemo,
+          dctMemory};
 }
 
 }  // namespace gcrun::experiments

@@ -118,7 +118,12 @@ class Diloco : public GlobalModelSync {
 }  // namespace
 
 SynchronizerSpec dilocoSpec() {
-  return {[](const SyncContext& c) { return std::make_unique<Diloco>(c); }, dilocoSchema().specs(), true, {}};
+  // θ_g, the outer momentum, and the replicas' mean while the drift is measured.
+  return {[](const SyncContext& c) { return std::make_unique<Diloco>(c); },
+          dilocoSchema().specs(),
+          true,
+          {},
+          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(3, model); }};
 }
 
 }  // namespace gcrun::experiments

@@ -1,6 +1,16 @@
 #include "experiments/sync/global_model_sync.h"
 
+#include "experiments/sync/tensor_norms.h"
+
 namespace gcrun::experiments {
+
+void checkGlobalModel(const std::vector<at::Tensor>& global, const std::vector<std::string>& names) {
+  std::vector<at::Tensor> sums;
+  for (const auto& tensor : global) sums.push_back(tensor.sum());
+  if (const int64_t bad = firstNonFinite(sums); bad >= 0) {
+    throw NonFiniteGradient("the global model's '" + names[bad] + "' is not finite (nan or inf) after the outer step");
+  }
+}
 
 GlobalModelSync::GlobalModelSync(const SyncContext& context, GradientExchange::Options exchange, int64_t every,
                                  bool drift)
@@ -8,6 +18,7 @@ GlobalModelSync::GlobalModelSync(const SyncContext& context, GradientExchange::O
       params_(context.params),
       exchange_(context.params, context.names, context.buffers, context.reducer, exchange, context.before_send),
       global_(copiesOf(context.params)),
+      global_names_(context.names),
       every_(every),
       drift_(drift),
       evaluated_(context.params) {}
@@ -19,7 +30,13 @@ uint64_t GlobalModelSync::afterBackward() {
 
 uint64_t GlobalModelSync::afterStep(int64_t step) {
   last_sync_.reset();
-  if (step % every_ == 0) last_sync_ = measuredSync(comm_, params_, drift_, [this] { return outerStep(); });
+  if (step % every_ == 0) {
+    last_sync_ = measuredSync(comm_, params_, drift_, [this] {
+      const uint64_t bits = outerStep();
+      checkGlobalModel(global_, global_names_);
+      return bits;
+    });
+  }
   return last_sync_ ? last_sync_->bits : 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -12,9 +13,15 @@
 
 namespace gcrun::experiments {
 
+// Throws NonFiniteGradient naming the first of θ_g's tensors (`global`, named `names`) that is nan
+// or inf after an outer step: an outer learning rate or momentum that overflows it would put every
+// worker at it, and every evaluation after would be nan.
+void checkGlobalModel(const std::vector<at::Tensor>& global, const std::vector<std::string>& names);
+
 // What diloco and sparseloco share: every worker steps alone along its own gradient from the global
 // model θ_g; after every `every`-th step the replicas' drift is measured (when `drift`) and
-// outerStep() moves θ_g and puts every worker back at it; θ_g is what an evaluation sees.
+// outerStep() moves θ_g and puts every worker back at it; θ_g is what an evaluation sees, and a
+// θ_g that stopped being finite stops the run (checkGlobalModel).
 class GlobalModelSync : public Synchronizer {
  public:
   GlobalModelSync(const SyncContext& context, GradientExchange::Options exchange, int64_t every, bool drift);
@@ -37,6 +44,7 @@ class GlobalModelSync : public Synchronizer {
   std::vector<at::Tensor> global_;  // θ_g
 
  private:
+  const std::vector<std::string>& global_names_;
   const int64_t every_;
   const bool drift_;
   EvaluatedModel evaluated_;

@@ -34,17 +34,6 @@ std::vector<at::Tensor> flatViews(const std::vector<at::Tensor>& params, at::Ten
   return views;
 }
 
-// The first of `sums` (each a tensor's sum) that is nan or inf, or -1, with one synchronisation: a
-// sum is finite when every element is, and costs a fraction of an isfinite mask. A tensor whose
-// finite elements add up past float32's range (~1e38) counts as diverged too.
-int64_t firstNonFinite(const std::vector<at::Tensor>& sums) {
-  if (sums.empty() || std::isfinite(at::stack(sums).sum().item<double>())) return -1;
-  for (size_t i = 0; i < sums.size(); ++i) {
-    if (!std::isfinite(sums[i].item<double>())) return static_cast<int64_t>(i);
-  }
-  return -1;
-}
-
 double globalNormFromNorms(const std::vector<at::Tensor>& norms) { return at::stack(norms).norm().item<double>(); }
 
 }  // namespace

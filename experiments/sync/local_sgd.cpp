@@ -122,7 +122,12 @@ class LocalSgd : public Synchronizer {
 }  // namespace
 
 SynchronizerSpec localSgdSpec() {
-  return {[](const SyncContext& c) { return std::make_unique<LocalSgd>(c); }, localSgdSchema().specs(), true, {}};
+  // The average's copy of the parameters at a sync.
+  return {[](const SyncContext& c) { return std::make_unique<LocalSgd>(c); },
+          localSgdSchema().specs(),
+          true,
+          {},
+          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(1, model); }};
 }
 
 }  // namespace gcrun::experiments

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "experiments/sync/global_model_sync.h"
 #include "experiments/sync/gradient_exchange.h"
 #include "experiments/sync/outer_sgd.h"
 #include "experiments/sync/reducer_state.h"
@@ -264,6 +265,7 @@ class StreamingDiloco : public Synchronizer {
   void apply(Fragment& f) {
     torch::NoGradGuard no_grad;
     f.outer_sgd.step(f.in_flight);
+    checkGlobalModel(f.global, f.names);
     for (size_t k = 0; k < f.params.size(); ++k) f.params[k].detach().lerp_(f.global[k], 1.0 - options_.mix_alpha);
     f.applies_at = Fragment::kNone;
   }
@@ -301,7 +303,9 @@ SynchronizerSpec streamingDilocoSpec() {
   // The schedule's limits refuse a run when it is resolved, before anything is written; the
   // model's (its modules) when the strategy is built.
   return {[](const SyncContext& c) { return std::make_unique<StreamingDiloco>(c); }, streamingSchema().specs(), true,
-          [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); }};
+          [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); },
+          // θ_g, the outer momentum, the fragments' averaged deltas in flight, the replicas' mean.
+          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(4, model); }};
 }
 
 }  // namespace gcrun::experiments

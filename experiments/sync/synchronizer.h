@@ -16,6 +16,7 @@
 #include "hyperparams/settings.h"
 #include "reducers/comm/communicator.h"
 #include "reducers/reducer.h"
+#include "tasks/model_size.h"
 
 namespace gcrun::experiments {
 
@@ -124,7 +125,14 @@ struct SynchronizerSpec {
   // strategy cannot run (a reducer that cannot carry its payload, an optimizer it needs another
   // of); called once, when the experiment is resolved. Empty: every configuration.
   std::function<void(const ExperimentConfig&)> validate;
+  // The bytes one worker's strategy holds besides the model, its gradient and error-feedback
+  // buffers and the optimizer's state (a global copy, outer momentum, DCT matrices), for a model of
+  // that size: the memory check before a run, so it must not allocate. Empty: nothing more.
+  std::function<double(const ExperimentConfig&, const tasks::ModelSize&)> memory = {};
 };
+
+// What several strategies hold: `copies` parameter-sized float tensors of a model of that size.
+double parameterCopies(double copies, const tasks::ModelSize& model);
 
 // The strategies, by sync.strategy; the built-ins are registered on first use. A strategy is one
 // file in experiments/sync/ and its entry in synchronizer_registry.cpp.

@@ -10,6 +10,10 @@ SynchronizerSpec streamingDilocoSpec();
 SynchronizerSpec sparseLocoSpec();
 SynchronizerSpec demoSpec();
 
+double parameterCopies(double copies, const tasks::ModelSize& model) {
+  return copies * model.parameterCount() * sizeof(float);
+}
+
 Registry<SynchronizerSpec>& synchronizerRegistry() {
   static Registry<SynchronizerSpec>* registry = [] {
     auto* r = new Registry<SynchronizerSpec>("sync strategy");

@@ -1,5 +1,7 @@
 #include "experiments/sync/tensor_norms.h"
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 
 namespace gcrun::experiments {
@@ -9,6 +11,14 @@ double globalNorm(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> norms;
   for (const auto& t : tensors) norms.push_back(t.norm().to(at::kDouble));
   return at::stack(norms).norm().item<double>();
+}
+
+int64_t firstNonFinite(const std::vector<at::Tensor>& sums) {
+  if (sums.empty() || std::isfinite(at::stack(sums).sum().item<double>())) return -1;
+  for (size_t i = 0; i < sums.size(); ++i) {
+    if (!std::isfinite(sums[i].item<double>())) return static_cast<int64_t>(i);
+  }
+  return -1;
 }
 
 std::vector<double> doublesOf(const std::vector<at::Tensor>& scalars) {

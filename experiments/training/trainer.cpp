@@ -167,7 +167,27 @@ struct Trainer::State : TrainerDeps {
     auto summary = summarizeEpoch(task, comm, shard, at.train_sums, timer, evaluate ? &limits : nullptr, role);
     sync->afterEvaluation();
     if (summary && replica) summary->replica = std::move(*replica);
+    if (summary) checkEvaluated(*summary);
     return summary;
+  }
+
+  // An evaluated metric that is nan or inf means the evaluated model diverged (a global model
+  // that an outer step overflowed, say): the run stops as at a non-finite loss, every rank alike
+  // (the metrics are reduced), rather than completing with null metrics.
+  void checkEvaluated(const outputs::EpochSummary& summary) const {
+    const std::pair<const char*, const std::map<std::string, double>*> splits[] = {
+        {"validation", &summary.validation},
+        {"test", &summary.test},
+        {"replica_validation", &summary.replica.validation},
+        {"replica_test", &summary.replica.test}};
+    for (const auto& [split, metrics] : splits) {
+      for (const auto& [name, value] : *metrics) {
+        if (std::isfinite(value)) continue;
+        const char* shown = std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+        throw TrainingDiverged(
+            diverged(at.step, std::string("the evaluated ") + split + " " + name + " is " + shown + " after it"));
+      }
+    }
   }
 
   // Rank 0's own model, which differs from the evaluated global one between syncs: every worker
@@ -183,11 +203,13 @@ struct Trainer::State : TrainerDeps {
     return splits;
   }
 
-  std::string divergedAt(const std::string& what) const {
+  std::string divergedAt(const std::string& what) const { return diverged(at.step + 1, what); }
+
+  std::string diverged(int64_t step, const std::string& what) const {
     const std::string kept = checkpoints.lastStep() >= 0
                                  ? "the checkpoint of step " + std::to_string(checkpoints.lastStep()) + " is kept"
                                  : "no checkpoint was written";
-    return "step " + std::to_string(at.step + 1) + ": " + what + "; stopping (" + kept + ")";
+    return "step " + std::to_string(step) + ": " + what + "; stopping (" + kept + ")";
   }
 
   // One all-reduce of a flag: every rank stops at the same step.

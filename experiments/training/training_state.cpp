@@ -43,6 +43,14 @@ bool mayBeMissing(const std::string& name, const TrainingParts& parts) {
          parts.synchronizer.checksEntry(name);
 }
 
+bool isFormerBuffer(const tasks::Task& task, const std::string& name, const at::Tensor& saved) {
+  try {
+    return task.isFormerBuffer(name.substr(std::string("buffer/").size()), saved);
+  } catch (const std::invalid_argument& e) {
+    throw UserError("checkpoint entry '" + name + "': " + e.what());
+  }
+}
+
 // Every entry of `state` is one `expected` names, of its dtype and shape, before anything is
 // copied. Entries a synchronizer or task adds or reshapes as it runs (powersgd-ddp's bucket order
 // is empty until its second step) are checked by their loadState(), not against a fresh run's; a
@@ -56,6 +64,8 @@ void checkEntries(const TensorMap& state, const TensorMap& expected, const Train
       checkLike(saved, found->second, name);
     } else if (hasPrefix(name, "train_sums/")) {
       checkLike(saved, sum, name);
+    } else if (hasPrefix(name, "buffer/") && isFormerBuffer(parts.task, name, saved)) {
+      continue;  // a constant an earlier version saved: the model makes it, and it was checked equal
     } else if (!hasPrefix(name, "task/")) {
       throw UserError("checkpoint entry '" + name + "' is not one this run saves (a different model or setting)");
     }

@@ -212,6 +212,7 @@ NetworkProfile parseProfile(const std::string& yaml_text, const std::string& sou
   reader.checkMap(root, "", {"name", "bandwidth", "latency", "backend", "fits", "collectives"});
   NetworkProfile profile;
   profile.name = root["name"] ? reader.text(root["name"], "name") : std::filesystem::path(source).stem().string();
+  profile.source = source;
   if (root["backend"]) profile.backend = reader.text(root["backend"], "backend");
   if (root["bandwidth"].IsDefined() != root["latency"].IsDefined()) {
     reader.fail(root["bandwidth"] ? "latency" : "bandwidth", "missing; a link needs both bandwidth and latency");

@@ -56,6 +56,9 @@ struct Fit {
 
 struct NetworkProfile {
   std::string name;
+  // The file it was read from (parseProfile's source), which messages about it name; empty for a
+  // link given by flags.
+  std::string source;
   std::string backend;
   // The hand-written link: both set (> 0 bandwidth, >= 0 latency), or neither (< 0) when only
   // fits are given.

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/text.h"
 
 namespace gcrun::performance {
 namespace {
@@ -91,8 +92,12 @@ double collectiveSeconds(const network::NetworkProfile& profile, CollectiveKind 
   if (profile.bandwidth_bytes_per_s > 0) {
     return at.latency * profile.latency_s + at.bytes * bytes / profile.bandwidth_bytes_per_s;
   }
-  throw UserError("network profile '" + profile.name + "' gives no cost for " + collectiveName(collective) + " in " +
-                  dataTypeName(dtype) + ": add a bandwidth and latency, or calibrate it with `gcrun bench network`");
+  // The file, where the profile came from one: its `name` is whatever the file says.
+  const std::string which = profile.source.empty()
+                                ? "network profile '" + clipForMessage(profile.name, 60) + "'"
+                                : profile.source + " (network profile '" + clipForMessage(profile.name, 60) + "')";
+  throw UserError(which + " gives no cost for " + collectiveName(collective) + " in " + dataTypeName(dtype) +
+                  ": add a bandwidth and latency, or calibrate it with `gcrun bench network`");
 }
 
 double latencyOf(const network::NetworkProfile& profile, int workers) {

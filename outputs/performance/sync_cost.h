@@ -23,7 +23,10 @@ struct SyncSchedule {
 };
 
 // The run's schedule from its settings: a strategy with a sync.every key syncs every that many
-// steps; the others exchange every step. A run from before strategies existed is every-step.
+// steps; the others exchange every step. A run from before strategies existed is every-step. Its
+// config.yaml is data: an unknown strategy or a value out of range (sync.every from 1 to
+// kMaxSyncEvery, sync.fragments and sync.delay up to sync.every) is a UserError naming the file
+// and key.
 SyncSchedule syncScheduleOf(const outputs::RunData& run);
 
 // The time per step of a periodic run at period `every` (H): its local step plus each sync step's

@@ -45,4 +45,16 @@ class Cnn : public Classifier {
 
 std::shared_ptr<Classifier> makeCnn(const ModelSpec& spec) { return std::make_shared<Cnn>(spec); }
 
+ModelSize cnnSize(const ModelSpec& spec) {
+  const double pooled = static_cast<double>(spec.image_size / 4), classes = static_cast<double>(spec.num_classes);
+  return {{{{32, static_cast<double>(spec.in_channels), 3, 3}},
+           {{32}},
+           {{64, 32, 3, 3}},
+           {{64}},
+           {{128, 64 * pooled * pooled}},
+           {{128}},
+           {{classes, 128}},
+           {{classes}}}};
+}
+
 }  // namespace gcrun::tasks::models

@@ -34,7 +34,6 @@ std::pair<at::Tensor, at::Tensor> addLayer(torch::nn::Module& parent, const std:
 GptModel::GptModel(const GptShape& shape, uint64_t seed) : shape_(shape), dropout_(shape.dropout) {
   registerParameters();
   initialize(seed);
-  causal_mask_ = register_buffer("causal_mask", at::ones({shape.context, shape.context}).tril());
 }
 
 void GptModel::registerParameters() {
@@ -87,8 +86,8 @@ at::Tensor GptModel::attention(const Block& block, const at::Tensor& x) {
   const auto headed = [&](const at::Tensor& part) { return part.view({batch, t, heads, d / heads}).transpose(1, 2); };
   const at::Tensor q = headed(qkv[0]), k = headed(qkv[1]), v = headed(qkv[2]);
   at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d / heads)));
-  const at::Tensor mask = causal_mask_.slice(0, 0, t).slice(1, 0, t);
-  att = att.masked_fill(mask == 0, -std::numeric_limits<double>::infinity());
+  const at::Tensor future = at::ones({t, t}, att.options().dtype(at::kBool)).triu(1);
+  att = att.masked_fill(future, -std::numeric_limits<double>::infinity());
   att = dropout_(at::softmax(att, -1), is_training());
   const at::Tensor y = at::matmul(att, v).transpose(1, 2).contiguous().view({batch, t, d});
   return dropout_(at::linear(y, block.attn_proj_weight, block.attn_proj_bias), is_training());
@@ -125,10 +124,34 @@ void GptModel::seedRandomness(uint64_t seed) {
 
 void GptModel::setRandomState(const at::Tensor& state) { dropout_.setState(state, wte_.device()); }
 
-int64_t GptModel::parameterCount(const GptShape& shape) {
-  const int64_t d = shape.width;
-  const int64_t per_block = shape.bias ? 12 * d * d + 13 * d : 12 * d * d + 2 * d;
-  return shape.vocabulary * d + shape.context * d + shape.layers * per_block + (shape.bias ? 2 * d : d);
+ModelSize GptModel::size(const GptShape& shape) {
+  const double d = static_cast<double>(shape.width), layers = static_cast<double>(shape.layers);
+  ModelSize size{{{{static_cast<double>(shape.vocabulary), d}}, {{static_cast<double>(shape.context), d}}}};
+  // Per block: c_attn [3d, d], c_proj [d, d], c_fc [4d, d], c_proj [d, 4d].
+  size.parameters.push_back({{3 * d, d}, layers});
+  size.parameters.push_back({{d, d}, layers});
+  size.parameters.push_back({{4 * d, d}, layers});
+  size.parameters.push_back({{d, 4 * d}, layers});
+  if (shape.bias) {
+    // ln_1, ln_2 (weight and bias), c_attn's bias [3d], c_proj's, c_fc's [4d], c_proj's; ln_f's two.
+    size.parameters.push_back({{d}, 6 * layers + 2});
+    size.parameters.push_back({{3 * d}, layers});
+    size.parameters.push_back({{4 * d}, layers});
+  } else {
+    size.parameters.push_back({{d}, 2 * layers + 1});
+  }
+  return size;
+}
+
+bool GptModel::isFormerBuffer(const std::string& name, const at::Tensor& saved) const {
+  if (name != "causal_mask") return false;
+  const int64_t t = shape_.context;
+  if (saved.dim() != 2 || saved.size(0) != t || saved.size(1) != t || saved.scalar_type() != at::kFloat ||
+      !saved.equal(at::ones({t, t}, saved.options()).tril())) {
+    throw std::invalid_argument("buffer 'causal_mask' is not the causal mask tril(ones(" + std::to_string(t) + ", " +
+                                std::to_string(t) + ")) this model uses (a crafted or different model's checkpoint)");
+  }
+  return true;
 }
 
 }  // namespace gcrun::tasks::models

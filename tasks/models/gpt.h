@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "tasks/model_size.h"
 #include "tasks/models/dropout.h"
 
 namespace gcrun::tasks::models {
@@ -31,7 +33,8 @@ struct GptShape {
 //   without bias, no *.bias at all. The output projection is wte itself (tied: no parameter).
 // Initialisation: one CPU generator seeded with `seed`; in the order above, LayerNorm weights 1,
 // biases 0 (no draw), every *.c_proj.weight normal(0, 0.02 / sqrt(2L)), every other weight
-// normal(0, 0.02). The causal mask tril(ones(T, T)) is the buffer `causal_mask`.
+// normal(0, 0.02). The causal mask, tril(ones(t, t)) for an input of length t, is a constant made by
+// each forward: no buffer, so no checkpoint holds it (earlier versions saved it as `causal_mask`).
 // Dropout (p = shape.dropout) after the embeddings, on the attention weights, after each c_proj,
 // all from one private generator (seedRandomness), drawn in forward order.
 class GptModel : public torch::nn::Module {
@@ -50,9 +53,14 @@ class GptModel : public torch::nn::Module {
 
   const GptShape& shape() const { return shape_; }
 
-  // The closed form of the parameter count: V d + T d + L (12 d^2 + 13 d) + 2 d with biases,
-  // V d + T d + L (12 d^2 + 2 d) + d without.
-  static int64_t parameterCount(const GptShape& shape);
+  // Its parameters' shapes (grouped by shape), without building it: V d + T d + L (12 d^2 + 13 d)
+  // + 2 d elements with biases, V d + T d + L (12 d^2 + 2 d) + d without.
+  static ModelSize size(const GptShape& shape);
+
+  // Whether `saved`, a checkpoint's buffer `name` of an earlier version, is the causal mask this
+  // model makes for its context (then it is ignored); false for any other name. Throws
+  // std::invalid_argument when it is that buffer but not the mask.
+  bool isFormerBuffer(const std::string& name, const at::Tensor& saved) const;
 
  private:
   struct Block {
@@ -68,7 +76,6 @@ class GptModel : public torch::nn::Module {
   GptShape shape_;
   at::Tensor wte_, wpe_, ln_f_weight_, ln_f_bias_;
   std::vector<Block> blocks_;
-  at::Tensor causal_mask_;
   Dropout dropout_;
 };
 

@@ -47,28 +47,28 @@ void initParameters(Classifier& model, uint64_t seed) {
 
 }  // namespace
 
-Registry<ModelFactory>& modelRegistry() {
-  static Registry<ModelFactory> registry = [] {
-    Registry<ModelFactory> builtins("architecture");
+Registry<Architecture>& modelRegistry() {
+  static Registry<Architecture> registry = [] {
+    Registry<Architecture> builtins("architecture");
     builtins.add("cnn",
                  "small CNN for 28x28 images: 2 conv3x3 + max-pool, 2 linear (421,642 "
                  "params for 1 channel and 10 classes)",
-                 makeCnn);
+                 {makeCnn, cnnSize});
     builtins.add("resnet18",
                  "the reference's CIFAR ResNet18 (kuangliu): 11,173,962 params for 3 "
                  "channels and 10 classes",
-                 makeResNet18);
+                 {makeResNet18, resNet18Size});
     builtins.add("vgg16",
                  "the reference's CIFAR VGG16: configuration D without batch norm, "
                  "dropout classifier (15,245,130 params for 32x32 RGB and 10 classes)",
-                 makeVgg16);
+                 {makeVgg16, vgg16Size});
     return builtins;
   }();
   return registry;
 }
 
 std::shared_ptr<Classifier> buildModel(const std::string& architecture, const ModelSpec& spec, uint64_t seed) {
-  std::shared_ptr<Classifier> model = modelRegistry().at(architecture).factory(spec);
+  std::shared_ptr<Classifier> model = modelRegistry().at(architecture).factory.make(spec);
   initParameters(*model, seed);
   return model;
 }

@@ -9,6 +9,7 @@
 #include <torch/nn/module.h>
 
 #include "hyperparams/base/registry.h"
+#include "tasks/model_size.h"
 
 namespace gcrun::tasks::models {
 
@@ -37,8 +38,15 @@ class Classifier : public torch::nn::Module {
 // Factories build the modules only; buildModel() initialises the weights.
 using ModelFactory = std::function<std::shared_ptr<Classifier>(const ModelSpec&)>;
 
+// An architecture: its factory, and its parameters' shapes for a spec, in the factory's order,
+// without building it (the memory estimate before a run).
+struct Architecture {
+  ModelFactory make;
+  std::function<ModelSize(const ModelSpec&)> size;
+};
+
 // The architectures, by `task.architecture`; built-ins are registered on first use.
-Registry<ModelFactory>& modelRegistry();
+Registry<Architecture>& modelRegistry();
 
 // Looks the architecture up (unknown: the registry's UserError), builds it on the CPU and draws
 // every weight from a generator seeded with `seed` alone: identical on every worker and thread,
@@ -49,5 +57,8 @@ std::shared_ptr<Classifier> buildModel(const std::string& architecture, const Mo
 std::shared_ptr<Classifier> makeCnn(const ModelSpec& spec);
 std::shared_ptr<Classifier> makeResNet18(const ModelSpec& spec);
 std::shared_ptr<Classifier> makeVgg16(const ModelSpec& spec);
+ModelSize cnnSize(const ModelSpec& spec);
+ModelSize resNet18Size(const ModelSpec& spec);
+ModelSize vgg16Size(const ModelSpec& spec);
 
 }  // namespace gcrun::tasks::models

@@ -95,4 +95,31 @@ class ResNet18 : public Classifier {
 
 std::shared_ptr<Classifier> makeResNet18(const ModelSpec& spec) { return std::make_shared<ResNet18>(spec); }
 
+// In the order the modules register them: each conv's weight (no bias) and its BatchNorm's weight
+// and bias (their running statistics are buffers of the same size, in other_bytes).
+ModelSize resNet18Size(const ModelSpec& spec) {
+  ModelSize size;
+  const auto convWithNorm = [&](double out, double in, double kernel) {
+    size.parameters.push_back({{out, in, kernel, kernel}});
+    size.parameters.push_back({{out}, 2});
+    size.other_bytes += 2 * out * sizeof(float);
+  };
+  convWithNorm(64, static_cast<double>(spec.in_channels), 3);
+  double in = 64;
+  for (int stage = 0; stage < 4; ++stage) {
+    const double out = 64.0 * (1 << stage);
+    for (int block = 0; block < 2; ++block) {
+      const bool shortcut = (stage > 0 && block == 0) || in != out;
+      convWithNorm(out, in, 3);
+      convWithNorm(out, out, 3);
+      if (shortcut) convWithNorm(out, in, 1);
+      in = out;
+    }
+  }
+  const double classes = static_cast<double>(spec.num_classes);
+  size.parameters.push_back({{classes, 512}});
+  size.parameters.push_back({{classes}});
+  return size;
+}
+
 }  // namespace gcrun::tasks::models

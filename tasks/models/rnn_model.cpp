@@ -35,6 +35,11 @@ RnnModel::RnnModel(int64_t vocabulary, uint64_t seed, int64_t size, int64_t laye
   decoder_bias_ = decoder->register_parameter("bias", at::zeros({vocabulary}));
 }
 
+ModelSize RnnModel::size(double vocabulary, int64_t size, int64_t layers) {
+  const double h = static_cast<double>(size), per_layer = static_cast<double>(layers);
+  return {{{{vocabulary, h}}, {{4 * h, h}, 2 * per_layer}, {{4 * h}, 2 * per_layer}, {{vocabulary}}}};
+}
+
 // One at::lstm call per layer, so that the dropout between layers uses the model's generator.
 std::pair<at::Tensor, RnnModel::Hidden> RnnModel::forward(const at::Tensor& tokens, const Hidden& hidden) {
   at::Tensor x = dropout_(at::embedding(encoder_weight_, tokens), is_training());

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "tasks/model_size.h"
 #include "tasks/models/dropout.h"
 
 namespace gcrun::tasks::models {
@@ -34,6 +35,9 @@ class RnnModel : public torch::nn::Module {
   void setRandomState(const at::Tensor& state);
 
   int64_t vocabulary() const { return encoder_weight_.size(0); }
+
+  // Its parameters' shapes (grouped by shape) for these arguments of the constructor.
+  static ModelSize size(double vocabulary, int64_t size = 650, int64_t layers = 3);
 
  private:
   int64_t size_;

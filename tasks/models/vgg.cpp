@@ -89,4 +89,22 @@ class Vgg16 : public Classifier {
 
 std::shared_ptr<Classifier> makeVgg16(const ModelSpec& spec) { return std::make_shared<Vgg16>(spec); }
 
+ModelSize vgg16Size(const ModelSpec& spec) {
+  ModelSize size;
+  double in = static_cast<double>(spec.in_channels);
+  for (int64_t channels : kConfigD) {
+    if (channels == kPool) continue;
+    const double out = static_cast<double>(channels);
+    size.parameters.push_back({{out, in, 3, 3}});
+    size.parameters.push_back({{out}});
+    in = out;
+  }
+  const double classes = static_cast<double>(spec.num_classes);
+  size.parameters.push_back({{512, 512}, 2});
+  size.parameters.push_back({{512}, 2});
+  size.parameters.push_back({{classes, 512}});
+  size.parameters.push_back({{classes}});
+  return size;
+}
+
 }  // namespace gcrun::tasks::models

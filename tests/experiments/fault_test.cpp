@@ -171,6 +171,34 @@ TEST(Faults, ADivergingRunStopsNamingTheStep) {
   EXPECT_TRUE(contains(errors[0], "checkpoint of step " + std::to_string(failed_step - 1) + " is kept")) << errors[0];
 }
 
+// A diloco run whose last step is a sync that overflows the global model θ_g used to end
+// `completed`, every validation and test metric null. An outer step that makes θ_g nan or inf
+// stops the run naming the step and the parameter; one that leaves it finite but so large that
+// the evaluation is nan stops it naming the metric. Either way exit 1 and run.json `failed`.
+TEST(Faults, AGlobalModelThatOverflowsStopsTheRun) {
+  for (const char* outer_learning_rate : {"1e38", "1e30"}) {
+    SCOPED_TRACE(outer_learning_rate);
+    TempDir dir;
+    const std::string run = dir.file("run");
+    auto result = gcrun("experiment fashion-sgd --output-dir " + run + kQuick +
+                            " --set sync.strategy=diloco --set sync.every=2 --set training.max_steps=2"
+                            " --set evaluation.max_samples=500 --set sync.outer_learning_rate=" +
+                            outer_learning_rate,
+                        dir);
+    EXPECT_EQ(result.exit_code, 1) << result.output;
+    const auto errors = gcrunLines(result.output);
+    ASSERT_EQ(errors.size(), 1u) << result.output;
+    EXPECT_TRUE(contains(errors[0], "gcrun: failed: step 2: ")) << errors[0];
+    const bool global_model = std::string(outer_learning_rate) == "1e38";
+    EXPECT_TRUE(contains(errors[0], global_model
+                                        ? "the global model's 'fc1.weight' is not finite (nan or inf) after the"
+                                        : "the evaluated test cross_entropy is nan after it"))
+        << errors[0];
+    const auto record = YAML::LoadFile(run + "/run.json");
+    EXPECT_EQ(record["status"].as<std::string>(), "failed");
+  }
+}
+
 // 6 steps straight, and 3 steps + resume to 6, mid-epoch, with `settings` (2 workers): the same
 // metrics and the same final state, bit for bit, every entry of `carried` among them. A second
 // straight run with the same seed gives the same metrics too.

@@ -247,6 +247,39 @@ TEST_F(HostileCheckpoint, AMissingOrExtraEntryIsRefusedByName) {
   expectRefused(resume(), {kRankFile, "'param/planted' is not one this run saves"});
 }
 
+// The GPT's causal mask is a constant it makes, not a buffer: no checkpoint holds it any more, one
+// of an earlier version that holds it still resumes, and a crafted mask (all ones: a model that
+// sees the future) is refused by name. The old code restored the ones and trained non-causally.
+TEST(HostileGptCheckpoint, TheCausalMaskIsAConstantNotRestoredFromAFile) {
+  TempDir dir;
+  const auto run = dir.file("run");
+  const std::string tiny =
+      " --set task.synthetic=true --set task.synthetic_samples=4000 --set task.width=32 --set task.layers=1"
+      " --set task.heads=2 --set task.context=16 --set training.batch_size=4 --set evaluation.max_samples=256"
+      " --set output.sinks=[jsonl] --set distributed.timeout_s=20";
+  const auto made =
+      runCommand(kGcrun + " experiment brown-gpt-adamw --output-dir " + run + tiny + " --set training.max_steps=2");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const auto rank_file = run + "/checkpoints/" + kRankFile;
+  State saved = loadState(readBytes(rank_file));
+  EXPECT_EQ(saved.count("buffer/causal_mask"), 0u);
+  const auto resume = [&] {
+    return bounded(kGcrun + " experiment brown-gpt-adamw --resume " + run + " --set training.max_steps=3");
+  };
+
+  State crafted = saved;
+  crafted["buffer/causal_mask"] = torch::ones({16, 16});
+  plantRankFile(run, archiveOf(crafted));
+  expectRefused(resume(), {kRankFile, "'buffer/causal_mask'", "tril(ones(16, 16))"});
+
+  State former = saved;  // as an earlier gcrun wrote it
+  former["buffer/causal_mask"] = torch::ones({16, 16}).tril();
+  plantRankFile(run, archiveOf(former));
+  const auto resumed = resume();
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_TRUE(contains(resumed.output, "from the checkpoint of step 2")) << resumed.output;
+}
+
 // The old code read all 8 GiB the manifest allowed: std::bad_alloc under the cap (exit 1).
 TEST_F(HostileCheckpoint, AHugeRankFileIsRefusedBeforeItIsRead) {
   ASSERT_EQ(runCommand("truncate -s 8G " + rankFile()).exit_code, 0);

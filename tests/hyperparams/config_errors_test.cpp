@@ -67,6 +67,36 @@ TEST(ConfigErrors, SyncSettingsAreChecked) {
   expectMessageHas(setError("sync.outer_nesterov=maybe"), {"sync.outer_nesterov", "true or false"});
 }
 
+// Numbers reach the tensors as float: one past float's range would fail only at the first step,
+// after the run directory exists (exit 1, "value cannot be converted to type float"). Refused
+// here for every number key, built-in or declared, naming the key and the bound.
+TEST(ConfigErrors, NumbersBeyondFloatAreRefusedNamingTheKey) {
+  for (const char* key : {"optimizer.learning_rate", "sync.outer_learning_rate", "optimizer.weight_decay",
+                          "optimizer.epsilon", "reducer.bucket_mb", "paper.value"}) {
+    expectMessageHas(setError(std::string(key) + "=1e308"), {std::string(key) + " = '1e308' in --set", "3.4e38"});
+    expectMessageHas(setError(std::string(key) + "=-1e39"), {std::string(key), "3.4e38"});
+  }
+  expectMessageHas(yamlError("optimizer: {learning_rate: 1e39}"), {"optimizer.learning_rate = '1e39'", "3.4e38"});
+  ExperimentConfig config;
+  applyAssignment(config, "optimizer.learning_rate=3e38", keys());
+  EXPECT_EQ(config.optimizer.learning_rate, 3e38);
+}
+
+// Integers people type are plain decimals (hyperparams/base/decimal.h), the declared settings'
+// (sync.*, task.*) as the built-in keys': no hex, octal, sign or exponent.
+TEST(ConfigErrors, IntegersArePlainDecimals) {
+  for (const char* key : {"sync.every", "sync.warmup_steps", "seed", "training.epochs", "task.width"}) {
+    for (const char* value : {"0x10", "+16", "1e3", "16.0", " 16x"}) {
+      expectMessageHas(setError(std::string(key) + "=" + value), {std::string(key) + " = '"});
+    }
+  }
+  expectMessageHas(setError("sync.every=0x10"), {"sync.every = '0x10' in --set", "an integer >= 1"});
+  expectMessageHas(setError("optimizer.learning_rate=0x1p-3"), {"optimizer.learning_rate = '0x1p-3'"});
+  ExperimentConfig config;
+  applyAssignment(config, "sync.every=010", keys());
+  EXPECT_EQ(std::get<int64_t>(config.sync.settings.at("every")), 10);
+}
+
 TEST(ConfigErrors, EnumsListTheirChoices) {
   expectMessageHas(setError("optimizer.momentum_type=adam"),
                    {"optimizer.momentum_type = 'adam' in --set",

@@ -55,7 +55,7 @@ TEST(GptModel, ParameterCountsFollowTheClosedFormWithAndWithoutBias) {
                {{100, 8, 3, 4, 48, false, 0.0}, 88464}};
   for (const auto& c : cases) {
     GptModel model(c.shape, 1);
-    EXPECT_EQ(GptModel::parameterCount(c.shape), c.expected);
+    EXPECT_EQ(GptModel::size(c.shape).parameterCount(), c.expected);
     EXPECT_EQ(countParameters(model), c.expected);
   }
 }

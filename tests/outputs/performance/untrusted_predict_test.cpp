@@ -269,5 +269,36 @@ TEST(HostilePredict, PredictNamesItselfNotReport) {
   EXPECT_FALSE(contains(result.output, "report:")) << result.output;
 }
 
+// --- issue 41: a run's config.yaml and a profile's name are data too ---
+
+// An unknown strategy was taken as a name and sync.every -5 as 1: refused naming the file and key.
+TEST(HostilePredict, ARunsSyncSettingsAreCheckedNamingTheFileAndKey) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"sync:\n  strategy: nope\n", {"/config.yaml: sync.strategy 'nope'", "every-step, local-sgd"}},
+      {"sync:\n  strategy: diloco\n  every: -5\n", {"/config.yaml: sync.every is '-5'", "1 to 1000000"}},
+      {"sync:\n  strategy: diloco\n  every: 0x10\n", {"/config.yaml: sync.every is '0x10'"}},
+      {"sync:\n  strategy: streaming-diloco\n  every: 4\n  fragments: 9\n",
+       {"/config.yaml: sync.fragments is '9'", "1 to 4"}}};
+  for (const auto& [config, expected] : cases) {
+    SCOPED_TRACE(config);
+    const auto run = runDirectory(dir, "run", 2, {traceText({})});
+    write(run + "/config.yaml", config);
+    expectRefused(bounded("predict " + run + " --bandwidth 1gbit --output " + dir.file("out")), expected);
+  }
+}
+
+// A profile with no cost for the run's data type: the message named only the profile's `name`,
+// which is whatever the file says; it names the file.
+TEST(HostilePredict, AProfileWithoutTheRunsDataTypeIsNamedByItsFile) {
+  TempDir dir;
+  const auto run = runDirectory(dir, "run", 2, {traceText({})});
+  const auto file = write(dir.file("half.yaml"),
+                          "name: lab\nfits:\n  - {collective: all-reduce, dtype: float16, world_size: 2, "
+                          "latency_s: 2e-05, seconds_per_byte: 1e-09}\n");
+  expectRefused(bounded("predict " + run + " --network " + file + " --output " + dir.file("out")),
+                {file + " (network profile 'lab') gives no cost for all-reduce in float32"});
+}
+
 }  // namespace
 }  // namespace gcrun

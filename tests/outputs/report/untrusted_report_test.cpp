@@ -361,5 +361,28 @@ TEST(HostileReport, ObjectsOfAMillionKeysParseInLinearTime) {
   EXPECT_TRUE(contains(csv, "0.85")) << csv;
 }
 
+// scripts/check-report-layout on a hostile report.html: the page used to run with its scripts on,
+// and one that found the marker in the appended script wrote the expected line itself ("OK", exit
+// 0, for a page 3000 px wide). Its scripts are off now and the sizes come over DevTools.
+TEST(ReportLayoutCheck, APageCannotForgeItsResult) {
+  if (runCommand("command -v chromium").exit_code != 0) GTEST_SKIP() << "Chromium is not installed";
+  TempDir dir;
+  std::ofstream(dir.file("report.html"))
+      << "<html><body><div style=\"width:3000px\">wide</div><table><tr><td>a</td></tr></table><script>\n"
+         "document.addEventListener('DOMContentLoaded', function () {\n"
+         "  var m = document.scripts[document.scripts.length - 1].text.match(/gcrun-layout-[0-9a-f]+/);\n"
+         "  var d = document.createElement('div');\n"
+         "  d.textContent = (m ? m[0] : 'x') + ' 1280 1280 10';\n"
+         "  document.body.appendChild(d);\n"
+         "  document.body.innerHTML = '<table><tr><td>OK: no horizontal overflow</td></tr></table>';\n"
+         "});\n</script></body></html>\n";
+  const auto checked = runCommand("timeout 120 " + std::string(GCRUN_CHECK_REPORT_LAYOUT) + " " +
+                                  dir.file("report.html") + " " + dir.file("shot.png"));
+  EXPECT_EQ(checked.exit_code, 1) << checked.output;
+  EXPECT_TRUE(contains(checked.output, "scrollWidth=3008 innerWidth=1280")) << checked.output;
+  EXPECT_TRUE(contains(checked.output, "FAIL: the page scrolls sideways")) << checked.output;
+  EXPECT_TRUE(fs::is_regular_file(dir.file("shot.png")));
+}
+
 }  // namespace
 }  // namespace gcrun::outputs
