@@ -7,14 +7,13 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 #include <utility>
 
 #include <ATen/ATen.h>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/machine_memory.h"
 #include "outputs/files/safe_files.h"
 
 namespace gcrun::tasks {
@@ -25,19 +24,6 @@ const char* const kWhatIsRead =
     "from task.data_dir (WikiText-2, or `gcrun data brown --output DIR` for the Brown corpus)";
 
 std::string mebibytes(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
-
-// What the kernel estimates can be allocated without swapping (MemAvailable), or the physical
-// memory where /proc/meminfo does not say. /proc/meminfo is the kernel's, not data.
-uint64_t availableMemory() {
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string line; std::getline(meminfo, line);) {
-    std::istringstream fields(line);
-    std::string key;
-    uint64_t kib = 0;
-    if (fields >> key >> kib && key == "MemAvailable:") return kib << 10;
-  }
-  return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
-}
 
 struct TokenFile {
   std::string path;
@@ -75,7 +61,7 @@ TokenCorpus readChars(const std::string& dir) {
   uint64_t held = 0;
   for (size_t i = 0; i < kTokenFiles.size(); ++i) {
     const TokenFile file = openTokenFile(dir, kTokenFiles[i]);
-    requireMemory(file.path, held, file.size, availableMemory());
+    requireMemory(file.path, held, file.size, availableMemoryBytes());
     at::Tensor bytes = at::empty({static_cast<int64_t>(file.size)}, at::kByte);
     const size_t read = readInto(file, reinterpret_cast<char*>(bytes.data_ptr<uint8_t>()), file.size);
     corpus.ids[i] = bytes.narrow(0, 0, static_cast<int64_t>(read));
@@ -87,7 +73,7 @@ TokenCorpus readChars(const std::string& dir) {
 
 // The file's text lower-cased (ASCII), as torchtext's Field(lower=True).
 std::string readLowerCased(const TokenFile& file, uint64_t held) {
-  requireMemory(file.path, held, file.size, availableMemory());
+  requireMemory(file.path, held, file.size, availableMemoryBytes());
   std::string text(file.size, '\0');
   text.resize(readInto(file, text.data(), text.size()));
   for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -144,7 +130,8 @@ at::Tensor WordVocabulary::encode(std::string_view text, const std::string& path
   int64_t tokens = 0;
   forEachWord(text, [&](std::string_view) { ++tokens; });
   const at::ScalarType type = idType(size());
-  requireMemory(path, held + text.size(), static_cast<uint64_t>(tokens) * c10::elementSize(type), availableMemory());
+  requireMemory(path, held + text.size(), static_cast<uint64_t>(tokens) * c10::elementSize(type),
+                availableMemoryBytes());
   at::Tensor ids = at::empty({tokens}, type);
   switch (type) {
     case at::kByte:

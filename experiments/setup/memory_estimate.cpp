@@ -1,7 +1,5 @@
 #include "experiments/setup/memory_estimate.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include <string>
@@ -10,6 +8,7 @@
 #include <vector>
 
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/machine_memory.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -87,9 +86,7 @@ std::string gibText(double bytes) { return fmt::format("{:.3g} GiB", bytes / (10
 
 double estimatedBytes(const ResolvedExperiment& experiment) { return bytesFor(experiment.config, experiment); }
 
-double machineMemoryBytes() {
-  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-}
+double machineMemoryBytes() { return static_cast<double>(physicalMemoryBytes()); }
 
 void checkMemory(const ResolvedExperiment& experiment, double machine_bytes) {
   const double bytes = estimatedBytes(experiment);
