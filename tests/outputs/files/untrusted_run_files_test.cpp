@@ -10,12 +10,14 @@
 #include <fstream>
 
 #include "tests/support/command.h"
+#include "tests/support/refusal.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using gcrun::testing::contains;
+using gcrun::testing::expectRefused;
 using gcrun::testing::gcrunLines;
 using gcrun::testing::readFile;
 using gcrun::testing::runCommand;
@@ -29,14 +31,6 @@ const std::string kQuick =
     " --set output.sinks=[jsonl,csv] --set distributed.timeout_s=20";
 
 void writeFile(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// Exit 2 and one line of gcrun's own that names `part`.
-void expectRefused(const gcrun::testing::CommandResult& result, const std::string& part) {
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  const auto lines = gcrunLines(result.output);
-  ASSERT_EQ(lines.size(), 1u) << result.output;
-  EXPECT_TRUE(contains(lines.front(), part)) << result.output;
-}
 
 // A finished two-step run with a checkpoint, made once; each test resumes a copy of it.
 class HostileRunDirectory : public ::testing::Test {
