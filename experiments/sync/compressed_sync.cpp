@@ -2,15 +2,14 @@
 
 #include <ATen/ATen.h>
 
-#include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"
 
 namespace gcrun::experiments {
 
-void refuseReducer(const ExperimentConfig& config, const std::string& strategy, const std::string& payload) {
-  if (config.reducer.name == "exact") return;
-  throw UserError("reducer.name: " + strategy + " sends its own " + payload +
-                  " payload and uses no reducer; set reducer.name=exact (got '" + config.reducer.name + "')");
+void requireNoReducer(StrategyRequirements& requirements, const ExperimentConfig& config, const std::string& strategy,
+                      const std::string& payload) {
+  requirements.require(config.reducer.name == "exact", "reducer.name", "exact", "'" + config.reducer.name + "'",
+                       strategy + " sends its own " + payload + " payload and uses no reducer");
 }
 
 std::vector<std::vector<at::Tensor>> allgatherParts(comm::Communicator& comm, const std::vector<at::Tensor>& parts,

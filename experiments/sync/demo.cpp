@@ -8,7 +8,6 @@
 #include "experiments/sync/gradient_exchange.h"
 #include "experiments/sync/synchronizer.h"
 #include "experiments/sync/tensor_norms.h"
-#include "hyperparams/base/errors.h"
 #include "hyperparams/rules.h"
 
 namespace gcrun::experiments {
@@ -165,34 +164,22 @@ class Demo : public Synchronizer {
 
 // The trainer's SGD must step by exactly lr * sign(...) plus its weight decay.
 void validateDemo(const ExperimentConfig& config) {
-  refuseReducer(config, "demo", "DCT top-k");
   const auto& optimizer = config.optimizer;
-  if (optimizer.name != "sgd") {
-    throw UserError(
-        "optimizer.name: demo's step is lr * sign(the averaged momentum), which the sgd optimizer "
-        "applies; set optimizer.name=sgd (got '" +
-        optimizer.name + "')");
-  }
-  if (optimizer.momentum != 0) {
-    throw UserError(
-        "optimizer.momentum: demo keeps its own momentum (sync.momentum_decay) and needs the sgd's "
-        "off; set optimizer.momentum=0 (got " +
-        hyperparams::formatNumber(optimizer.momentum) + ")");
-  }
-  if (optimizer.momentum_type == MomentumType::nesterov) {
-    throw UserError(
-        "optimizer.momentum_type: the sgd's nesterov form steps along g + m, twice demo's sign step "
-        "even at momentum 0; set optimizer.momentum_type=heavy-ball (got 'nesterov')");
-  }
-  if (optimizer.wd_before_reduce) {
-    throw UserError(
-        "optimizer.wd_before_reduce: demo applies the weight decay after its sign step, not into its "
-        "momentum; set optimizer.wd_before_reduce=false");
-  }
-  if (optimizer.clip_norm > 0) {
-    throw UserError("optimizer.clip_norm: a clip of demo's sign step would shrink it; set optimizer.clip_norm=0 (got " +
-                    hyperparams::formatNumber(optimizer.clip_norm) + ")");
-  }
+  using hyperparams::formatNumber;
+  StrategyRequirements requirements("demo", "as the run 'demo' of study gpt-sync has them");
+  requireNoReducer(requirements, config, "demo", "DCT top-k");
+  requirements
+      .require(optimizer.name == "sgd", "optimizer.name", "sgd", "'" + optimizer.name + "'",
+               "demo's step is lr * sign(the averaged momentum), which the sgd optimizer applies")
+      .require(optimizer.momentum == 0, "optimizer.momentum", "0", formatNumber(optimizer.momentum),
+               "demo keeps its own momentum (sync.momentum_decay) and needs the sgd's off")
+      .require(optimizer.momentum_type != MomentumType::nesterov, "optimizer.momentum_type", "heavy-ball", "'nesterov'",
+               "the sgd's nesterov form steps along g + m, twice demo's sign step even at momentum 0")
+      .require(!optimizer.wd_before_reduce, "optimizer.wd_before_reduce", "false", "true",
+               "demo applies the weight decay after its sign step, not into its momentum")
+      .require(optimizer.clip_norm <= 0, "optimizer.clip_norm", "0", formatNumber(optimizer.clip_norm),
+               "a clip of demo's sign step would shrink it")
+      .check();
 }
 
 // Each parameter's DCT matrices C_r and C_c (dct_blocks.h), computed in float64 and kept as float:

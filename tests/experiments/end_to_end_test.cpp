@@ -117,6 +117,27 @@ TEST(EndToEnd, ListShowVersionAndHelp) {
   EXPECT_EQ(gcrun("experiment --help").exit_code, 0);
 }
 
+// Switching a preset to a strategy that needs other settings: one message names them all, and the
+// flags it suggests make the run go.
+TEST(EndToEnd, AStrategyRefusesEveryIncompatibleSettingAtOnceWithTheFlagsThatFixThem) {
+  TempDir dir;
+  const std::string run = "experiment brown-gpt-fp16 --set sync.strategy=demo --set task.synthetic=true";
+  const auto refused = gcrun(run);
+  expectUserError(refused, "sync.strategy=demo needs 5 settings changed: ");
+  const auto add = refused.output.find("; add ");
+  const auto example = refused.output.find(" (as the run", add);
+  ASSERT_NE(add, std::string::npos) << refused.output;
+  ASSERT_NE(example, std::string::npos) << refused.output;
+  const auto flags = refused.output.substr(add + 6, example - add - 6);
+  for (const std::string key :
+       {"reducer.name", "optimizer.name", "optimizer.momentum=", "optimizer.momentum_type", "optimizer.clip_norm"}) {
+    EXPECT_TRUE(contains(flags, "--set " + key)) << key << " in " << flags;
+  }
+  const auto fixed = gcrun(run + " " + flags + " --set training.max_steps=1 --set evaluation.max_samples=64" +
+                           " --output-dir " + dir.file("run"));
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
+}
+
 TEST(EndToEnd, BadInputExitsTwoWithOneLine) {
   TempDir dir;
   expectUserError(gcrun("experiment fashion-sgd --set training.epoch=3"), "training.epochs");

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -119,6 +120,12 @@ TEST(StudyPlan, EveryBuiltInStudyPlans) {
     EXPECT_GE(runs.size(), 3u) << study.name;
   }
   EXPECT_EQ(planStudy(loadStudy("fashion-ranks"), {}).size(), 12u);  // 4 configurations x 3 seeds
+}
+
+// The configuration demo's refusal points users to (experiments/sync/demo.cpp) exists and resolves.
+TEST(StudyPlan, GptSyncHasTheDemoRunThatDemosRefusalNames) {
+  const auto runs = planStudy(loadStudy("gpt-sync"), {});
+  EXPECT_TRUE(std::any_of(runs.begin(), runs.end(), [](const StudyRun& run) { return run.config == "demo"; }));
 }
 
 // --- the binary ---

@@ -378,5 +378,34 @@ TEST(CompressedSync, DemoRefusesTheOptimizerSettingsThatChangeItsStep) {
             0u);
 }
 
+TEST(CompressedSync, DemoNamesEveryIncompatibleSettingInOneMessage) {
+  const auto message = refusal("demo", [](ExperimentConfig& c) {
+    c.reducer.name = "fp16";
+    c.optimizer.name = "adamw";
+    c.optimizer.momentum = 0.9;
+    c.optimizer.momentum_type = MomentumType::nesterov;
+    c.optimizer.wd_before_reduce = true;
+    c.optimizer.clip_norm = 1;
+  });
+  EXPECT_EQ(message.rfind("sync.strategy=demo needs 6 settings changed: reducer.name=exact (got 'fp16': ", 0), 0u)
+      << message;
+  for (const std::string part : {"optimizer.name=sgd (got 'adamw': ", "optimizer.momentum=0 (got 0.9: ",
+                                 "optimizer.momentum_type=heavy-ball (got 'nesterov': ",
+                                 "optimizer.wd_before_reduce=false (got true: ", "optimizer.clip_norm=0 (got 1: "}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
+  }
+  EXPECT_NE(message.find("; add --set reducer.name=exact --set optimizer.name=sgd --set optimizer.momentum=0 --set "
+                         "optimizer.momentum_type=heavy-ball --set optimizer.wd_before_reduce=false --set "
+                         "optimizer.clip_norm=0 (as the run 'demo' of study gpt-sync has them)"),
+            std::string::npos)
+      << message;
+}
+
+TEST(CompressedSync, OneUnmetRequirementKeepsTheMessageOfItsKey) {
+  EXPECT_EQ(refusal("demo", [](ExperimentConfig& c) { c.optimizer.wd_before_reduce = true; }),
+            "optimizer.wd_before_reduce: demo applies the weight decay after its sign step, not into its momentum; "
+            "set optimizer.wd_before_reduce=false (got true)");
+}
+
 }  // namespace
 }  // namespace gcrun::experiments
