@@ -68,7 +68,8 @@ struct Trainer::State : TrainerDeps {
         optimizer(optimizer_spec.make(OptimizerContext{config.optimizer, params, names, buffers.gradients,
                                                        task.embeddingParameters(), comm.size(), total_steps})),
         sync(sync_spec.make(SyncContext{config, sync_comm, reducer, lossless_reducer, task.localGradientClipNorm(),
-                                        params, names, buffers, [this](size_t i) { optimizer->beforeSend(i); }})),
+                                        params, names, buffers, [this](size_t i) { optimizer->beforeSend(i); },
+                                        make_reducer})),
         instruments(timer, trace) {}
 
   std::vector<at::Tensor> params;
