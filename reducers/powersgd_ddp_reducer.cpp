@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -13,6 +11,7 @@
 
 #include "hyperparams/base/errors.h"
 #include "reducers/builtin_reducers.h"
+#include "reducers/powersgd_ddp_parts.h"
 #include "reducers/shared_settings.h"
 
 namespace gcrun::reducers {
@@ -46,81 +45,6 @@ const hyperparams::SettingsSchema<PowerSgdDdpOptions>& powerSgdDdpSettings() {
           .add(&O::random_seed, "random_seed", integerAtLeast(0),
                "powersgd-ddp: the hook's random_seed (numpy RandomState), < 2^32; gcrun's seed is not used.");
   return schema;
-}
-
-// numpy's np.random.RandomState(seed).randint(1_000_000_000), call after call: the legacy seeding is
-// MT19937's init_genrand, and the legacy bounded draw takes 32-bit outputs masked to 30 bits
-// (numpy's gen_mask of the range), rejecting those above 999,999,999. Its first draws for seeds 0,
-// 42 and 2^32 - 1 were compared with numpy 1.24's; the conformance test's queries depend on it.
-// A checkpoint keeps the engine's state (its 624 words and position), so that a restore replays
-// nothing.
-class NumpyLegacyRandint {
- public:
-  static constexpr int64_t kStateSize = std::mt19937::state_size + 1;
-
-  explicit NumpyLegacyRandint(uint32_t seed) : engine_(seed) {}
-  uint64_t next() {
-    uint32_t value = 0;
-    do {
-      value = static_cast<uint32_t>(engine_()) & kMask;
-    } while (value > kLargest);
-    return value;
-  }
-
-  std::vector<int64_t> state() const {
-    std::stringstream text;
-    text << engine_;
-    std::vector<int64_t> words;
-    for (int64_t word = 0; text >> word;) words.push_back(word);
-    return words;
-  }
-  // `words` as state() gave them; std::invalid_argument when they are no MT19937 state.
-  void setState(const std::vector<int64_t>& words) {
-    if (static_cast<int64_t>(words.size()) != kStateSize) {
-      throw std::invalid_argument("holds " + std::to_string(words.size()) + " values, not " +
-                                  std::to_string(kStateSize));
-    }
-    std::stringstream text;
-    for (size_t k = 0; k < words.size(); ++k) {
-      const int64_t most = k + 1 < words.size() ? int64_t{0xFFFFFFFF} : int64_t{std::mt19937::state_size};
-      if (words[k] < 0 || words[k] > most) {
-        throw std::invalid_argument("value " + std::to_string(k) + " is " + std::to_string(words[k]) +
-                                    ", outside 0 to " + std::to_string(most));
-      }
-      text << words[k] << ' ';
-    }
-    text >> engine_;
-  }
-
- private:
-  static constexpr uint32_t kLargest = 999'999'999, kMask = (1u << 30) - 1;
-  std::mt19937 engine_;
-};
-
-// _orthogonalize of powerSGD_hook.py, op for op on a batch [b, n, r] of matrices in place: Gram-Schmidt
-// for rank <= 2 (and half types), else torch.linalg.qr into the matrices themselves. Unlike gcrun's
-// powersgd, epsilon 0 adds nothing: an all-zero column becomes nan, as in the hook.
-void orthogonalizeAsTheHook(at::Tensor matrices, double epsilon) {
-  const int64_t columns = matrices.size(2);
-  const auto dtype = matrices.scalar_type();
-  if (columns > 2 && dtype != at::kHalf && dtype != at::kBFloat16) {
-    auto r = at::empty({matrices.size(0), columns, columns}, matrices.options());
-    at::linalg_qr_out(matrices, r, matrices, "reduced");
-    return;
-  }
-  for (int64_t i = 0; i < columns; ++i) {
-    auto col = matrices.slice(2, i, i + 1);
-    // torch.norm(col, dim=1, keepdim=True) is frobenius_norm in torch 1.13's functional.py.
-    if (epsilon == 0) {
-      col.div_(at::frobenius_norm(col, {1}, /*keepdim=*/true));
-    } else {
-      col.div_(at::frobenius_norm(col, {1}, /*keepdim=*/true) + epsilon);
-    }
-    if (i + 1 < columns) {
-      auto rest = matrices.slice(2, i + 1);
-      rest.sub_(at::sum(col * rest, {1}, /*keepdim=*/true) * col);
-    }
-  }
 }
 
 // PyTorch DDP's powerSGD_hook (torch 1.13, ddp_comm_hooks/powerSGD_hook.py) with the default
@@ -219,7 +143,7 @@ class PowerSgdDdpReducer : public Reducer {
   // layOut() indexes with it.
   void loadState(const State& state) override {
     iter_ = stateCount(state, kOwner, "iter", 0, kMostCalls);
-    rebuilt_order_ = savedBucketOrder(stateEntry(state, kOwner, "bucket_order"), iter_ >= 2);
+    rebuilt_order_ = savedBucketOrder(stateEntry(state, kOwner, "bucket_order"), iter_ >= 2, tensors_);
     ready_order_.clear();
     seeds_ = savedSeeds(state);
     queries_drawn_ = stateCount(state, kOwner, "queries_drawn", 0, 1) != 0;
@@ -243,31 +167,6 @@ class PowerSgdDdpReducer : public Reducer {
   // many are replayed, at most one per compressed call and at most this many (a fraction of a
   // second).
   static constexpr int64_t kMostReplayedSeeds = int64_t{1} << 24;
-
-  std::vector<size_t> savedBucketOrder(const at::Tensor& saved, bool rebuilt) const {
-    const auto refuse = [](const std::string& why) {
-      throw std::invalid_argument(std::string(kOwner) + " state: 'bucket_order' " + why);
-    };
-    if (saved.dim() != 1 || saved.scalar_type() != at::kLong) refuse("is not a list of 64-bit integers");
-    const int64_t count = saved.numel();
-    if (!rebuilt && count != 0) refuse("is set before DDP's rebuild (iter below 2)");
-    if (rebuilt && count != static_cast<int64_t>(tensors_) && tensors_ != 0) {
-      refuse("has " + std::to_string(count) + " tensors, this model " + std::to_string(tensors_));
-    }
-    std::vector<size_t> order;
-    std::vector<bool> seen(static_cast<size_t>(count), false);
-    const auto values = saved.contiguous();
-    for (int64_t k = 0; k < count; ++k) {
-      const int64_t index = values.data_ptr<int64_t>()[k];
-      if (index < 0 || index >= count || seen[static_cast<size_t>(index)]) {
-        refuse("is no permutation of 0 to " + std::to_string(count - 1) + " (" + std::to_string(index) + " at " +
-               std::to_string(k) + ")");
-      }
-      seen[static_cast<size_t>(index)] = true;
-      order.push_back(static_cast<size_t>(index));
-    }
-    return order;
-  }
 
   NumpyLegacyRandint savedSeeds(const State& state) const {
     NumpyLegacyRandint seeds(static_cast<uint32_t>(options_.random_seed));

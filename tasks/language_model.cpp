@@ -9,7 +9,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
 #include "hyperparams/base/errors.h"
@@ -18,6 +17,7 @@
 #include "tasks/models/gpt.h"
 #include "tasks/sampler.h"
 #include "tasks/token_files.h"
+#include "tasks/token_loss.h"
 #include "tasks/wikitext.h"
 
 namespace gcrun::tasks {
@@ -174,9 +174,7 @@ class LanguageModelTask : public Task {
   at::Tensor trainLoss(const Batch& batch, MetricSums& metrics) override {
     model_->train();
     at::Tensor loss = model_->loss(model_->forward(batch.inputs), batch.targets);
-    const double tokens = static_cast<double>(batch.targets.numel());
-    metrics.add("cross_entropy", loss.item<double>() * tokens);
-    metrics.weight += tokens;
+    addMeanTokenLoss(metrics, loss, batch.targets);
     return loss;
   }
 
@@ -189,10 +187,9 @@ class LanguageModelTask : public Task {
   }
 
   std::map<std::string, double> finalize(std::map<std::string, double> means) const override {
+    means = withPerplexity(std::move(means));
     const auto it = means.find("cross_entropy");
-    if (it == means.end()) return means;
-    means["perplexity"] = std::exp(it->second);
-    if (settings_.level == "char") means["bits_per_character"] = it->second / std::log(2.0);
+    if (it != means.end() && settings_.level == "char") means["bits_per_character"] = it->second / std::log(2.0);
     return means;
   }
 
@@ -224,7 +221,6 @@ class LanguageModelTask : public Task {
 };
 
 MetricSums LanguageModelTask::evaluate(const Shard& shard, const std::string& split, const EvaluationLimits& limits) {
-  namespace F = torch::nn::functional;
   size_t index = 1;
   while (index < kSplitNames.size() && split != kSplitNames[index]) ++index;
   if (index == kSplitNames.size()) throw std::invalid_argument("language-model has no split '" + split + "'");
@@ -235,16 +231,12 @@ MetricSums LanguageModelTask::evaluate(const Shard& shard, const std::string& sp
   const int64_t chunk = evaluationChunk(options_.test_batch_size, device_);
   torch::NoGradGuard no_grad;
   model_->eval();
-  MetricSums metrics;
-  metrics.add("cross_entropy", 0);  // named on a rank without windows too: every rank packs the same sums
+  MetricSums metrics = evaluationTokenLoss();
   for (int64_t start = 0; start < mine.size(0) && !(limits.stop && limits.stop()); start += chunk) {
     const Batch batch =
         windowBatch(ids, mine.narrow(0, start, std::min(chunk, mine.size(0) - start)), settings_.context);
-    const at::Tensor logits = model_->forward(toDevice(batch.inputs, device_));
-    const at::Tensor per_token = F::cross_entropy(logits.flatten(0, 1), toDevice(batch.targets, device_).flatten(),
-                                                  F::CrossEntropyFuncOptions().reduction(torch::kNone));
-    metrics.add("cross_entropy", per_token.to(at::kDouble).sum().item<double>());
-    metrics.weight += static_cast<double>(batch.targets.numel());
+    addTokenLoss(metrics, model_->forward(toDevice(batch.inputs, device_)), toDevice(batch.targets, device_),
+                 TokenSum::in_double);
   }
   model_->train();
   return metrics;

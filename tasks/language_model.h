@@ -41,7 +41,7 @@ at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Sha
 //    evaluation.max_samples / T when that is set), rank r taking r, r + W, ..., in chunks of
 //    evaluationChunk() windows; per chunk the per-token cross entropies (float, reduction none)
 //    summed in double, the chunks' sums added in order; weighted by tokens.
-//  - Metrics: cross_entropy (per token), perplexity = exp(cross_entropy), and at char level
+//  - Metrics (token_loss.h): cross_entropy (per token), perplexity = exp(cross_entropy), and at char level
 //    bits_per_character = cross_entropy / ln 2.
 //  - Synthetic data: vocabulary 65 (char) or 10,000 (word), ids randint(V, {N}) (int64) from a CPU
 //    generator seeded streamSeed(seed, -2, split) for split 0 train, 1 validation, 2 test; N is

@@ -17,6 +17,7 @@
 #include "tasks/models/rnn_model.h"
 #include "tasks/sampler.h"
 #include "tasks/token_files.h"
+#include "tasks/token_loss.h"
 
 namespace gcrun::tasks {
 namespace {
@@ -125,9 +126,7 @@ class WikiText2Task : public Task {
     auto [logits, hidden] = model_->forward(batch.inputs, hidden_);
     hidden_ = {hidden.first.detach(), hidden.second.detach()};
     at::Tensor loss = torch::nn::functional::cross_entropy(logits.flatten(0, 1), batch.targets.flatten());
-    const double tokens = static_cast<double>(batch.targets.numel());
-    metrics.add("cross_entropy", loss.item<double>() * tokens);
-    metrics.weight += tokens;
+    addMeanTokenLoss(metrics, loss, batch.targets);
     return loss;
   }
 
@@ -136,8 +135,7 @@ class WikiText2Task : public Task {
   std::vector<std::string> evaluationSplits() const override { return {"validation", "test"}; }
 
   std::map<std::string, double> finalize(std::map<std::string, double> means) const override {
-    if (auto it = means.find("cross_entropy"); it != means.end()) means["perplexity"] = std::exp(it->second);
-    return means;
+    return withPerplexity(std::move(means));
   }
 
   double localGradientClipNorm() const override { return kClipNorm; }
@@ -178,7 +176,6 @@ class WikiText2Task : public Task {
 // The reference's test(): the same column layout as training, a fresh hidden state carried across
 // the batches, eval mode. It weights batches equally; gcrun weights tokens.
 MetricSums WikiText2Task::evaluate(const Shard& shard, const std::string& split, const EvaluationLimits& limits) {
-  namespace F = torch::nn::functional;
   const auto it = data_->splits.find(split);
   if (it == data_->splits.end()) throw std::invalid_argument("wikitext2 has no split '" + split + "'");
   torch::NoGradGuard no_grad;
@@ -186,7 +183,7 @@ MetricSums WikiText2Task::evaluate(const Shard& shard, const std::string& split,
   const int64_t columns = batch_size_ * shard.world_size;
   const at::Tensor stream = batchify(it->second, columns);
   models::RnnModel::Hidden hidden = model_->initHidden(batch_size_);
-  MetricSums metrics;
+  MetricSums metrics = evaluationTokenLoss();
   // max_samples counts tokens: the batches (of up to kBpttLength x columns) that reach it.
   int64_t batches = bpttBatchCount(it->second.size(0), columns, kBpttLength);
   if (limits.max_samples > 0) {
@@ -196,10 +193,7 @@ MetricSums WikiText2Task::evaluate(const Shard& shard, const std::string& split,
     const Batch batch = bpttBatch(stream, index, kBpttLength, shard, batch_size_);
     auto [logits, next] = model_->forward(batch.inputs.to(device_, at::kLong), hidden);
     hidden = next;
-    const at::Tensor loss_sum = F::cross_entropy(logits.flatten(0, 1), batch.targets.to(device_, at::kLong).flatten(),
-                                                 F::CrossEntropyFuncOptions().reduction(torch::kSum));
-    metrics.add("cross_entropy", loss_sum.item<double>());
-    metrics.weight += static_cast<double>(batch.targets.numel());
+    addTokenLoss(metrics, logits, batch.targets.to(device_, at::kLong), TokenSum::in_float);
   }
   model_->train();
   return metrics;

@@ -31,8 +31,8 @@ Batch bpttBatch(const at::Tensor& stream, int64_t index, int64_t bptt, const Sha
 // the three token files. Each of the W workers takes its own training.batch_size columns of
 // batch_size x W columns, the hidden state runs on across batches (detached) and restarts each
 // epoch, and the local gradient is clipped to norm 0.4. Metrics cross_entropy (per token) and
-// perplexity = exp(mean cross entropy). Evaluation splits "validation" (what the reference calls
-// test) and "test", laid out as the training data.
+// perplexity = exp(mean cross entropy), as token_loss.h adds them up. Evaluation splits
+// "validation" (what the reference calls test) and "test", laid out as the training data.
 std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context);
 // Its model's size (TaskSpec::size).
 ModelSize wikiText2ModelSize(const TaskOptions& options, int64_t batch_size);

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "experiments/study/study.h"
-#include "experiments/study/study_runner.h"
+#include "experiments/study/study_options.h"
 
 namespace gcrun::experiments {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/study/study_runner.h"
+#include "experiments/study/study_options.h"
 
 namespace CLI {
 class App;

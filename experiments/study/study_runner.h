@@ -1,23 +1,9 @@
 #pragma once
 
-#include <optional>
-#include <string>
-#include <vector>
-
 #include "experiments/study/study.h"
+#include "experiments/study/study_options.h"
 
 namespace gcrun::experiments {
-
-struct StudyOptions {
-  std::string output_dir;                // empty: runs/<study name>, so that the same command resumes
-  std::vector<std::string> assignments;  // --set, on top of the study's own
-  int nproc_per_node = 0;                // workers per run; 0: the study's `processes`
-  int jobs = 1;                          // runs at once on this machine; they split its cores
-  bool dry_run = false;                  // print the plan only
-  bool slurm = false;                    // write DIR/slurm.sbatch (a job array) instead of running
-  std::optional<size_t> only;            // run just this index of the plan (a Slurm array task)
-  std::vector<std::string> plugins;      // passed on to every run
-};
 
 // Runs every run of the study that is not done yet, each as its own `gcrun experiment` process in
 // DIR/runs/<config>-seed<k> (its console output in DIR/logs/), `jobs` at once; DIR is an

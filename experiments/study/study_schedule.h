@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "experiments/study/study.h"
-#include "experiments/study/study_runner.h"
+#include "experiments/study/study_options.h"
 #include "outputs/study_directory.h"
 
 namespace gcrun::experiments {

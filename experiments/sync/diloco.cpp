@@ -1,8 +1,7 @@
-#include <cmath>
-
 #include <torch/torch.h>
 
 #include "experiments/sync/global_model_sync.h"
+#include "experiments/sync/global_slice.h"
 #include "experiments/sync/outer_sgd.h"
 #include "experiments/sync/reducer_state.h"
 #include "experiments/sync/replicas.h"
@@ -40,17 +39,17 @@ class Diloco : public GlobalModelSync {
   explicit Diloco(const SyncContext& context) : Diloco(context, dilocoSchema().read(context.config.sync.settings)) {}
 
   std::optional<SyncSample> sample() const override {
-    return sampleOf(exchange_, memories_, lossless_, error_feedback_);
+    return sampleOf(exchange_, whole_.memories, lossless_, error_feedback_);
   }
   LayerSample layerSample() const override {
-    return layerSampleOf(exchange_, memories_, lossless_,
-                         lastSync() ? reducer_.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
+    return layerSampleOf(exchange_, whole_.memories, lossless_,
+                         lastSync() ? whole_.reducer.lastCosts() : std::vector<reducers::Reducer::TensorCost>{});
   }
 
   void saveState(TensorMap& state) const override {
-    saveReducerState(state, names_, memories_, reducer_);
-    for (size_t i = 0; i < names_.size(); ++i) state["diloco/global/" + names_[i]] = global_[i];
-    outer_sgd_.saveState(state, kPrefix);
+    saveReducerState(state, whole_.names, whole_.memories, whole_.reducer);
+    for (size_t i = 0; i < whole_.names.size(); ++i) state["diloco/global/" + whole_.names[i]] = global_[i];
+    whole_.outer_sgd.saveState(state, kPrefix);
   }
   bool checksEntry(const std::string& name) const override { return isReducerEntry(name); }
   // θ_g and the outer SGD's state, which every worker steps alike.
@@ -58,10 +57,10 @@ class Diloco : public GlobalModelSync {
     return name.rfind(kPrefix, 0) == 0 && !isReducerEntry(name);
   }
   void loadState(const TensorMap& state) override {
-    loadReducerState(state, names_, memories_, reducer_);
+    loadReducerState(state, whole_.names, whole_.memories, whole_.reducer);
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < names_.size(); ++i) global_[i].copy_(state.at("diloco/global/" + names_[i]));
-    outer_sgd_.loadState(state, kPrefix);
+    for (size_t i = 0; i < whole_.names.size(); ++i) global_[i].copy_(state.at("diloco/global/" + whole_.names[i]));
+    whole_.outer_sgd.loadState(state, kPrefix);
   }
 
  private:
@@ -72,47 +71,23 @@ class Diloco : public GlobalModelSync {
             context,
             GradientExchange::Options{context.config.optimizer.memory, context.clip_norm, context.lossless_reducer},
             options.every, options.drift),
-        options_(options),
         error_feedback_(context.config.optimizer.memory),
-        reducer_(context.reducer),
         lossless_(context.lossless_reducer),
-        names_(context.names),
-        gradients_(context.buffers.gradients),
-        memories_(context.buffers.memories),
-        outer_sgd_(outerSgdOf(options_), global_, context.names) {}
+        whole_(context.names, context.params, global_, context.buffers.gradients, context.buffers.memories,
+               context.reducer, outerSgdOf(options)) {}
 
-  // The pseudo-gradients through the reducer into the gradient buffers (free once the optimizer
-  // stepped), the outer step on θ_g, and every worker back at θ_g. Returns the bits sent.
-  uint64_t outerStep() override {
-    torch::NoGradGuard no_grad;
-    // What the reducer sends, as every-step hands it: a lossless reducer averages in place.
-    const auto& sends = lossless_ ? gradients_ : memories_;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (lossless_ || !error_feedback_) {
-        sends[i].copy_(global_[i]).sub_(params_[i].detach());
-      } else {
-        sends[i].add_(global_[i] - params_[i].detach());
-      }
-    }
-    const uint64_t bits = reducer_.reduce(sends, gradients_, memories_);
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (!std::isfinite(gradients_[i].sum().item<double>())) {
-        throw NonFiniteGradient("the averaged pseudo-gradient of '" + names_[i] + "' is not finite (nan or inf)");
-      }
-    }
-    outer_sgd_.step(gradients_);
+  // The pseudo-gradients through the reducer, the outer step on θ_g along their average, and every
+  // worker back at θ_g. Returns the bits sent.
+  uint64_t outerStep(int64_t /*step*/) override {
+    const uint64_t bits = whole_.sendPseudoGradients(lossless_, error_feedback_);
+    whole_.outerStep(whole_.gradients);
     copyInto(params_, global_);
     return bits;
   }
 
-  const DilocoOptions options_;
   const bool error_feedback_;
-  reducers::Reducer& reducer_;
   const bool lossless_;
-  const std::vector<std::string>& names_;
-  const std::vector<at::Tensor>& gradients_;
-  const std::vector<at::Tensor>& memories_;
-  OuterSgd outer_sgd_;  // on θ_g
+  GlobalSlice whole_;  // the whole model, through the trainer's reducer
 };
 
 }  // namespace

@@ -18,7 +18,6 @@ GlobalModelSync::GlobalModelSync(const SyncContext& context, GradientExchange::O
       params_(context.params),
       exchange_(context.params, context.names, context.buffers, context.reducer, exchange, context.before_send),
       global_(copiesOf(context.params)),
-      global_names_(context.names),
       every_(every),
       drift_(drift),
       evaluated_(context.params) {}
@@ -30,13 +29,8 @@ uint64_t GlobalModelSync::afterBackward() {
 
 uint64_t GlobalModelSync::afterStep(int64_t step) {
   last_sync_.reset();
-  if (step % every_ == 0) {
-    last_sync_ = measuredSync(comm_, params_, drift_, [this] {
-      const uint64_t bits = outerStep();
-      checkGlobalModel(global_, global_names_);
-      return bits;
-    });
-  }
+  if (sendsAfter(step)) last_sync_ = measuredSync(comm_, params_, drift_, [&] { return outerStep(step); });
+  afterSync(step);
   return last_sync_ ? last_sync_->bits : 0;
 }
 

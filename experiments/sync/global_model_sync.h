@@ -18,10 +18,12 @@ namespace gcrun::experiments {
 // worker at it, and every evaluation after would be nan.
 void checkGlobalModel(const std::vector<at::Tensor>& global, const std::vector<std::string>& names);
 
-// What diloco and sparseloco share: every worker steps alone along its own gradient from the global
-// model θ_g; after every `every`-th step the replicas' drift is measured (when `drift`) and
-// outerStep() moves θ_g and puts every worker back at it; θ_g is what an evaluation sees, and a
-// θ_g that stopped being finite stops the run (checkGlobalModel).
+// What diloco, streaming-diloco and sparseloco share: every worker steps alone along its own
+// gradient from the global model θ_g; after the steps that sendsAfter() names (by default every
+// `every`-th) the replicas' drift is measured (when `drift`) and outerStep() syncs, measured;
+// afterSync() then runs at every step, unmeasured. θ_g is what an evaluation sees. Each strategy
+// checks θ_g where its outer step moves it (checkGlobalModel): one that stopped being finite stops
+// the run.
 class GlobalModelSync : public Synchronizer {
  public:
   GlobalModelSync(const SyncContext& context, GradientExchange::Options exchange, int64_t every, bool drift);
@@ -34,9 +36,13 @@ class GlobalModelSync : public Synchronizer {
   std::optional<SyncEvent> lastSync() const override { return last_sync_; }
 
  protected:
-  // The sync: θ_g updated from the workers' models, every worker's parameters set to it. Returns
-  // the bits this worker sent.
-  virtual uint64_t outerStep() = 0;
+  // Whether the workers sync after step `step` (1-based).
+  virtual bool sendsAfter(int64_t step) const { return step % every_ == 0; }
+  // The sync after step `step`: θ_g updated from the workers' models, every worker's parameters
+  // set to it (or, for a strategy whose results land later, sent). Returns the bits this worker sent.
+  virtual uint64_t outerStep(int64_t step) = 0;
+  // After every step's sync, if any, outside what it measures: where results held back land.
+  virtual void afterSync(int64_t /*step*/) {}
 
   comm::Communicator& comm_;
   const std::vector<at::Tensor>& params_;
@@ -44,7 +50,6 @@ class GlobalModelSync : public Synchronizer {
   std::vector<at::Tensor> global_;  // θ_g
 
  private:
-  const std::vector<std::string>& global_names_;
   const int64_t every_;
   const bool drift_;
   EvaluatedModel evaluated_;

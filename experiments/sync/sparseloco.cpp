@@ -121,7 +121,7 @@ class SparseLoco : public GlobalModelSync {
 
   // Steps 1-6 of the header's algorithm; the average lands in the gradient buffers (free once the
   // optimizer stepped). Returns the bits sent.
-  uint64_t outerStep() override {
+  uint64_t outerStep(int64_t /*step*/) override {
     torch::NoGradGuard no_grad;
     std::vector<TwoBitTopK> own;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -143,6 +143,7 @@ class SparseLoco : public GlobalModelSync {
     }
     ++syncs_;
     copyInto(params_, global_);
+    checkGlobalModel(global_, names_);
     return bits;
   }
 

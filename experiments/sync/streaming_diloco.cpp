@@ -1,19 +1,18 @@
 #include "experiments/sync/streaming_diloco.h"
 
-#include <cmath>
 #include <map>
 #include <memory>
 
 #include <torch/torch.h>
 
 #include "experiments/sync/global_model_sync.h"
+#include "experiments/sync/global_slice.h"
 #include "experiments/sync/gradient_exchange.h"
 #include "experiments/sync/outer_sgd.h"
 #include "experiments/sync/reducer_state.h"
 #include "experiments/sync/replicas.h"
 #include "experiments/sync/sync_settings.h"
 #include "hyperparams/base/errors.h"
-#include "reducers/granularity.h"
 
 namespace gcrun::experiments {
 
@@ -98,105 +97,46 @@ std::vector<at::Tensor> zerosLike(const std::vector<at::Tensor>& tensors) {
   return zeros;
 }
 
-// Another instance of the configured reducer, for the parameters at `indices`, built as the
-// worker builds the trainer's (experiments/worker/worker_run.cpp).
-std::unique_ptr<reducers::Reducer> reducerFor(const SyncContext& context, const std::vector<size_t>& indices) {
+std::vector<reducers::ParameterInfo> parameterInfos(const SyncContext& context, const std::vector<size_t>& indices) {
   std::vector<reducers::ParameterInfo> parameters;
   for (size_t i : indices) parameters.push_back({context.names[i], context.params[i].sizes().vec()});
-  const auto& options = context.config.reducer;
-  return reducers::withGranularity(
-      reducers::reducerRegistry()
-          .at(options.name)
-          .factory.make(reducers::ReducerContext{context.comm, options, static_cast<uint64_t>(context.config.seed),
-                                                 std::move(parameters)}),
-      options);
+  return parameters;
 }
 
-// One fragment: views of its parameters and buffers, its reducer, its outer SGD and what is in flight.
+// One fragment: a slice of the model synced as diloco syncs the whole model, through a reducer of
+// its own (reducers keep per-tensor state by position), and the averaged Δ of its last send held
+// back until it is applied.
 struct Fragment {
   Fragment(const SyncContext& context, const std::vector<size_t>& indices, const std::vector<at::Tensor>& global,
            const OuterSgdOptions& outer, std::string prefix)
       : indices(indices),
         prefix(std::move(prefix)),
-        names(pick(context.names, indices)),
-        params(pick(context.params, indices)),
-        global(pick(global, indices)),
-        gradients(pick(context.buffers.gradients, indices)),
-        memories(pick(context.buffers.memories, indices)),
-        in_flight(zerosLike(this->global)),
-        reducer(reducerFor(context, indices)),
-        outer_sgd(outer, this->global, names) {}
+        reducer(context.make_reducer(parameterInfos(context, indices))),
+        slice(pick(context.names, indices), pick(context.params, indices), pick(global, indices),
+              pick(context.buffers.gradients, indices), pick(context.buffers.memories, indices), *reducer, outer),
+        in_flight(zerosLike(slice.global)) {}
 
   const std::vector<size_t> indices;
   const std::string prefix;  // of its checkpoint entries
-  const std::vector<std::string> names;
-  const std::vector<at::Tensor> params, global, gradients, memories;
+  const std::unique_ptr<reducers::Reducer> reducer;
+  GlobalSlice slice;
   const std::vector<at::Tensor> in_flight;  // the averaged Δ of its last send, until applied
-  std::unique_ptr<reducers::Reducer> reducer;
-  OuterSgd outer_sgd;
-  int64_t applies_at = kNone;  // the step after which in_flight is applied
+  int64_t applies_at = kNone;               // the step after which in_flight is applied
 
   static constexpr int64_t kNone = -1;
 };
 
-class StreamingDiloco : public Synchronizer {
+class StreamingDiloco : public GlobalModelSync {
  public:
   explicit StreamingDiloco(const SyncContext& context)
-      : options_(streamingSchema().read(context.config.sync.settings)),
-        error_feedback_(context.config.optimizer.memory),
-        comm_(context.comm),
-        lossless_(context.lossless_reducer),
-        params_(context.params),
-        names_(context.names),
-        memories_(context.buffers.memories),
-        exchange_(context.params, context.names, context.buffers, context.reducer,
-                  GradientExchange::Options{error_feedback_, context.clip_norm, lossless_}, context.before_send),
-        evaluated_(context.params),
-        global_(copiesOf(context.params)) {
-    const auto groups = streamingFragments(names_, options_.fragments);
-    checkSchedule(options_);
-    for (size_t p = 0; p < groups.size(); ++p) {
-      fragments_.push_back(std::make_unique<Fragment>(context, groups[p], global_, outerSgdOf(options_),
-                                                      kPrefix + std::string("fragment") + std::to_string(p) + "/"));
-    }
-  }
-
-  void beforeBackward(bool sample) override { exchange_.startStep(sample, /*exchange=*/false); }
-  uint64_t afterBackward() override {
-    exchange_.keepLocal();
-    return 0;
-  }
-  uint64_t afterStep(int64_t step) override {
-    last_sync_.reset();
-    last_sender_.reset();
-    if (const auto sender = streamingSender(step, options_.every, options_.fragments)) {
-      last_sync_ = measuredSync(comm_, params_, options_.drift, [&] { return send(*fragments_[*sender], step); });
-      last_sender_ = sender;
-    }
-    for (auto& fragment : fragments_) {
-      if (fragment->applies_at == step) apply(*fragment);
-    }
-    return last_sync_ ? last_sync_->bits : 0;
-  }
-
-  void beforeEvaluation() override { evaluated_.swapIn(global_); }
-  void afterEvaluation() override { evaluated_.restore(); }
-  std::optional<SyncEvent> lastSync() const override { return last_sync_; }
+      : StreamingDiloco(context, streamingSchema().read(context.config.sync.settings)) {}
 
   std::optional<SyncSample> sample() const override {
     return sampleOf(exchange_, memories_, lossless_, error_feedback_);
   }
   LayerSample layerSample() const override { return layerSampleOf(exchange_, memories_, lossless_, lastCosts()); }
 
-  void saveState(TensorMap& state) const override {
-    for (size_t i = 0; i < names_.size(); ++i) state[kPrefix + std::string("global/") + names_[i]] = global_[i];
-    for (const auto& f : fragments_) {
-      saveReducerState(state, f->names, f->memories, *f->reducer, f->prefix);
-      f->outer_sgd.saveState(state, f->prefix);
-      for (size_t k = 0; k < f->names.size(); ++k) state[f->prefix + "in_flight/" + f->names[k]] = f->in_flight[k];
-      state[f->prefix + "applies_at"] = torch::tensor(f->applies_at, torch::kInt64);
-    }
-  }
+  void saveState(TensorMap& state) const override;
   bool checksEntry(const std::string& name) const override {
     for (const auto& f : fragments_) {
       if (isReducerEntry(name, f->prefix)) return true;
@@ -212,21 +152,57 @@ class StreamingDiloco : public Synchronizer {
     }
     return true;
   }
-  void loadState(const TensorMap& state) override {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < names_.size(); ++i) global_[i].copy_(state.at(kPrefix + std::string("global/") + names_[i]));
-    for (auto& f : fragments_) {
-      loadReducerState(state, f->names, f->memories, *f->reducer, f->prefix);
-      f->outer_sgd.loadState(state, f->prefix);
-      for (size_t k = 0; k < f->names.size(); ++k) {
-        f->in_flight[k].copy_(state.at(f->prefix + "in_flight/" + f->names[k]));
-      }
-      f->applies_at = savedApplication(state, f->prefix + "applies_at");
-    }
-  }
+  void loadState(const TensorMap& state) override;
 
  private:
   static constexpr const char* kPrefix = "streaming-diloco/";
+
+  StreamingDiloco(const SyncContext& context, const StreamingOptions& options)
+      : GlobalModelSync(
+            context,
+            GradientExchange::Options{context.config.optimizer.memory, context.clip_norm, context.lossless_reducer},
+            options.every, options.drift),
+        options_(options),
+        error_feedback_(context.config.optimizer.memory),
+        lossless_(context.lossless_reducer),
+        names_(context.names),
+        memories_(context.buffers.memories) {
+    const auto groups = streamingFragments(names_, options_.fragments);
+    checkSchedule(options_);
+    for (size_t p = 0; p < groups.size(); ++p) {
+      fragments_.push_back(std::make_unique<Fragment>(context, groups[p], global_, outerSgdOf(options_),
+                                                      kPrefix + std::string("fragment") + std::to_string(p) + "/"));
+    }
+  }
+
+  bool sendsAfter(int64_t step) const override {
+    return streamingSender(step, options_.every, options_.fragments).has_value();
+  }
+
+  // The sending fragment's pseudo-gradients through its reducer, as diloco sends the whole model,
+  // and their average kept in flight until step + τ. Returns the bits sent.
+  uint64_t outerStep(int64_t step) override {
+    last_sender_ = streamingSender(step, options_.every, options_.fragments);
+    Fragment& f = *fragments_[*last_sender_];
+    const uint64_t bits = f.slice.sendPseudoGradients(lossless_, error_feedback_);
+    copyInto(f.in_flight, f.slice.gradients);
+    f.applies_at = step + options_.delay;
+    return bits;
+  }
+
+  // The fragments whose result lands at `step`: the outer step on their part of θ_g, and the
+  // worker's part mixed with it: θ + (1 − α)(θ_g − θ) = α·θ + (1 − α)·θ_g, exactly θ_g at α = 0.
+  void afterSync(int64_t step) override {
+    torch::NoGradGuard no_grad;
+    for (auto& f : fragments_) {
+      if (f->applies_at != step) continue;
+      f->slice.outerStep(f->in_flight);
+      for (size_t k = 0; k < f->slice.params.size(); ++k) {
+        f->slice.params[k].detach().lerp_(f->slice.global[k], 1.0 - options_.mix_alpha);
+      }
+      f->applies_at = Fragment::kNone;
+    }
+  }
 
   // A fragment in flight at the saved step was sent at most τ steps before it and is applied after
   // it: its step of application lies in (step, step + τ]; kNone when none is in flight.
@@ -236,44 +212,10 @@ class StreamingDiloco : public Synchronizer {
     return checkpointCount(state, name, step + 1, step + options_.delay);
   }
 
-  // The fragment's pseudo-gradients through its reducer into the gradient buffers (free once the
-  // optimizer stepped), as diloco sends the whole model, and their average kept in flight until
-  // step + τ. Returns the bits sent.
-  uint64_t send(Fragment& f, int64_t step) {
-    torch::NoGradGuard no_grad;
-    const auto& sends = lossless_ ? f.gradients : f.memories;
-    for (size_t k = 0; k < f.params.size(); ++k) {
-      if (lossless_ || !error_feedback_) {
-        sends[k].copy_(f.global[k]).sub_(f.params[k].detach());
-      } else {
-        sends[k].add_(f.global[k] - f.params[k].detach());
-      }
-    }
-    const uint64_t bits = f.reducer->reduce(sends, f.gradients, f.memories);
-    for (size_t k = 0; k < f.params.size(); ++k) {
-      if (!std::isfinite(f.gradients[k].sum().item<double>())) {
-        throw NonFiniteGradient("the averaged pseudo-gradient of '" + f.names[k] + "' is not finite (nan or inf)");
-      }
-      f.in_flight[k].copy_(f.gradients[k]);
-    }
-    f.applies_at = step + options_.delay;
-    return bits;
-  }
-
-  // The outer step on the fragment of θ_g, and the worker's fragment mixed with it:
-  // θ + (1 − α)(θ_g − θ) = α·θ + (1 − α)·θ_g, exactly θ_g at α = 0.
-  void apply(Fragment& f) {
-    torch::NoGradGuard no_grad;
-    f.outer_sgd.step(f.in_flight);
-    checkGlobalModel(f.global, f.names);
-    for (size_t k = 0; k < f.params.size(); ++k) f.params[k].detach().lerp_(f.global[k], 1.0 - options_.mix_alpha);
-    f.applies_at = Fragment::kNone;
-  }
-
   // Per parameter, what the last step's send cost: the sending fragment's reducer's, nothing for
   // the other parameters; empty when no fragment sent or its reducer does not say.
   std::vector<reducers::Reducer::TensorCost> lastCosts() const {
-    if (!last_sender_) return {};
+    if (!lastSync()) return {};
     const auto& f = *fragments_[*last_sender_];
     const auto costs = f.reducer->lastCosts();
     if (costs.empty()) return {};
@@ -284,18 +226,37 @@ class StreamingDiloco : public Synchronizer {
 
   const StreamingOptions options_;
   const bool error_feedback_;
-  comm::Communicator& comm_;
   const bool lossless_;
-  const std::vector<at::Tensor>& params_;
   const std::vector<std::string>& names_;
   const std::vector<at::Tensor>& memories_;
-  GradientExchange exchange_;
-  EvaluatedModel evaluated_;
-  std::vector<at::Tensor> global_;  // θ_g
   std::vector<std::unique_ptr<Fragment>> fragments_;
-  std::optional<SyncEvent> last_sync_;  // the last step's, if a fragment sent
-  std::optional<size_t> last_sender_;   // the fragment that sent it
+  std::optional<size_t> last_sender_;  // the fragment that sent at the last sync
 };
+
+void StreamingDiloco::saveState(TensorMap& state) const {
+  for (size_t i = 0; i < names_.size(); ++i) state[kPrefix + std::string("global/") + names_[i]] = global_[i];
+  for (const auto& f : fragments_) {
+    const GlobalSlice& slice = f->slice;
+    saveReducerState(state, slice.names, slice.memories, *f->reducer, f->prefix);
+    slice.outer_sgd.saveState(state, f->prefix);
+    for (size_t k = 0; k < slice.names.size(); ++k) state[f->prefix + "in_flight/" + slice.names[k]] = f->in_flight[k];
+    state[f->prefix + "applies_at"] = torch::tensor(f->applies_at, torch::kInt64);
+  }
+}
+
+void StreamingDiloco::loadState(const TensorMap& state) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < names_.size(); ++i) global_[i].copy_(state.at(kPrefix + std::string("global/") + names_[i]));
+  for (auto& f : fragments_) {
+    GlobalSlice& slice = f->slice;
+    loadReducerState(state, slice.names, slice.memories, *f->reducer, f->prefix);
+    slice.outer_sgd.loadState(state, f->prefix);
+    for (size_t k = 0; k < slice.names.size(); ++k) {
+      f->in_flight[k].copy_(state.at(f->prefix + "in_flight/" + slice.names[k]));
+    }
+    f->applies_at = savedApplication(state, f->prefix + "applies_at");
+  }
+}
 
 }  // namespace
 

@@ -12,12 +12,12 @@ namespace gcrun::experiments {
 // Streaming DiLoCo (Douillard et al., arXiv 2501.18512), sync.strategy streaming-diloco: DiLoCo
 // whose model is split into F fragments (sync.fragments) strided over the layers, each synced once
 // every H steps (sync.every) at a step of its own, so that a sync sends about 1/F of the model.
-// A fragment's send is diloco's for its parameters only: Δ = θ_g − θ through a reducer of its own
-// (built from the registry as the trainer builds the configured one; reducers keep per-tensor state
-// by position), with error feedback carried from sync to sync when optimizer.memory is on. The
+// A fragment's send is diloco's for its parameters only (GlobalSlice, global_slice.h): Δ = θ_g − θ
+// through a reducer of its own (SyncContext::make_reducer; reducers keep per-tensor state by
+// position), with error feedback carried from sync to sync when optimizer.memory is on. The
 // averaged Δ waits τ steps (sync.delay); then the outer SGD (outer_sgd.h, one per fragment) updates
 // θ_g's fragment and the worker's fragment becomes α·θ + (1 − α)·θ_g (sync.mix_alpha). With F = 1,
-// τ = 0 and α = 0 it is diloco.
+// τ = 0 and α = 0 it is diloco, step for step: both are a GlobalModelSync whose sync is a GlobalSlice's.
 // The overlap is in the schedule only: the reduce itself runs, blocking, at the step that sends,
 // and its result is held back τ steps. Measured times therefore include the whole reduce; what
 // overlapping it with τ steps would save is for the time model (outputs/performance) to cost.

@@ -20,6 +20,10 @@
 
 namespace gcrun::experiments {
 
+// Makes a reducer of the resolved experiment's kind (reducer.name, its settings, the run's seed,
+// reducer.granularity) for `parameters`, as the worker made SyncContext::reducer for the model.
+using ReducerMaker = std::function<std::unique_ptr<reducers::Reducer>(std::vector<reducers::ParameterInfo> parameters)>;
+
 // What a strategy works with, built once by the trainer; every reference outlives the synchronizer.
 struct SyncContext {
   const ExperimentConfig& config;
@@ -36,6 +40,8 @@ struct SyncContext {
   // momentum when the config puts them before the reduce); a strategy that sends gradients calls it
   // before making a send.
   std::function<void(size_t)> before_send;
+  // For a strategy that reduces parts of the model through reducers of their own.
+  ReducerMaker make_reducer;
 };
 
 // A sampled step's norms on this worker, over all parameters (powersgd.md 1.4).

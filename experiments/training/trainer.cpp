@@ -10,7 +10,6 @@
 #include <torch/torch.h>
 
 #include "experiments/optimizers/optimizer.h"
-#include "experiments/sync/replicas.h"
 #include "experiments/training/step_instruments.h"
 #include "experiments/training/training_state.h"
 #include "experiments/training/worker_metrics.h"
@@ -68,7 +67,8 @@ struct Trainer::State : TrainerDeps {
         optimizer(optimizer_spec.make(OptimizerContext{config.optimizer, params, names, buffers.gradients,
                                                        task.embeddingParameters(), comm.size(), total_steps})),
         sync(sync_spec.make(SyncContext{config, sync_comm, reducer, lossless_reducer, task.localGradientClipNorm(),
-                                        params, names, buffers, [this](size_t i) { optimizer->beforeSend(i); }})),
+                                        params, names, buffers, [this](size_t i) { optimizer->beforeSend(i); },
+                                        make_reducer})),
         instruments(timer, trace) {}
 
   std::vector<at::Tensor> params;
@@ -160,7 +160,7 @@ struct Trainer::State : TrainerDeps {
     auto span = instruments.phase(Phase::evaluation, evaluate);
     std::optional<outputs::EvaluatedSplits> replica;
     if (evaluate && sync_spec.local_replicas) {
-      replica = evaluateRankZeroReplica(limits);
+      replica = evaluateRankZeroModel(task, comm, shard, limits, role, timer, params);
       if (!replica) return std::nullopt;
     }
     sync->beforeEvaluation();
@@ -175,32 +175,9 @@ struct Trainer::State : TrainerDeps {
   // that an outer step overflowed, say): the run stops as at a non-finite loss, every rank alike
   // (the metrics are reduced), rather than completing with null metrics.
   void checkEvaluated(const outputs::EpochSummary& summary) const {
-    const std::pair<const char*, const std::map<std::string, double>*> splits[] = {
-        {"validation", &summary.validation},
-        {"test", &summary.test},
-        {"replica_validation", &summary.replica.validation},
-        {"replica_test", &summary.replica.test}};
-    for (const auto& [split, metrics] : splits) {
-      for (const auto& [name, value] : *metrics) {
-        if (std::isfinite(value)) continue;
-        const char* shown = std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
-        throw TrainingDiverged(
-            diverged(at.step, std::string("the evaluated ") + split + " " + name + " is " + shown + " after it"));
-      }
+    if (const auto problem = nonFiniteMetric(summary)) {
+      throw TrainingDiverged(diverged(at.step, *problem + " after it"));
     }
-  }
-
-  // Rank 0's own model, which differs from the evaluated global one between syncs: every worker
-  // evaluates a copy broadcast from rank 0 (not counted as sent: no part of training).
-  std::optional<outputs::EvaluatedSplits> evaluateRankZeroReplica(const tasks::EvaluationLimits& limits) {
-    auto scope = timer.scope("replica.evaluation");
-    auto replica = copiesOf(params);
-    for (auto& p : replica) comm.broadcast(p, 0);
-    EvaluatedModel evaluated(params);
-    evaluated.swapIn(replica);
-    auto splits = evaluateSplits(task, comm, shard, limits, role);
-    evaluated.restore();
-    return splits;
   }
 
   std::string divergedAt(const std::string& what) const { return diverged(at.step + 1, what); }
@@ -230,6 +207,7 @@ class Trainer::Loop {
       : s_(state),
         at_(state.at),
         sinks_(outputs.sinks),
+        events_(outputs.sinks),
         sampler_(state.config.output, outputs.sinks, state.names, state.params) {}
 
   TrainingResult run() {
@@ -295,33 +273,20 @@ class Trainer::Loop {
     return checkpoint_due;
   }
 
-  // After the step, outside the `batch` timer: its samples, the log window and the progress line.
+  // After the step, outside the `batch` timer: its samples, its sync, the log window and the
+  // progress line.
   void reportStep(double step_position) {
+    events_.at(at_.step, at_.bits);
     sampler_.report(
         *s_.sync, at_.step, step_position,
-        [&](const std::string& name, double value, double at) { emit(name, value, at); }, s_.instruments);
-    reportSync();
+        [&](const std::string& name, double value, double at) { events_.train(name, value, at); }, s_.instruments);
+    events_.sync(s_.sync->lastSync(), s_.position());
     logWindow(step_position);
     const double elapsed = secondsSince(s_.start);
     const auto& training = s_.config.training;
     const int64_t samples_per_step = training.batch_size * s_.comm.size();
-    for (auto& sink : sinks_) {
-      sink->progress({at_.step, s_.total_steps, at_.epoch + 1, training.epochs, at_.loss_sum / at_.batch_index,
+    events_.progress({at_.step, s_.total_steps, at_.epoch + 1, training.epochs, at_.loss_sum / at_.batch_index,
                       at_.step * samples_per_step / std::max(elapsed, 1e-9), elapsed});
-    }
-  }
-
-  // The step's sync of models, if it made one: what it sent and how far the replicas had drifted.
-  void reportSync() {
-    const auto event = s_.sync->lastSync();
-    if (!event) return;
-    emit("bits_per_sync", static_cast<double>(event->bits), s_.position());
-    if (event->replica_drift) emit("replica_drift", *event->replica_drift, s_.position());
-  }
-
-  // An event, split "train", at the step just done.
-  void emit(const std::string& name, double value, double epoch_position, int64_t window = 0) {
-    for (auto& sink : sinks_) sink->metric({name, value, "train", epoch_position, at_.step, at_.bits, window});
   }
 
   // Every output.log_every_steps steps, on every rank (one all-reduce): the training loss averaged
@@ -329,15 +294,11 @@ class Trainer::Loop {
   void logWindow(double step_position) {
     const int64_t every = s_.config.output.log_every_steps;
     if (every <= 0 || at_.step % every != 0) return;
-    auto& comm = s_.comm;
-    auto total = torch::full({1}, at_.window_loss, torch::TensorOptions().dtype(torch::kFloat64).device(comm.device()));
-    comm.allreduceSum(total);
     const int64_t window = std::exchange(at_.window_steps, 0);
-    at_.window_loss = 0;
-    const double loss = total.cpu().item<double>() / static_cast<double>(comm.size() * window);
-    emit(s_.task.lossName(), loss, s_.position(), window);
+    const double loss = meanWindowLoss(std::exchange(at_.window_loss, 0.0), window, s_.comm);
+    events_.train(s_.task.lossName(), loss, s_.position(), window);
     // The rate of the step just done: its index is one below the steps counted.
-    emit("learning_rate", s_.optimizer->learningRate({at_.step - 1, step_position}), s_.position(), window);
+    events_.train("learning_rate", s_.optimizer->learningRate({at_.step - 1, step_position}), s_.position(), window);
   }
 
   // evaluation.every_steps falls on the step just done, and it is not the epoch's last (whose
@@ -352,16 +313,7 @@ class Trainer::Loop {
   bool evaluateWithinEpoch() {
     auto evaluated = s_.summarize(true);
     if (!evaluated) return false;
-    const auto emit = [&](const std::map<std::string, double>& metrics, const std::string& split) {
-      for (const auto& [name, value] : metrics) {
-        for (auto& sink : sinks_) sink->metric({name, value, split, s_.position(), at_.step, at_.bits});
-      }
-    };
-    emit(evaluated->validation, "validation");
-    emit(evaluated->test, "test");
-    emit(evaluated->replica.validation, "replica_validation");
-    emit(evaluated->replica.test, "replica_test");
-    emit({{"elapsed_s", secondsSince(s_.start)}}, "train");
+    events_.evaluation(*evaluated, s_.position(), secondsSince(s_.start));
     return true;
   }
 
@@ -392,6 +344,7 @@ class Trainer::Loop {
   State& s_;
   LoopPosition& at_;
   const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks_;
+  TrainingEvents events_;
   StepSampler sampler_;
   TrainingResult result_;
 };

@@ -53,6 +53,9 @@ struct TrainerDeps {
   // when output.trace is on.
   comm::Communicator& sync_comm;
   bool lossless_reducer;  // the reducer's spec says it delivers the exact average
+  // Another reducer as `reducer` was made, over sync_comm, for a strategy that reduces parts of the
+  // model through reducers of their own (SyncContext::make_reducer).
+  ReducerMaker make_reducer;
   // sync.strategy's: what keeps the workers' models in agreement.
   const SynchronizerSpec& sync_spec;
   // optimizer.name's: what steps along the synchronized gradients.

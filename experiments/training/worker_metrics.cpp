@@ -1,8 +1,30 @@
 #include "experiments/training/worker_metrics.h"
 
+#include <cmath>
+
 #include <torch/torch.h>
 
+#include "experiments/sync/replicas.h"
+
 namespace gcrun::experiments {
+namespace {
+
+// The evaluated splits' metrics (rank 0's replica's after them) as events at `step`.
+void emitEvaluated(const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks, const outputs::EpochSummary& summary,
+                   double position, int64_t step, uint64_t bits) {
+  const std::pair<const std::map<std::string, double>*, const char*> splits[] = {
+      {&summary.validation, "validation"},
+      {&summary.test, "test"},
+      {&summary.replica.validation, "replica_validation"},
+      {&summary.replica.test, "replica_test"}};
+  for (const auto& [metrics, split] : splits) {
+    for (const auto& [name, value] : *metrics) {
+      for (auto& sink : sinks) sink->metric({name, value, split, position, step, bits});
+    }
+  }
+}
+
+}  // namespace
 
 std::map<std::string, double> reduceMetrics(const tasks::MetricSums& local, const tasks::Task& task,
                                             comm::Communicator& comm) {
@@ -68,10 +90,7 @@ void reportEpoch(const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks,
     for (auto& sink : sinks) sink->metric({name, value, split, position, summary.step, summary.bits});
   };
   for (const auto& kv : summary.train) emit(kv.first, kv.second, "train");
-  for (const auto& kv : summary.validation) emit(kv.first, kv.second, "validation");
-  for (const auto& kv : summary.test) emit(kv.first, kv.second, "test");
-  for (const auto& kv : summary.replica.validation) emit(kv.first, kv.second, "replica_validation");
-  for (const auto& kv : summary.replica.test) emit(kv.first, kv.second, "replica_test");
+  emitEvaluated(sinks, summary, position, summary.step, summary.bits);
   const auto batch_stats = timer.stats().find("batch");
   if (batch_stats != timer.stats().end() && batch_stats->second.events > 0) {
     emit("time_per_batch", batch_stats->second.total_s / batch_stats->second.events, "train");
@@ -79,6 +98,62 @@ void reportEpoch(const std::vector<std::unique_ptr<outputs::MetricSink>>& sinks,
   emit("learning_rate", summary.learning_rate, "train");
   emit("elapsed_s", summary.elapsed_s, "train");
   for (auto& sink : sinks) sink->epochEnd(summary);
+}
+
+std::optional<outputs::EvaluatedSplits> evaluateRankZeroModel(tasks::Task& task, comm::Communicator& comm,
+                                                              const tasks::Shard& shard,
+                                                              const tasks::EvaluationLimits& evaluation,
+                                                              WorkerRole& role, outputs::Timer& timer,
+                                                              const std::vector<at::Tensor>& params) {
+  auto scope = timer.scope("replica.evaluation");
+  auto replica = copiesOf(params);
+  for (auto& p : replica) comm.broadcast(p, 0);
+  EvaluatedModel evaluated(params);
+  evaluated.swapIn(replica);
+  auto splits = evaluateSplits(task, comm, shard, evaluation, role);
+  evaluated.restore();
+  return splits;
+}
+
+std::optional<std::string> nonFiniteMetric(const outputs::EpochSummary& summary) {
+  const std::pair<const char*, const std::map<std::string, double>*> splits[] = {
+      {"validation", &summary.validation},
+      {"test", &summary.test},
+      {"replica_validation", &summary.replica.validation},
+      {"replica_test", &summary.replica.test}};
+  for (const auto& [split, metrics] : splits) {
+    for (const auto& [name, value] : *metrics) {
+      if (std::isfinite(value)) continue;
+      const char* shown = std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+      return std::string("the evaluated ") + split + " " + name + " is " + shown;
+    }
+  }
+  return std::nullopt;
+}
+
+void TrainingEvents::train(const std::string& name, double value, double position, int64_t window) const {
+  for (auto& sink : sinks_) sink->metric({name, value, "train", position, step_, bits_, window});
+}
+
+void TrainingEvents::sync(const std::optional<SyncEvent>& event, double position) const {
+  if (!event) return;
+  train("bits_per_sync", static_cast<double>(event->bits), position);
+  if (event->replica_drift) train("replica_drift", *event->replica_drift, position);
+}
+
+void TrainingEvents::progress(const outputs::Progress& progress) const {
+  for (auto& sink : sinks_) sink->progress(progress);
+}
+
+void TrainingEvents::evaluation(const outputs::EpochSummary& evaluated, double position, double elapsed_s) const {
+  emitEvaluated(sinks_, evaluated, position, step_, bits_);
+  train("elapsed_s", elapsed_s, position);
+}
+
+double meanWindowLoss(double window_loss, int64_t window, comm::Communicator& comm) {
+  auto total = torch::full({1}, window_loss, torch::TensorOptions().dtype(torch::kFloat64).device(comm.device()));
+  comm.allreduceSum(total);
+  return total.cpu().item<double>() / static_cast<double>(comm.size() * window);
 }
 
 }  // namespace gcrun::experiments

@@ -107,6 +107,17 @@ std::unique_ptr<comm::Communicator> tracedIfOn(comm::Communicator& comm, trace::
   return std::make_unique<TracedCommunicator>(comm, trace);
 }
 
+// The resolved experiment's reducer (granularity applied) over `comm`, for any of the model's parameters.
+ReducerMaker reducerMaker(const ResolvedExperiment& experiment, comm::Communicator& comm) {
+  return [&experiment, &comm](std::vector<reducers::ParameterInfo> parameters) {
+    const auto& config = experiment.config;
+    return reducers::withGranularity(
+        experiment.reducer.make(
+            reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed), std::move(parameters)}),
+        config.reducer);
+  };
+}
+
 std::function<bool()> stopRequestOf(const StopSignal& stop_signal) {
   if (!stop_signal) return {};
   return [stop_signal] { return stop_signal() != 0; };
@@ -126,10 +137,7 @@ WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, c
       inputs.task = experiment.task.make(
           tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), device});
       tasks::batchesPerEpochOf(*inputs.task, {comm.rank(), comm.size()}, config.training.batch_size);
-      inputs.reducer = reducers::withGranularity(experiment.reducer.make(reducers::ReducerContext{
-                                                     reducer_comm, config.reducer, static_cast<uint64_t>(config.seed),
-                                                     reducers::parametersOf(inputs.task->model())}),
-                                                 config.reducer);
+      inputs.reducer = reducerMaker(experiment, reducer_comm)(reducers::parametersOf(inputs.task->model()));
     } catch (const UserError& e) {
       problem = e.what();
     }
@@ -153,8 +161,9 @@ WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& opt
       run_dir_(openRunDirectory(config_, options, comm, role)),
       checkpoints_(run_dir_, comm, comm.device()),
       trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, traced_comm_ ? *traced_comm_ : comm,
-                           experiment.reducer.lossless, experiment.sync, experiment.optimizer, timer_, checkpoints_,
-                           role, stopRequestOf(stop_signal_), trace_}),
+                           experiment.reducer.lossless, reducerMaker(experiment, traced_comm_ ? *traced_comm_ : comm),
+                           experiment.sync, experiment.optimizer, timer_, checkpoints_, role,
+                           stopRequestOf(stop_signal_), trace_}),
       record_(run_dir_, leader_) {
   trace.setRunDirectory(run_dir_);
 #ifdef GCRUN_WITH_CUDA

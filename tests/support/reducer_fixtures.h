@@ -1,11 +1,14 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 
+#include "hyperparams/config.h"
+#include "reducers/granularity.h"
 #include "reducers/reducer.h"
 
 namespace gcrun::testing {
@@ -16,6 +19,20 @@ inline std::unique_ptr<reducers::Reducer> buildReducer(const std::string& name, 
   options.name = name;
   return reducers::reducerRegistry().at(name).factory.make(
       reducers::ReducerContext{comm, options, /*seed=*/42, /*parameters=*/{}});
+}
+
+// SyncContext::make_reducer as a worker makes it: config.reducer's reducer with its settings and
+// config.seed, granularity applied, over `comm` (both referenced, not copied).
+inline std::function<std::unique_ptr<reducers::Reducer>(std::vector<reducers::ParameterInfo>)> reducerMaker(
+    comm::Communicator& comm, const ExperimentConfig& config) {
+  return [&comm, &config](std::vector<reducers::ParameterInfo> parameters) {
+    return reducers::withGranularity(
+        reducers::reducerRegistry()
+            .at(config.reducer.name)
+            .factory.make(reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed),
+                                                   std::move(parameters)}),
+        config.reducer);
+  };
 }
 
 // Deep copies, for keeping a reducer's input: reducers may use `send` as scratch space.

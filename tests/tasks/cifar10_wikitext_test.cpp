@@ -12,13 +12,17 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "experiments/training/worker_metrics.h"
+#include "experiments/training/worker_role.h"
 #include "hyperparams/base/errors.h"
 #include "tasks/brown_corpus.h"
 #include "tasks/cifar10.h"
+#include "tasks/language_model.h"
 #include "tasks/models/models.h"
 #include "tasks/models/rnn_model.h"
 #include "tasks/token_files.h"
 #include "tasks/wikitext.h"
+#include "tests/support/multi_rank.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/user_error.h"
 
@@ -298,6 +302,53 @@ TEST(WikiText, TaskTrainsOnTokenFilesWithValidationAndTestSplits) {
                      makeWikiText2Task({cnn, 2, 1, c10::Device(c10::kCPU)});
                    }),
                    {"task.architecture", "cnn", "lstm"});
+}
+
+// Both language tasks evaluated on a real Gloo group of more ranks than the split has batches: the
+// trainer all-reduces every rank's sums packed in order, so a rank that packed fewer (its share
+// empty) would leave the others waiting until the group's timeout. wikitext2 gives every rank its
+// own columns of every batch (one batch: all four ranks take part; none: all four have nothing, and
+// still name the metric as task.h asks); language-model deals out windows (3 over 4 ranks: rank 3
+// has none).
+TEST(LanguageTasks, EvaluationWithFewerBatchesThanRanksEndsOnEveryRankAlike) {
+  TaskOptions lstm;
+  lstm.name = "wikitext2";
+  lstm.architecture = "lstm";
+  lstm.synthetic = true;
+  lstm.synthetic_samples = 20000;  // held-out splits of 2,000 tokens: 250 rows of 4 x 2 columns
+  TaskOptions tiny_lstm = lstm;
+  tiny_lstm.synthetic_samples = 20;  // held-out splits of 2 tokens: one row, no batch
+  TaskOptions gpt;
+  gpt.name = "language-model";
+  gpt.architecture = "gpt";
+  gpt.synthetic = true;
+  gpt.synthetic_samples = 2000;  // held-out splits of 200 tokens: 24 windows of 8
+  gpt.settings = {{"context", int64_t{8}}, {"layers", int64_t{1}}, {"heads", int64_t{2}}, {"width", int64_t{16}}};
+  struct Case {
+    TaskOptions options;
+    int64_t max_samples;
+    std::vector<double> tokens;  // each rank's share
+  };
+  const Case cases[] = {{lstm, 100, {60, 60, 60, 60}}, {tiny_lstm, 0, {0, 0, 0, 0}}, {gpt, 3 * 8, {8, 8, 8, 0}}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.options.name + " of " + std::to_string(c.options.synthetic_samples));
+    gcrun::testing::runRanks(4, [&](comm::Communicator& comm) {
+      const auto make = c.options.name == "wikitext2" ? makeWikiText2Task : makeLanguageModelTask;
+      auto task = make({c.options, 2, 1, c10::Device(c10::kCPU)});
+      const Shard shard{comm.rank(), comm.size()};
+      const MetricSums mine = task->evaluate(shard, "test", {c.max_samples, {}});
+      EXPECT_EQ(mine.weight, c.tokens[comm.rank()]);
+      EXPECT_EQ(mine.sums.count("cross_entropy"), 1u) << "rank " << comm.rank();
+      experiments::PlainWorker role;
+      const auto splits = experiments::evaluateSplits(*task, comm, shard, {c.max_samples, {}}, role);
+      ASSERT_TRUE(splits);
+      const bool evaluated = c.tokens[0] > 0;
+      ASSERT_EQ(splits->test.count("perplexity"), evaluated ? 1u : 0u);
+      if (evaluated) {
+        EXPECT_NEAR(splits->test.at("perplexity"), std::exp(splits->test.at("cross_entropy")), 1e-6);
+      }
+    });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -131,8 +131,8 @@ struct Rig {
       : params(std::move(initial)), buffers(params), reducer(testing::buildReducer("exact", comm)) {
     config.sync.strategy = strategy;
     config.sync.settings = std::move(settings);
-    sync = synchronizerRegistry().at(strategy).factory.make(
-        SyncContext{config, comm, *reducer, true, 0.0, params, names, buffers, [](size_t) {}});
+    sync = synchronizerRegistry().at(strategy).factory.make(SyncContext{
+        config, comm, *reducer, true, 0.0, params, names, buffers, [](size_t) {}, testing::reducerMaker(comm, config)});
   }
   TensorMap state() const {
     TensorMap saved;

@@ -69,7 +69,8 @@ at::Tensor trainInGcrun(comm::Communicator& comm, const PeerRun& run) {
   if (run.strategy == "local-sgd") config.sync.settings["warmup_steps"] = run.warmup_steps;
   auto sync = synchronizerRegistry()
                   .at(run.strategy)
-                  .factory.make(SyncContext{config, comm, *reducer, true, 0.0, params, names, buffers, [](size_t) {}});
+                  .factory.make(SyncContext{config, comm, *reducer, true, 0.0, params, names, buffers, [](size_t) {},
+                                            testing::reducerMaker(comm, config)});
   HeavyBallSgd sgd;
   std::vector<at::Tensor> rows;
   for (int64_t step = 1; step <= kSteps; ++step) {

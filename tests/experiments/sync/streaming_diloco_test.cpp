@@ -1,16 +1,21 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "experiments/setup/resolved_experiment.h"
 #include "experiments/sync/streaming_diloco.h"
+#include "experiments/worker/runner.h"
 #include "hyperparams/base/errors.h"
-#include "reducers/granularity.h"
 #include "tests/support/multi_rank.h"
+#include "tests/support/reducer_fixtures.h"
+#include "tests/support/temp_dir.h"
 
 // streaming-diloco over real 2-rank Gloo groups: diloco when it has one fragment, no delay and no
 // mixing; its schedule and fragments; one delayed, mixed application against its closed form in
@@ -42,14 +47,11 @@ struct Worker {
     config.reducer.name = reducer_name;
     std::vector<reducers::ParameterInfo> infos;
     for (size_t i = 0; i < params.size(); ++i) infos.push_back({names[i], params[i].sizes().vec()});
-    reducer = reducers::withGranularity(
-        reducers::reducerRegistry()
-            .at(reducer_name)
-            .factory.make(reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed), infos}),
-        config.reducer);
+    const auto make_reducer = testing::reducerMaker(comm, config);
+    reducer = make_reducer(infos);
     const bool lossless = reducers::reducerRegistry().at(reducer_name).factory.lossless;
     sync = synchronizerRegistry().at(strategy).factory.make(
-        SyncContext{config, comm, *reducer, lossless, 0.0, params, names, buffers, [](size_t) {}});
+        SyncContext{config, comm, *reducer, lossless, 0.0, params, names, buffers, [](size_t) {}, make_reducer});
   }
 
   ExperimentConfig config;
@@ -107,6 +109,46 @@ TEST_P(StreamingDilocoWithReducer, OneFragmentWithoutDelayOrMixingIsDiloco) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reducers, StreamingDilocoWithReducer, ::testing::Values("exact", "powersgd"));
+
+// metrics.jsonl of a run, one line per event, without the events that time it.
+std::vector<std::string> untimedEvents(const std::string& run_dir) {
+  std::ifstream file(run_dir + "/metrics.jsonl");
+  std::vector<std::string> events;
+  for (std::string line; std::getline(file, line);) {
+    if (line.find("\"time_per_batch\"") == std::string::npos && line.find("\"elapsed_s\"") == std::string::npos) {
+      events.push_back(line);
+    }
+  }
+  return events;
+}
+
+// Whole runs of 2 workers through the trainer (synthetic Fashion-MNIST, PowerSGD, a sync every 2
+// of 8 steps, drift measured, two evaluations of θ_g and of rank 0's replica): streaming-diloco at
+// F = 1, τ = 0, α = 0 logs every loss, sync, drift and evaluated metric of diloco, bit for bit.
+TEST(StreamingDiloco, OneFragmentRunIsADilocoRunEventForEvent) {
+  const auto run = [](const std::string& dir, const std::vector<std::string>& sync) {
+    std::vector<std::string> assignments = {
+        "task.synthetic=true",  "task.synthetic_samples=512", "training.batch_size=32", "training.epochs=2",
+        "output.sinks=[jsonl]", "output.log_every_steps=1",   "sync.every=2",           "evaluation.max_samples=64"};
+    assignments.insert(assignments.end(), sync.begin(), sync.end());
+    const ResolvedExperiment experiment = resolve(layeredConfig("fashion-sgd", "", assignments));
+    RunOptions options;
+    options.output_dir = dir;
+    testing::runRanks(2, [&](comm::Communicator& comm) { runWorker(experiment, options, comm); });
+    return untimedEvents(dir);
+  };
+  testing::TempDir dir;
+  const auto diloco = run(dir.file("diloco"), {"sync.strategy=diloco"});
+  const auto streaming = run(dir.file("streaming"), {"sync.strategy=streaming-diloco", "sync.fragments=1",
+                                                     "sync.delay=0", "sync.mix_alpha=0"});
+  EXPECT_GT(diloco.size(), 30u);
+  EXPECT_EQ(diloco, streaming);
+  std::ostringstream all;
+  for (const auto& line : diloco) all << line << "\n";
+  for (const char* name : {"bits_per_sync", "replica_drift", "replica_test"}) {
+    EXPECT_NE(all.str().find(name), std::string::npos) << name << " missing in\n" << all.str();
+  }
+}
 
 TEST(StreamingDilocoSchedule, StaggersTheFragmentsThroughThePeriod) {
   std::vector<std::pair<int64_t, size_t>> sends;

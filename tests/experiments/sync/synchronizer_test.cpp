@@ -107,8 +107,9 @@ struct Worker {
     config.sync.settings = testSettings(strategy);
     config.reducer.name = reducer_name;
     const bool lossless = reducers::reducerRegistry().at(reducer_name).factory.lossless;
-    sync = synchronizerRegistry().at(strategy).factory.make(
-        SyncContext{config, counting, reducer, lossless, 0.0, params, names, buffers, [](size_t) {}});
+    sync = synchronizerRegistry().at(strategy).factory.make(SyncContext{config, counting, reducer, lossless, 0.0,
+                                                                        params, names, buffers, [](size_t) {},
+                                                                        testing::reducerMaker(counting, config)});
   }
 
   // Step `step` (1-based) on data drawn from (rank, step): the bits the synchronizer reports.
