@@ -1,5 +1,8 @@
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace CLI {
 class App;
 }
@@ -10,6 +13,8 @@ namespace gcrun::cli {
 // exceptions to main(), the one place that turns them into messages and exit codes.
 void addExperimentCommand(CLI::App& app, int& exit_code);
 void addListCommand(CLI::App& app);
+// What `gcrun list` lists: experiments, studies, reducers, ... (its positional's values).
+std::vector<std::string> listingNames();
 void addShowCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app, int& exit_code);
 void addDataCommand(CLI::App& app);

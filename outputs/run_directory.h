@@ -9,7 +9,7 @@
 
 namespace gcrun::outputs {
 
-// The files of a run directory, each name spelled here only (README.md, "What a run leaves behind").
+// The files of a run directory, each name spelled here only (docs/outputs.md, "What a run leaves behind").
 namespace run_files {
 inline constexpr char kConfig[] = "config.yaml";               // the resolved settings
 inline constexpr char kInfo[] = "run.json";                    // RunInfo

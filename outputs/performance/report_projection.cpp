@@ -71,7 +71,7 @@ outputs::ReportSection predictionSection(const std::vector<PredictionRow>& rows,
   outputs::ReportSection section;
   section.title = "Does compression pay? Predicted time per batch";
   section.text =
-      "Each traced run replayed at other worker counts and networks (gcrun predict; its README section states the "
+      "Each traced run replayed at other worker counts and networks (gcrun predict; docs/predict.md states the "
       "model's assumptions). Runs without a step timeline are not listed.";
   section.table = predictionTable(rows, options.target.has_value());
   section.folded = true;

@@ -9,7 +9,7 @@ namespace gcrun::performance {
 
 // The time of one training step at `workers` workers, replayed from measured step programs.
 //
-// Assumptions (the README's "When compression pays" says the same):
+// Assumptions (docs/predict.md, "When compression pays", says the same):
 //  - Each worker computes what its program says, in order; worker w replays programs[w mod n],
 //    so a 2-worker trace stands for any number of workers whose compute looks like it.
 //  - A collective starts once every worker has issued it and the one before it has finished:

@@ -142,7 +142,7 @@ TEST(GptTwin, ExactAllReduceWithAdamWIsBitIdenticalToDdp) {
   EXPECT_LT(run.gcrun.back(), run.gcrun.front() - 0.5);
 }
 
-// DDP's powerSGD_hook against gcrun's powersgd-ddp set up alike (README: which settings make them
+// DDP's powerSGD_hook against gcrun's powersgd-ddp set up alike (docs/reducers.md: which settings make them
 // alike): the hook's state on both sides, one DDP bucket, the hook's own error feedback.
 TEST(GptTwin, PowerSgdHookIsBitIdenticalToPowersgdDdp) {
   if (pythonTorchMissing()) GTEST_SKIP() << "Debian's python3-torch is missing: apt-get install python3-torch";

@@ -123,6 +123,28 @@ TEST_F(Completion, SetKeysAndTheirValues) {
   EXPECT_TRUE(has(complete("study fashion-ranks --set output.sinks="), "jsonl"));
 }
 
+TEST_F(Completion, OptimizerScheduleAndStrategyNames) {
+  EXPECT_EQ(complete("experiment fashion-sgd --set optimizer.name="), (std::vector<std::string>{"adamw", "sgd"}));
+  EXPECT_EQ(complete("show fashion-sgd --set optimizer.name=ad"), std::vector<std::string>{"adamw"});
+  EXPECT_EQ(complete("experiment --set optimizer.schedule="), (std::vector<std::string>{"cosine", "reference"}));
+  EXPECT_EQ(complete("study fashion-ranks --set=optimizer.schedule=co"), std::vector<std::string>{"cosine"});
+  const auto strategies = complete("experiment --set sync.strategy=");
+  for (const char* strategy : {"every-step", "local-sgd", "diloco", "streaming-diloco", "sparseloco", "demo"}) {
+    EXPECT_TRUE(has(strategies, strategy)) << strategy;
+  }
+  EXPECT_EQ(complete("experiment --set sync.strategy=streaming"), std::vector<std::string>{"streaming-diloco"});
+}
+
+TEST_F(Completion, WhatListLists) {
+  const auto listings = complete("list ");
+  for (const char* what :
+       {"experiments", "studies", "reducers", "strategies", "optimizers", "tasks", "sinks", "keys"}) {
+    EXPECT_TRUE(has(listings, what)) << what;
+  }
+  EXPECT_EQ(complete("list op"), std::vector<std::string>{"optimizers"});
+  EXPECT_TRUE(has(complete("list keys --"), "--markdown"));
+}
+
 #ifdef GCRUN_PLUGIN_PATH
 TEST_F(Completion, APluginOnTheLineAddsItsKeys) {
   EXPECT_TRUE(complete("experiment --set reducer.int8").empty());
