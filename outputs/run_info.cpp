@@ -17,6 +17,46 @@ double finiteOr(const Json& value, double fallback) {
   return std::isfinite(number) ? number : fallback;
 }
 
+Json scheduleJson(const SyncSchedule& schedule) {
+  Json json;
+  json["strategy"] = schedule.strategy;
+  json["periodic"] = schedule.periodic;
+  json["every"] = schedule.every;
+  json["fragments"] = schedule.fragments;
+  json["delay"] = schedule.delay;
+  json["overlapped"] = schedule.overlapped;
+  json["warmup_steps"] = schedule.warmup_steps;
+  return json;
+}
+
+// run.json's "schedule", a file from elsewhere: every field present and of its type, and within
+// what a strategy could declare (scheduleProblem); otherwise the problem, naming the field.
+void readSchedule(const Json& json, RunInfo& info) {
+  const auto problem = [&](const std::string& text) { info.schedule_problem = "schedule" + text; };
+  if (!json.is_object()) return problem(" is not an object of strategy, periodic, every, fragments, ...");
+  SyncSchedule schedule;
+  const Json* strategy = memberOf(json, "strategy");
+  if (!strategy || !strategy->is_string()) return problem(".strategy is missing or not a string");
+  schedule.strategy = strategy->get<std::string>();
+  for (const auto& [key, field] :
+       {std::pair<const char*, bool*>{"periodic", &schedule.periodic}, {"overlapped", &schedule.overlapped}}) {
+    const Json* value = memberOf(json, key);
+    if (!value || !value->is_boolean()) return problem(std::string(".") + key + " is missing or not true or false");
+    *field = value->get<bool>();
+  }
+  for (const auto& [key, field] : {std::pair<const char*, int64_t*>{"every", &schedule.every},
+                                   {"fragments", &schedule.fragments},
+                                   {"delay", &schedule.delay},
+                                   {"warmup_steps", &schedule.warmup_steps}}) {
+    const Json* value = memberOf(json, key);
+    if (!value || !value->is_number_integer())
+      return problem(std::string(".") + key + " is missing or not a whole number");
+    *field = value->get<int64_t>();
+  }
+  if (const auto why = scheduleProblem(schedule); !why.empty()) return problem("." + why);
+  info.schedule = schedule;
+}
+
 }  // namespace
 
 std::string runInfoJson(const RunInfo& info) {
@@ -54,6 +94,7 @@ std::string runInfoJson(const RunInfo& info) {
   }
   if (!info.sources.empty()) json["sources"] = info.sources;
   if (info.baseline) json["baseline"] = baselineName(*info.baseline);
+  if (info.schedule) json["schedule"] = scheduleJson(*info.schedule);
   return jsonText(json, 2) + "\n";
 }
 
@@ -104,6 +145,7 @@ std::optional<RunInfo> parseRunInfo(std::string_view text) {
     }
   }
   info.baseline = baselineOf(stringOr(*json, "baseline", ""));
+  if (const Json* schedule = memberOf(*json, "schedule")) readSchedule(*schedule, info);
   return info;
 }
 

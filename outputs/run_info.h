@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hyperparams/base/baseline.h"
+#include "hyperparams/base/sync_schedule.h"
 #include "outputs/run_status.h"
 
 namespace gcrun::outputs {
@@ -36,7 +37,7 @@ struct RunInfo {
   int64_t steps = 0;
   double epochs_done = 0;
   uint64_t bits_sent = 0;  // per worker
-  // Syncs of the workers' models (strategies other than every-step) and what each sent per worker,
+  // Syncs of the workers' models (strategies that sync models) and what each sent per worker,
   // on average; run.json's "syncs" and "bits_per_sync", left out when there were none.
   int64_t syncs = 0;
   double bits_per_sync = 0;
@@ -57,6 +58,12 @@ struct RunInfo {
   // The reducer's ReducerSpec::baseline, run.json's "baseline"; nothing when the run.json has none
   // (a refused run, or one written before gcrun recorded it).
   std::optional<Baseline> baseline;
+  // The strategy's declared SyncSchedule, run.json's "schedule"; nothing when the run.json has none
+  // (a run from before it was recorded, a strategy that declares none) or a bad one, whose fault
+  // schedule_problem says ("schedule.every is 0; expected ...": for the reader to refuse, naming
+  // the file).
+  std::optional<SyncSchedule> schedule;
+  std::string schedule_problem;
 };
 
 // run.json's text for `info`.

@@ -199,8 +199,12 @@ double dctMemory(const ExperimentConfig& config, const tasks::ModelSize& model) 
 }  // namespace
 
 SynchronizerSpec demoSpec() {
-  return {[](const SyncContext& c) { return std::make_unique<Demo>(c); }, demoSchema().specs(), false, validateDemo,
-          dctMemory};
+  return {[](const SyncContext& c) { return std::make_unique<Demo>(c); },
+          demoSchema().specs(),
+          false,
+          validateDemo,
+          dctMemory,
+          [](const ExperimentConfig&) { return everyStepSchedule("demo"); }};
 }
 
 }  // namespace gcrun::experiments

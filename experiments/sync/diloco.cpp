@@ -98,7 +98,10 @@ SynchronizerSpec dilocoSpec() {
           dilocoSchema().specs(),
           true,
           {},
-          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(3, model); }};
+          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(3, model); },
+          [](const ExperimentConfig& config) {
+            return periodicSchedule("diloco", dilocoSchema().read(config.sync.settings).every);
+          }};
 }
 
 }  // namespace gcrun::experiments

@@ -127,7 +127,13 @@ SynchronizerSpec localSgdSpec() {
           localSgdSchema().specs(),
           true,
           {},
-          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(1, model); }};
+          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(1, model); },
+          [](const ExperimentConfig& config) {
+            const auto options = localSgdSchema().read(config.sync.settings);
+            auto schedule = periodicSchedule("local-sgd", options.every);
+            schedule.warmup_steps = options.warmup_steps;
+            return schedule;
+          }};
 }
 
 }  // namespace gcrun::experiments

@@ -159,13 +159,18 @@ class SparseLoco : public GlobalModelSync {
 
 SynchronizerSpec sparseLocoSpec() {
   // θ_g and the replicas' mean while the drift is measured (the accumulator is the memory buffer).
-  return {[](const SyncContext& c) { return std::make_unique<SparseLoco>(c); }, sparseLocoSchema().specs(), true,
+  return {[](const SyncContext& c) { return std::make_unique<SparseLoco>(c); },
+          sparseLocoSchema().specs(),
+          true,
           [](const ExperimentConfig& config) {
             StrategyRequirements requirements("sparseloco");
             requireNoReducer(requirements, config, "sparseloco", "2-bit top-k");
             requirements.check();
           },
-          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(2, model); }};
+          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(2, model); },
+          [](const ExperimentConfig& config) {
+            return periodicSchedule("sparseloco", sparseLocoSchema().read(config.sync.settings).every);
+          }};
 }
 
 }  // namespace gcrun::experiments

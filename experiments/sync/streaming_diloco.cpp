@@ -13,6 +13,7 @@
 #include "experiments/sync/replicas.h"
 #include "experiments/sync/sync_settings.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/base/sync_schedule.h"
 
 namespace gcrun::experiments {
 
@@ -36,7 +37,7 @@ std::vector<std::vector<size_t>> streamingFragments(const std::vector<std::strin
 
 std::optional<size_t> streamingSender(int64_t step, int64_t every, int64_t fragments) {
   for (int64_t p = 0; p < fragments; ++p) {
-    if (step % every == (p + 1) * every / fragments % every) return static_cast<size_t>(p);
+    if (step % every == sendOffset(p, fragments, every)) return static_cast<size_t>(p);
   }
   return std::nullopt;
 }
@@ -82,6 +83,16 @@ void checkSchedule(const StreamingOptions& options) {
     throw UserError("sync.delay = " + std::to_string(options.delay) + ": below sync.every / sync.fragments (" +
                     std::to_string(spacing) + "), so that a fragment's result lands before its next send");
   }
+}
+
+// Fragment p of F every H steps at its sendOffset, applied tau steps later; its sends could run
+// behind the steps in between.
+SyncSchedule streamingSchedule(const StreamingOptions& options) {
+  auto schedule = periodicSchedule("streaming-diloco", options.every);
+  schedule.fragments = options.fragments;
+  schedule.delay = options.delay;
+  schedule.overlapped = true;
+  return schedule;
 }
 
 template <class T>
@@ -263,10 +274,12 @@ void StreamingDiloco::loadState(const TensorMap& state) {
 SynchronizerSpec streamingDilocoSpec() {
   // The schedule's limits refuse a run when it is resolved, before anything is written; the
   // model's (its modules) when the strategy is built.
-  return {[](const SyncContext& c) { return std::make_unique<StreamingDiloco>(c); }, streamingSchema().specs(), true,
-          [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); },
-          // θ_g, the outer momentum, the fragments' averaged deltas in flight, the replicas' mean.
-          [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(4, model); }};
+  return {
+      [](const SyncContext& c) { return std::make_unique<StreamingDiloco>(c); }, streamingSchema().specs(), true,
+      [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); },
+      // θ_g, the outer momentum, the fragments' averaged deltas in flight, the replicas' mean.
+      [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(4, model); },
+      [](const ExperimentConfig& config) { return streamingSchedule(streamingSchema().read(config.sync.settings)); }};
 }
 
 }  // namespace gcrun::experiments

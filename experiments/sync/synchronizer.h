@@ -11,6 +11,7 @@
 
 #include "experiments/sync/gradient_exchange.h"
 #include "hyperparams/base/registry.h"
+#include "hyperparams/base/sync_schedule.h"
 #include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
 #include "hyperparams/settings.h"
@@ -135,6 +136,10 @@ struct SynchronizerSpec {
   // buffers and the optimizer's state (a global copy, outer momentum, DCT matrices), for a model of
   // that size: the memory check before a run, so it must not allocate. Empty: nothing more.
   std::function<double(const ExperimentConfig&, const tasks::ModelSize&)> memory = {};
+  // When it sends, what and when that is applied, from its settings: rank 0 records it in run.json
+  // ("schedule") and `gcrun predict` models the run's time per step from it. Empty: it declares
+  // none, and predict knows a run of it only if it is one of the built-ins of old (by its name).
+  std::function<SyncSchedule(const ExperimentConfig&)> schedule = {};
 };
 
 // What several strategies hold: `copies` parameter-sized float tensors of a model of that size.

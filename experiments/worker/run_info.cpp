@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "experiments/sync/synchronizer.h"
 #include "outputs/statistics.h"
 #include "reducers/reducer.h"
 
@@ -45,6 +46,8 @@ outputs::RunInfo startInfo(const ExperimentConfig& config, comm::Communicator& c
   info.start_time = outputs::isoTimeNow();
   info.sources = config.sources;
   info.baseline = reducers::reducerRegistry().at(config.reducer.name).factory.baseline;
+  if (const auto& schedule = synchronizerRegistry().at(config.sync.strategy).factory.schedule)
+    info.schedule = schedule(config);
   return info;
 }
 

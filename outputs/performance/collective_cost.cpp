@@ -110,4 +110,14 @@ double latencyOf(const network::NetworkProfile& profile, int workers) {
   return 0;
 }
 
+double bandwidthOf(const network::NetworkProfile& profile, int workers) {
+  if (profile.bandwidth_bytes_per_s > 0) return profile.bandwidth_bytes_per_s;
+  constexpr double kLarge = 64.0 * (1 << 20);
+  const int at = std::max(2, workers);
+  const double per_byte = (collectiveSeconds(profile, CollectiveKind::all_reduce, kLarge, at) -
+                           collectiveSeconds(profile, CollectiveKind::all_reduce, 0, at)) /
+                          kLarge / costFactors(CollectiveKind::all_reduce, at).bytes;
+  return per_byte > 0 ? 1 / per_byte : 0;
+}
+
 }  // namespace gcrun::performance

@@ -41,4 +41,9 @@ CostFactors costFactors(CollectiveKind collective, int workers);
 // the nearest world size to `workers` (a float32 fit if there is one), else 0.
 double latencyOf(const network::NetworkProfile& profile, int workers);
 
+// The bandwidth (bytes/s) the analytic CU formula divides by: the link's, else what the profile's
+// all-reduce per-byte cost at `workers` (at least 2) is per link (its time for large messages over
+// the ring's byte factor); 0 when it has none.
+double bandwidthOf(const network::NetworkProfile& profile, int workers);
+
 }  // namespace gcrun::performance

@@ -7,9 +7,9 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "hyperparams/base/errors.h"
-#include "outputs/csv_field.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/performance/collective_cost.h"
+#include "outputs/performance/compute_basis.h"
 #include "outputs/performance/prediction_matrix.h"
 #include "outputs/performance/recommendation.h"
 #include "outputs/report/safe_text.h"
@@ -29,117 +29,15 @@ const char kAssumptions[] =
     "profile, collectives one after another in issue order, all-reduces issued during backward overlapping "
     "it. The median traced step is shown; a run that syncs models every H steps shows its median local step "
     "with its traced sync steps spread over the H steps. CU is compute over time per step, beside the usual "
-    "formula H t / (H t + 8 bytes / bandwidth). Measured is the run's own median on its own machine and "
-    "network (empty for other worker counts, other H and simulated workers). Speedups are the baseline's "
+    "formula H t / (H t + 8 bytes / bandwidth). Measured is the run's own median step on its own machine and "
+    "network; for a run that syncs models every H steps, whose steps differ, the mean over the schedule, "
+    "marked (mean) (empty for other worker counts, other H and simulated workers). Speedups are the baseline's "
     "predicted time over this run's, \"no difference\" within the steps' spread; break-even is the bandwidth "
     "below which this method is faster than the baseline at the network's latency.";
-
-std::string ms(double value) { return fmt::format("{:.1f}", value); }
-std::string optionalMs(const std::optional<double>& value) { return value ? ms(*value) : ""; }
-std::string number(const std::optional<double>& value) { return value ? fmt::format("{:.6g}", *value) : ""; }
-std::string gbit(const std::optional<double>& bytes_per_s) {
-  if (!bytes_per_s) return "";
-  if (std::isinf(*bytes_per_s)) return "inf";
-  return fmt::format("{:.6g}", 8 * *bytes_per_s / 1e9);
-}
 
 std::string runNameOf(const outputs::RunData& run) { return run.name.empty() ? run.dir : run.name; }
 
 }  // namespace
-
-namespace {
-
-// "every-step", "diloco H=32".
-std::string strategyText(const PredictionRow& row) {
-  return row.sync_every ? row.strategy + " H=" + std::to_string(*row.sync_every) : row.strategy;
-}
-
-// "0.93 (formula 0.97)".
-std::string cuText(const PredictionRow& row) {
-  auto text = fmt::format("{:.2f}", row.predicted.cu());
-  if (row.cu_formula) text += fmt::format(" (formula {:.2f})", *row.cu_formula);
-  return text;
-}
-
-bool anyOverlapped(const std::vector<PredictionRow>& rows) {
-  return std::any_of(rows.begin(), rows.end(), [](const PredictionRow& row) { return row.overlapped_ms.has_value(); });
-}
-
-}  // namespace
-
-outputs::TextTable predictionTable(const std::vector<PredictionRow>& rows, bool with_target) {
-  outputs::TextTable table;
-  table.header = {"run",
-                  "reducer",
-                  "workers",
-                  "network",
-                  "strategy",
-                  "measured ms",
-                  "predicted ms",
-                  "CU",
-                  "compute ms",
-                  "exposed comm ms",
-                  "codec ms",
-                  "MiB/step",
-                  "vs exact",
-                  "vs fp16",
-                  "break-even vs exact",
-                  "break-even vs fp16"};
-  const bool overlapped = anyOverlapped(rows);
-  if (overlapped) table.header.push_back("overlapped ms");
-  if (with_target) table.header.insert(table.header.end(), {"steps to target", "predicted s", "measured s"});
-  for (const auto& row : rows) {
-    std::vector<std::string> cells = {row.run,
-                                      row.reducer,
-                                      std::to_string(row.workers),
-                                      row.network,
-                                      strategyText(row),
-                                      optionalMs(row.measured_ms_per_batch),
-                                      ms(row.predicted.total_ms),
-                                      cuText(row),
-                                      ms(row.predicted.compute_ms),
-                                      ms(row.predicted.exposed_comm_ms),
-                                      ms(row.predicted.codec_ms),
-                                      fmt::format("{:.3f}", row.mib_per_step),
-                                      speedupText(row.speedup_vs_exact, row.noise),
-                                      speedupText(row.speedup_vs_fp16, row.noise),
-                                      breakEvenText(row.break_even_vs_exact),
-                                      breakEvenText(row.break_even_vs_fp16)};
-    if (overlapped) cells.push_back(optionalMs(row.overlapped_ms));
-    if (with_target) {
-      cells.push_back(row.steps_to_target ? std::to_string(*row.steps_to_target) : "not reached");
-      cells.push_back(row.predicted_time_to_target_s ? fmt::format("{:.1f}", *row.predicted_time_to_target_s) : "");
-      cells.push_back(row.measured_time_to_target_s ? fmt::format("{:.1f}", *row.measured_time_to_target_s) : "");
-    }
-    table.rows.push_back(std::move(cells));
-  }
-  return table;
-}
-
-std::string predictionCsv(const std::vector<PredictionRow>& rows, bool with_target) {
-  std::string out =
-      "run,reducer,workers,network,measured_ms_per_batch,predicted_ms_per_batch,compute_ms,exposed_comm_ms,"
-      "codec_ms,mib_per_step,speedup_vs_exact,speedup_vs_fp16,break_even_vs_exact_gbit,break_even_vs_fp16_gbit";
-  if (with_target) out += ",steps_to_target,predicted_time_to_target_s,measured_time_to_target_s";
-  out += ",strategy,sync_every,cu,cu_formula,overlapped_ms_per_batch,compute_basis_ms,mib_per_sync,noise\n";
-  for (const auto& row : rows) {
-    out += fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{}", outputs::csvField(row.run),
-                       outputs::csvField(row.reducer), row.workers, outputs::csvField(row.network),
-                       number(row.measured_ms_per_batch), row.predicted.total_ms, row.predicted.compute_ms,
-                       row.predicted.exposed_comm_ms, row.predicted.codec_ms, row.mib_per_step,
-                       number(row.speedup_vs_exact), number(row.speedup_vs_fp16), gbit(row.break_even_vs_exact),
-                       gbit(row.break_even_vs_fp16));
-    if (with_target) {
-      out += fmt::format(",{},{},{}", row.steps_to_target ? std::to_string(*row.steps_to_target) : "",
-                         number(row.predicted_time_to_target_s), number(row.measured_time_to_target_s));
-    }
-    out +=
-        fmt::format(",{},{},{:.6g},{},{},{:.6g},{:.6g},{:.6g}\n", outputs::csvField(row.strategy),
-                    row.sync_every ? std::to_string(*row.sync_every) : "", row.predicted.cu(), number(row.cu_formula),
-                    number(row.overlapped_ms), row.compute_basis_ms, row.mib_per_sync, row.noise);
-  }
-  return out;
-}
 
 namespace {
 
@@ -205,8 +103,8 @@ outputs::Plot timeVsBandwidthPlot(const std::vector<outputs::RunData>& runs, con
 }
 
 // Each run's target metric against its predicted wall-clock time at `workers` on `network`.
-outputs::Plot metricVsTimePlot(const std::vector<outputs::RunData>& runs, const std::vector<PredictionRow>& rows,
-                               int workers, const std::string& network) {
+outputs::Plot metricVsTimePlot(const std::vector<outputs::RunData>& runs, const std::vector<RunTimeline>& timelines,
+                               const std::vector<PredictionRow>& rows, int workers, const std::string& network) {
   outputs::Plot plot{
       "metric-vs-predicted-time",
       fmt::format("{} by predicted wall-clock time, {} workers, {}", runs.front().metric, workers, network),
@@ -216,7 +114,7 @@ outputs::Plot metricVsTimePlot(const std::vector<outputs::RunData>& runs, const 
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto found = std::find_if(rows.begin(), rows.end(), [&](const PredictionRow& row) {
       return row.dir == runs[i].dir && row.workers == workers && row.network == network &&
-             (!row.sync_every || *row.sync_every == syncScheduleOf(runs[i]).every);
+             (!row.sync_every || *row.sync_every == timelines[i].schedule.every);
     });
     if (found == rows.end() || runs[i].epochs.empty()) continue;
     outputs::Curve curve{found->run, {}};
@@ -239,7 +137,7 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
   std::vector<int> worker_counts = options.workers;
   if (worker_counts.empty()) worker_counts.push_back(runs.front().world_size);
   for (const int workers : worker_counts) plots.push_back(timeVsBandwidthPlot(runs, timelines, rows, options, workers));
-  plots.push_back(metricVsTimePlot(runs, rows, worker_counts.front(), options.networks.front().name));
+  plots.push_back(metricVsTimePlot(runs, timelines, rows, worker_counts.front(), options.networks.front().name));
   for (auto& heat_map : matrixHeatMaps(rows)) plots.push_back(std::move(heat_map));
   return plots;
 }
@@ -255,15 +153,6 @@ std::string bulletList(const std::string& title, const std::vector<std::string>&
 
 }  // namespace
 
-std::vector<std::string> recommendationLines(const std::vector<PredictionRow>& rows, const PredictOptions& options) {
-  std::vector<std::string> lines;
-  if (!options.target_cu || rows.empty()) return lines;
-  for (const auto& recommendation : recommend(rows, *options.target_cu)) {
-    lines.push_back(recommendationLine(recommendation, rows, *options.target_cu));
-  }
-  return lines;
-}
-
 PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const std::vector<RunTimeline>& timelines,
                                 const std::vector<PredictionRow>& rows, const PredictOptions& options,
                                 const std::string& output_dir) {
@@ -276,7 +165,8 @@ PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const
   std::string md = "# gcrun predict\n\n" + matrixMarkdown(rows) + "\n" + std::string(kAssumptions) + "\n\n";
   md += bulletList("Compute", computeMismatches(runs, timelines));
   if (options.target_cu) {
-    md += bulletList(fmt::format("Recommended for CU {:.2f}", *options.target_cu), recommendationLines(rows, options));
+    md += bulletList(fmt::format("Recommended for CU {:.2f}", *options.target_cu),
+                     recommendationLines(rows, options.target_cu));
   }
   if (with_target) {
     md += outputs::markdownText(fmt::format("Target: {} {} {}.", options.target->metric,
@@ -316,19 +206,18 @@ std::vector<std::string> checkPredictable(const TracedRuns& traced, const std::s
   return skipped;
 }
 
-PredictResult predictDirectories(const std::vector<std::string>& paths, const PredictOptions& options,
-                                 const std::string& output_dir) {
+PredictResult predictDirectories(const std::vector<std::string>& paths, const PredictOptions& options) {
   auto loaded = outputs::loadRuns(paths, options.target ? options.target->metric : "");
-  const auto traced = traceRuns(std::move(loaded.runs));
+  PredictResult result;
+  result.traced = traceRuns(std::move(loaded.runs));
   std::string given;
   for (const auto& path : paths) given += (given.empty() ? "" : ", ") + path;
-  PredictResult result;
   result.skipped = loaded.skipped;
-  for (auto& line : checkPredictable(traced, given)) result.skipped.push_back(std::move(line));
-  result.rows = predictRuns(traced.runs, traced.timelines, options);
-  result.mismatches = computeMismatches(traced.runs, traced.timelines);
-  result.recommendations = recommendationLines(result.rows, options);
-  result.files = writePrediction(traced.runs, traced.timelines, result.rows, options, output_dir);
+  for (auto& line : checkPredictable(result.traced, given)) result.skipped.push_back(std::move(line));
+  const auto& [runs, timelines, untraced] = result.traced;
+  result.rows = predictRows(runs, replayedRuns(timelines, computeBases(runs, timelines, options)), options);
+  result.mismatches = computeMismatches(runs, timelines);
+  result.recommendations = recommendationLines(result.rows, options.target_cu);
   return result;
 }
 

@@ -51,4 +51,14 @@ std::string recommendationLine(const Recommendation& recommendation, const std::
   return line;
 }
 
+std::vector<std::string> recommendationLines(const std::vector<PredictionRow>& rows,
+                                             const std::optional<double>& target_cu) {
+  std::vector<std::string> lines;
+  if (!target_cu || rows.empty()) return lines;
+  for (const auto& recommendation : recommend(rows, *target_cu)) {
+    lines.push_back(recommendationLine(recommendation, rows, *target_cu));
+  }
+  return lines;
+}
+
 }  // namespace gcrun::performance

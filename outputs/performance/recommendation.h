@@ -11,7 +11,7 @@ namespace gcrun::performance {
 // `gcrun predict --target-cu`: for each worker count and network, the cheapest configuration among
 // the predicted rows (run x H) whose compute utilisation reaches the target. Cheapest is what gives
 // up least for it: where runs reached the accuracy target, the shortest predicted time to it;
-// otherwise the fewest steps between syncs (every-step counts as 1), then the most data sent per
+// otherwise the fewest steps between syncs (a run that exchanges every step counts as 1), then the most data sent per
 // step (the least compression), then the shortest time per step.
 struct Recommendation {
   int workers = 1;
@@ -27,5 +27,9 @@ std::vector<Recommendation> recommend(const std::vector<PredictionRow>& rows, do
 // step, 812 s to the target", or that none does and which comes closest.
 std::string recommendationLine(const Recommendation& recommendation, const std::vector<PredictionRow>& rows,
                                double target_cu);
+
+// With `target_cu`, recommendationLine() for each worker count and network; else none.
+std::vector<std::string> recommendationLines(const std::vector<PredictionRow>& rows,
+                                             const std::optional<double>& target_cu);
 
 }  // namespace gcrun::performance

@@ -95,7 +95,8 @@ std::vector<outputs::ReportSection> matrixSections(const std::vector<PredictionR
   }
   // The recommendation answers the time question too: it goes with the first matrix.
   if (!sections.empty()) {
-    for (const auto& line : recommendationLines(rows, options)) sections.front().text += "\nRecommended: " + line + ".";
+    for (const auto& line : recommendationLines(rows, options.target_cu))
+      sections.front().text += "\nRecommended: " + line + ".";
   }
   return sections;
 }

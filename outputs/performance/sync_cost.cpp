@@ -2,74 +2,25 @@
 
 #include <algorithm>
 #include <deque>
-#include <limits>
 #include <stdexcept>
 
-#include "hyperparams/base/decimal.h"
-#include "hyperparams/base/errors.h"
-#include "hyperparams/base/text.h"
-#include "outputs/performance/prediction.h"
-#include "outputs/run_directory.h"
+#include "hyperparams/base/sync_schedule.h"
 
 namespace gcrun::performance {
 namespace {
 
-// The strategies whose schedules predict knows, as gcrun's registry names them.
-const std::vector<std::string> kKnownStrategies = {"every-step",       "local-sgd",  "diloco",
-                                                   "streaming-diloco", "sparseloco", "demo"};
-
-std::string configFileOf(const outputs::RunData& run) { return run.dir + "/" + outputs::run_files::kConfig; }
-
-// Setting `key` of the run's config.yaml, a file from elsewhere like the rest of a run directory: a
-// whole number from `min` to `max`, or `fallback` when the file has none; a UserError naming the
-// file and key otherwise.
-int64_t settingOr(const outputs::RunData& run, const std::string& key, int64_t fallback, int64_t min, int64_t max) {
-  const auto found = run.settings.find(key);
-  if (found == run.settings.end()) return fallback;
-  const auto value = parseWholeNumber(found->second);
-  if (!value || *value < min || *value > max) {
-    throw UserError(configFileOf(run) + ": " + key + " is '" + clipForMessage(found->second, 60) +
-                    "'; expected a whole number from " + std::to_string(min) + " to " + std::to_string(max));
-  }
-  return *value;
-}
-
-std::string strategyOf(const outputs::RunData& run) {
-  const auto found = run.settings.find("sync.strategy");
-  if (found == run.settings.end()) return "every-step";
-  if (std::find(kKnownStrategies.begin(), kKnownStrategies.end(), found->second) == kKnownStrategies.end()) {
-    std::string known;
-    for (const auto& name : kKnownStrategies) known += (known.empty() ? "" : ", ") + name;
-    throw UserError(configFileOf(run) + ": sync.strategy '" + clipForMessage(found->second, 60) +
-                    "' is not a strategy whose schedule predict knows; expected one of " + known);
-  }
-  return found->second;
-}
-
-// The step (1 to H) of each fragment's send within a period, as streaming-diloco schedules them:
-// fragment p after the steps t with t mod H = ((p+1)H/F) mod H.
+// The step (1 to H) of each fragment's send within a period (sendOffset, 0 being the period's end).
 std::vector<int64_t> sendSteps(int64_t every, size_t fragments) {
   std::vector<int64_t> steps;
   const auto f = static_cast<int64_t>(fragments);
   for (int64_t p = 0; p < f; ++p) {
-    const int64_t at = ((p + 1) * every / f) % every;
+    const int64_t at = sendOffset(p, f, every);
     steps.push_back(at == 0 ? every : at);
   }
   return steps;
 }
 
 }  // namespace
-
-SyncSchedule syncScheduleOf(const outputs::RunData& run) {
-  SyncSchedule schedule;
-  schedule.strategy = strategyOf(run);
-  schedule.every = settingOr(run, "sync.every", 1, 1, kMaxSyncEvery);
-  schedule.periodic = run.settings.count("sync.every") > 0;
-  schedule.fragments = settingOr(run, "sync.fragments", 1, 1, schedule.every);
-  schedule.delay = settingOr(run, "sync.delay", 0, 0, schedule.every);
-  schedule.warmup = settingOr(run, "sync.warmup_steps", 0, 0, std::numeric_limits<int64_t>::max());
-  return schedule;
-}
 
 StepPrediction amortisedStep(const StepPrediction& local, const std::vector<StepPrediction>& syncs, int64_t every,
                              int64_t fragments) {

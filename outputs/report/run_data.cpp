@@ -242,6 +242,8 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
   run.simulated_workers = info->simulated_workers;
   run.compute_per_batch_ms = info->compute_per_batch_ms;
   if (info->baseline) run.baseline = *info->baseline;
+  run.schedule = info->schedule;
+  run.schedule_problem = info->schedule_problem;
   std::map<std::string, std::optional<double>> finals;
   for (const auto& [name, value] : info->final_metrics) {
     finals[name] = std::isfinite(value) ? std::optional<double>(value) : std::nullopt;
@@ -261,6 +263,8 @@ RunData loadRun(const std::string& dir, const std::string& metric) {
       const Json* batch = memberOf(*timer, "batch");
       const auto median = numberAt(batch ? *batch : kNone, "median_duration");
       if (median) run.time_per_batch_ms = 1000.0 * *median;
+      const auto mean = numberAt(batch ? *batch : kNone, "average_duration");
+      if (mean) run.mean_time_per_batch_ms = 1000.0 * *mean;
     }
   }
   readMetrics(root / run_files::kMetrics, run);

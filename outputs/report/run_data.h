@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hyperparams/base/baseline.h"
+#include "hyperparams/base/sync_schedule.h"
 #include "outputs/layers/layer_stats.h"
 #include "outputs/run_status.h"
 
@@ -37,6 +38,9 @@ struct RunData {
   std::string config_key;  // the resolved configuration without its seed: runs that share it differ only by seed
   std::map<std::string, std::string> settings;  // the configuration, flattened: "reducer.rank" -> "2"
   Baseline baseline = Baseline::none;           // the reducer's, as run.json records it
+  // The strategy's schedule as run.json records it, or why that is no schedule (RunInfo's).
+  std::optional<SyncSchedule> schedule;
+  std::string schedule_problem;
   int64_t seed = 0;
   // run.json's; nothing when run.json is unreadable (`unreadable`) or holds no status gcrun writes.
   std::optional<RunStatus> status;
@@ -49,9 +53,10 @@ struct RunData {
   double compute_per_batch_ms = 0;  // with simulated workers: one logical worker's forward and backward
   std::string metric;               // the final metric reported: paper.metric, else test.accuracy, else ...
   std::optional<double> final_value;
-  double mib_per_epoch = 0;                 // per worker
-  double compression = 0;                   // float32 all-reduce bits / bits sent; 0 when nothing was sent
-  std::optional<double> time_per_batch_ms;  // median
+  double mib_per_epoch = 0;                      // per worker
+  double compression = 0;                        // float32 all-reduce bits / bits sent; 0 when nothing was sent
+  std::optional<double> time_per_batch_ms;       // median
+  std::optional<double> mean_time_per_batch_ms;  // mean: a run whose steps differ by its sync schedule
   std::optional<double> paper_value;
   std::string paper_source;
   std::optional<double> paper_time_per_batch_ms;  // at the paper's 16 workers

@@ -313,6 +313,47 @@ TEST(RunFiles, RunInfoReadsBackAsWritten) {
   EXPECT_FALSE(parseRunInfo("{\"status\": 3}")->status.has_value());
 }
 
+TEST(RunFiles, RunInfosScheduleReadsBackAsWritten) {
+  RunInfo info;
+  info.schedule = SyncSchedule{"streaming-diloco", true, 12, 3, 2, true, 0};
+  const std::string json = runInfoJson(info);
+  EXPECT_NE(json.find("\"schedule\": {"), std::string::npos) << json;
+  const auto back = parseRunInfo(json);
+  ASSERT_TRUE(back && back->schedule);
+  EXPECT_EQ(*back->schedule, *info.schedule);
+  EXPECT_EQ(back->schedule_problem, "");
+  EXPECT_EQ(runInfoJson(*back), json);
+  // A run from before schedules were recorded: none, and no problem.
+  EXPECT_FALSE(parseRunInfo("{\"status\": \"completed\"}")->schedule);
+  EXPECT_EQ(parseRunInfo("{\"status\": \"completed\"}")->schedule_problem, "");
+}
+
+TEST(RunFiles, ARecordedScheduleFromElsewhereIsCheckedFieldByField) {
+  const std::string fields =
+      "\"strategy\": \"diloco\", \"periodic\": true, \"fragments\": 1, \"delay\": 0, "
+      "\"overlapped\": false, \"warmup_steps\": 0";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"\"weekly\"", "schedule is not an object"},
+      {"{" + fields + "}", "schedule.every is missing or not a whole number"},
+      {"{" + fields + ", \"every\": \"8\"}", "schedule.every is missing or not a whole number"},
+      {"{" + fields + ", \"every\": 8.5}", "schedule.every is missing or not a whole number"},
+      {"{" + fields + ", \"every\": 0}", "schedule.every is 0; expected a whole number from 1 to 1000000"},
+      {"{" + fields + ", \"every\": 18446744073709551615}", "schedule.every is -1"},
+      {"{\"strategy\": \"x\\u001b[31m\", \"periodic\": false, \"every\": 1, \"fragments\": 1, \"delay\": 0, "
+       "\"overlapped\": false, \"warmup_steps\": 0}",
+       "schedule.strategy is not a strategy's name"},
+      {"{\"strategy\": \"diloco\", \"periodic\": \"yes\", \"every\": 1}", "schedule.periodic is missing or not true"},
+  };
+  for (const auto& [schedule, problem] : cases) {
+    SCOPED_TRACE(schedule);
+    const auto info = parseRunInfo("{\"status\": \"completed\", \"schedule\": " + schedule + "}");
+    ASSERT_TRUE(info);
+    EXPECT_FALSE(info->schedule);
+    EXPECT_NE(info->schedule_problem.find(problem), std::string::npos) << info->schedule_problem;
+    EXPECT_EQ(info->status, RunStatus::completed);  // the rest of run.json still reads
+  }
+}
+
 // Each status is one word in the files, read back as itself; no other text is a status.
 TEST(RunFiles, EveryRunStatusIsOneWordBothWays) {
   const std::vector<std::pair<RunStatus, std::string>> words = {

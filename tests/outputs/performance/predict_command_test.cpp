@@ -184,6 +184,38 @@ TEST_F(PredictCommand, ARunThatSyncsModelsIsPredictedOverH) {
   EXPECT_TRUE(contains(read(out + "/predict.md"), "diloco H=16")) << read(out + "/predict.md");
 }
 
+// Rank 0 records the schedule diloco declared; a run from before it was recorded (run.json
+// without "schedule") falls back to its config.yaml and is predicted exactly alike.
+TEST_F(PredictCommand, ARecordedScheduleAndAnOldRunsFallbackPredictAlike) {
+  const auto recorded = dir_->file("schedule/recorded/diloco");
+  const auto old = dir_->file("schedule/old/diloco");
+  for (const auto& copy : {recorded, old}) {
+    std::filesystem::create_directories(std::filesystem::path(copy).parent_path());
+    std::filesystem::copy(dir_->file("sync-runs/diloco"), copy, std::filesystem::copy_options::recursive);
+  }
+  auto run_json = read(old + "/run.json");
+  const auto from = run_json.find("\"schedule\": {");
+  ASSERT_NE(from, std::string::npos) << run_json;
+  const auto to = run_json.find('}', from);
+  EXPECT_TRUE(contains(run_json.substr(from, to - from), "\"every\": 4")) << run_json;
+  EXPECT_TRUE(contains(run_json.substr(from, to - from), "\"strategy\": \"diloco\"")) << run_json;
+  const auto comma = run_json.rfind(',', from);  // after the key before it
+  run_json.erase(comma, to + 1 - comma);
+  std::ofstream(old + "/run.json") << run_json;
+  std::map<std::string, std::string> csv;
+  for (const auto& run : {recorded, old}) {
+    const auto out = run + "-predicted";
+    const auto result =
+        gcrun("predict " + run + " --workers 2,8 --bandwidth 10mbit,10gbit --sync-every 2,4 --output " + out);
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    csv[run] = read(out + "/predict.csv");
+  }
+  EXPECT_FALSE(contains(read(old + "/run.json"), "\"schedule\": {")) << read(old + "/run.json");
+  EXPECT_TRUE(contains(csv[old], ",mean\n")) << csv[old];  // its run.json read: measured at its own H
+  EXPECT_EQ(csv[recorded], csv[old]);
+  EXPECT_EQ(lineCount(csv[old]), 1u + 2 * 2 * 2) << csv[old];
+}
+
 TEST_F(PredictCommand, AHundredRunsArePredictedInSeconds) {
   const auto many = dir_->file("many");
   std::filesystem::create_directories(many);

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "hyperparams/base/errors.h"
+#include "outputs/performance/compute_basis.h"
 #include "outputs/performance/prediction.h"
+#include "outputs/performance/prediction_table.h"
 #include "outputs/performance/recommendation.h"
+#include "outputs/performance/run_schedule.h"
 #include "outputs/performance/sync_cost.h"
 #include "tests/support/step_timelines.h"
 
@@ -58,7 +61,8 @@ outputs::RunData runOf(const std::string& dir, const std::string& reducer, const
   run.dir = dir;
   run.name = dir;
   run.world_size = 2;
-  run.time_per_batch_ms = 50;
+  run.time_per_batch_ms = 50;       // the median step
+  run.mean_time_per_batch_ms = 60;  // the mean: a periodic run's local steps and syncs differ
   run.settings = {{"reducer.name", reducer}, {"task.name", "gpt"}, {"training.batch_size", "8"}};
   if (!strategy.empty()) {
     run.settings["sync.strategy"] = strategy;
@@ -132,9 +136,11 @@ TEST(SyncPrediction, APeriodicRunIsItsLocalStepWithTheSyncAmortisedAtEachH) {
     EXPECT_NEAR(*rows[k].cu_formula, h * compute_ms / 1000 / (h * compute_ms / 1000 + bytes / kBandwidth), 1e-12);
     EXPECT_NEAR(rows[k].mib_per_step, bytes / h / (1 << 20), 1e-12);
   }
-  // The measurement is the run's own H's alone.
+  // The measurement is the run's own H's alone: its mean step over the schedule.
   EXPECT_FALSE(rows[0].measured_ms_per_batch.has_value());
-  EXPECT_EQ(*rows[1].measured_ms_per_batch, 50);
+  ASSERT_TRUE(rows[1].measured_ms_per_batch.has_value());
+  EXPECT_EQ(*rows[1].measured_ms_per_batch, 60);
+  EXPECT_EQ(rows[1].measured_statistic, "mean");
 }
 
 TEST(SyncPrediction, WorkersMeetOnlyAtSyncsSoTheSlowestWorkersMeanLocalStepCounts) {
@@ -166,12 +172,12 @@ TEST(SyncPrediction, LocalSgdsWarmUpStepsAreLeftOut) {
   }
   auto run = runOf("local-sgd", "exact", "local-sgd");
   run.settings["sync.warmup_steps"] = "2";
-  timeline.schedule = {"local-sgd", true, 4, 1, 0, 2};
+  timeline.schedule = {"local-sgd", true, 4, 1, 0, false, 2};
   PredictOptions options;
   options.networks = {network::linkProfile(kBandwidth, kLatency)};
   const auto rows = predictRuns({run}, {timeline}, options);
   EXPECT_NEAR(rows[0].predicted.total_ms, 10 + allReduceMs(4e6) / 4, 1e-9);
-  EXPECT_EQ(syncScheduleOf(run).warmup, 2);
+  EXPECT_EQ(syncScheduleOf(run).warmup_steps, 2);
 }
 
 TEST(SyncPrediction, APeriodicTimelineWithoutASyncStepIsRefused) {

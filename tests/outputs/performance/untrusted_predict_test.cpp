@@ -288,6 +288,31 @@ TEST(HostilePredict, ARunsSyncSettingsAreCheckedNamingTheFileAndKey) {
   }
 }
 
+// run.json's recorded schedule is data too: one that no strategy could declare is refused, naming
+// the file and the field, before anything is predicted from it.
+TEST(HostilePredict, ARecordedScheduleIsCheckedNamingTheFileAndField) {
+  TempDir dir;
+  const std::string rest =
+      "\"periodic\": true, \"fragments\": 1, \"delay\": 0, \"overlapped\": false, "
+      "\"warmup_steps\": 0";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[1]", "schedule is not an object"},
+      {"{\"strategy\": \"diloco\", \"every\": 0, " + rest + "}", "schedule.every is 0"},
+      {"{\"strategy\": \"diloco\", \"every\": 4, \"periodic\": true, \"fragments\": 9, \"delay\": 0, "
+       "\"overlapped\": false, \"warmup_steps\": 0}",
+       "schedule.fragments is 9; expected a whole number from 1 to 4"},
+      {"{\"strategy\": \"\\u001b]0;pwned\\u0007\", \"every\": 4, " + rest + "}",
+       "schedule.strategy is not a strategy's name"},
+  };
+  for (const auto& [schedule, expected] : cases) {
+    SCOPED_TRACE(schedule);
+    const auto run = runDirectory(dir, "run", 2, {traceText({})});
+    write(run + "/run.json", "{\"status\": \"completed\", \"world_size\": 2, \"schedule\": " + schedule + "}\n");
+    expectRefused(bounded("predict " + run + " --bandwidth 1gbit --output " + dir.file("out")),
+                  {run + "/run.json: " + expected});
+  }
+}
+
 // A profile with no cost for the run's data type: the message named only the profile's `name`,
 // which is whatever the file says; it names the file.
 TEST(HostilePredict, AProfileWithoutTheRunsDataTypeIsNamedByItsFile) {
