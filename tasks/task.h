@@ -140,6 +140,11 @@ struct TaskSpec {
   // Its model's size for these options and training.batch_size, from the settings alone (no data
   // read, nothing allocated): the memory check before a run. Empty: not estimated.
   std::function<ModelSize(const TaskOptions&, int64_t batch_size)> size = {};
+  // Refuses bad input for `world_size` workers without building the model (its settings, its data
+  // files and their sizes, training.batch_size against each worker's share), as a UserError: the
+  // launcher's check before any worker starts. Empty: the launcher builds the task on the CPU
+  // instead, as a worker would.
+  std::function<void(const TaskContext&, int world_size)> check = {};
 };
 
 // The tasks gcrun knows, by `task.name`; built-ins are registered on first use. User code adds its

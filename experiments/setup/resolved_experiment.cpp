@@ -5,16 +5,15 @@
 
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
-#include <yaml-cpp/yaml.h>
 
 #include "experiments/optimizers/optimizer.h"
 #include "experiments/setup/embedded_yaml.h"
 #include "experiments/setup/memory_estimate.h"
+#include "experiments/setup/resumed_run.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
 #include "outputs/files/safe_files.h"
 #include "outputs/layers/layer_stats.h"
-#include "outputs/run_directory.h"
 #include "reducers/comm/process_group.h"
 
 namespace gcrun::experiments {
@@ -130,66 +129,6 @@ ExperimentConfig layered(const std::string& preset, const std::string& config_fi
   return config;
 }
 
-// The resumed run's config.yaml.
-std::string savedConfig(const std::string& dir) {
-  return outputs::RunDirectory(dir).pathOf(outputs::run_files::kConfig);
-}
-
-void checkResumeRequest(const ExperimentRequest& request) {
-  const auto& dir = request.resume_dir;
-  if (!request.config_file.empty()) {
-    throw UserError("--resume: the settings come from " + savedConfig(dir) + "; drop --config");
-  }
-  if (!request.output_dir.empty()) throw UserError("--resume: the run continues in " + dir + "; drop --output-dir");
-  if (!std::filesystem::is_directory(dir)) {
-    throw UserError("--resume " + dir + ": no such directory; expected the --output-dir of an earlier run");
-  }
-  if (const auto why = files::notRegularFileReason(savedConfig(dir)); !why.empty()) {
-    throw UserError("--resume " + dir + ": not a gcrun run directory (its config.yaml: " + why +
-                    "); expected the --output-dir of an earlier run");
-  }
-}
-
-// The settings a resumed run may change: how long it goes on, and how it evaluates, records and
-// checkpoints. Anything else would not fit the state its checkpoint holds.
-bool mayChangeOnResume(const std::string& key) {
-  for (const char* prefix : {"training.epochs", "training.max_steps", "evaluation.", "checkpoint.", "output.",
-                             "distributed.timeout_s", "description", "paper."}) {
-    if (key.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
-}
-
-void checkResumedSettings(const std::string& dir, const ExperimentConfig& saved, const ExperimentConfig& config,
-                          const ConfigKeys& keys) {
-  for (const auto& spec : keys.keys()) {
-    if (mayChangeOnResume(spec.key)) continue;
-    YAML::Emitter now, before;
-    now << YAML::Flow << spec.get(config);
-    before << YAML::Flow << spec.get(saved);
-    if (std::string(now.c_str()) != before.c_str()) {
-      throw UserError("--resume " + dir + ": " + spec.key + " is " + now.c_str() + " here but " + before.c_str() +
-                      " in " + savedConfig(dir) +
-                      ", whose checkpoint holds that run's state; a resumed "
-                      "run may change only training.epochs, training.max_steps, evaluation.*, checkpoint.*, "
-                      "output.* and distributed.timeout_s");
-    }
-  }
-}
-
-// A resumed run's settings: its own config.yaml, with --set over it changing only what may change.
-ExperimentConfig resumedConfig(const ExperimentRequest& request, const ConfigKeys& keys) {
-  checkResumeRequest(request);
-  ExperimentConfig saved;
-  auto config = layered(request.preset, savedConfig(request.resume_dir), request.assignments, keys, &saved);
-  checkResumedSettings(request.resume_dir, saved, config, keys);
-  return config;
-}
-
-}  // namespace
-
-namespace {
-
 bool declares(const std::vector<hyperparams::SettingSpec>& settings, const std::string& name) {
   return std::any_of(settings.begin(), settings.end(), [&](const auto& s) { return s.name == name; });
 }
@@ -209,8 +148,16 @@ bool ResolvedExperiment::reads(const std::string& key) const {
 
 ResolvedExperiment resolveExperiment(const ExperimentRequest& request) {
   const auto keys = configKeys();
-  if (!request.resume_dir.empty()) return lookUp(resumedConfig(request, keys), keys);
-  return lookUp(layered(request.preset, request.config_file, request.assignments, keys), keys);
+  // A resumed run's settings are its own config.yaml, with --set over it changing only what may change.
+  std::optional<ResumedRun> resume;
+  if (!request.resume_dir.empty()) resume = resumedRunOf(request);
+  ExperimentConfig below_set;
+  auto config = layered(request.preset, resume ? resume->configFile() : request.config_file, request.assignments, keys,
+                        &below_set);
+  if (resume) checkResumedSettings(*resume, below_set, config, keys);
+  auto experiment = lookUp(std::move(config), keys);
+  experiment.resume = std::move(resume);
+  return experiment;
 }
 
 ExperimentConfig layeredConfig(const std::string& preset, const std::string& config_file,

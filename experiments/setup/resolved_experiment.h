@@ -7,6 +7,7 @@
 #include "experiments/optimizers/optimizer.h"
 #include "experiments/setup/registered_keys.h"
 #include "experiments/setup/request.h"
+#include "experiments/setup/resumed_run.h"
 #include "experiments/sync/synchronizer.h"
 #include "hyperparams/config.h"
 #include "outputs/metric_sink.h"
@@ -31,6 +32,8 @@ struct ResolvedExperiment {
   // config.yaml: the built-in keys, the chosen reducer's, task's and sinks' own settings, and any
   // other setting given (hyperparams::toYaml).
   std::string config_yaml;
+  // --resume's run, resolved (resumed_run.h); nothing: a new run.
+  std::optional<ResumedRun> resume;
 
   // Whether the run reads `key`: a reducer's (a strategy's) own setting only when the chosen
   // reducer (sync.strategy) declares it, every other key always.

@@ -62,7 +62,6 @@ struct Trainer::State : TrainerDeps {
         names(parameterNames(task.model())),
         buffers(params),
         shard{comm.rank(), comm.size()},
-        batches_per_epoch(tasks::batchesPerEpochOf(task, shard, config.training.batch_size)),
         total_steps(totalStepsOf(config.training, batches_per_epoch)),
         optimizer(optimizer_spec.make(OptimizerContext{config.optimizer, params, names, buffers.gradients,
                                                        task.embeddingParameters(), comm.size(), total_steps})),
@@ -76,7 +75,6 @@ struct Trainer::State : TrainerDeps {
   // Made before the optimizer and the synchronizer, which both work on them.
   GradientBuffers buffers;
   tasks::Shard shard;
-  int64_t batches_per_epoch;
   int64_t total_steps;
   std::unique_ptr<Optimizer> optimizer;  // optimizer.name's
   std::unique_ptr<Synchronizer> sync;

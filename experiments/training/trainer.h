@@ -47,6 +47,7 @@ class TrainingDiverged : public std::runtime_error {
 struct TrainerDeps {
   const ExperimentConfig& config;
   tasks::Task& task;
+  int64_t batches_per_epoch;  // the task's for this worker's shard, checked (tasks::batchesPerEpochOf)
   comm::Communicator& comm;
   reducers::Reducer& reducer;
   // What the reducer and the sync strategy's own collectives go through: `comm`, or `comm` traced

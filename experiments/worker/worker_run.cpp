@@ -23,11 +23,15 @@ namespace gcrun::experiments {
 namespace {
 
 // Rank 0 picks the run directory; the others learn its path through the group.
-std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm) {
+std::string shareRunDirectory(const ResolvedExperiment& experiment, const RunOptions& options,
+                              comm::Communicator& comm) {
   std::string path;
-  if (comm.rank() == 0) {
-    const bool made = options.resume || options.launcher_made;
-    path = made ? options.output_dir : outputs::RunDirectory::create(options.output_dir, config.experiment).path();
+  if (comm.rank() == 0 && experiment.resume) {
+    path = experiment.resume->dir;
+  } else if (comm.rank() == 0) {
+    path = options.launcher_made
+               ? options.output_dir
+               : outputs::RunDirectory::create(options.output_dir, experiment.config.experiment).path();
   }
   auto length = torch::tensor({static_cast<int64_t>(path.size())}, torch::kInt64);
   comm.broadcast(length, 0);
@@ -40,9 +44,9 @@ std::string shareRunDirectory(const ExperimentConfig& config, const RunOptions& 
 }
 
 // The shared run directory, with this worker's log in it when its role writes the process's log.
-std::string openRunDirectory(const ExperimentConfig& config, const RunOptions& options, comm::Communicator& comm,
+std::string openRunDirectory(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
                              const WorkerRole& role) {
-  auto run_dir = shareRunDirectory(config, options, comm);
+  auto run_dir = shareRunDirectory(experiment, options, comm);
   if (role.logs()) outputs::installRankLogger(run_dir, comm.rank());
   return run_dir;
 }
@@ -50,9 +54,11 @@ std::string openRunDirectory(const ExperimentConfig& config, const RunOptions& o
 // Every rank loads and checks its own checkpoint file, and all agree (one all-reduce) before any
 // file of the run is touched: a bad file on one rank leaves the run's record as it was. Rank 0
 // then takes the lock, if it is this process's to take; another gcrun holding it stops every rank.
-void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const RunOptions& options,
-                     comm::Communicator& comm, WorkerRole& role) {
-  const std::string& run_dir = options.output_dir;
+// The rest of the resume (the directory, its settings, the world size, the run files) was
+// resolved and checked before any worker started (ResumedRun).
+void resumeEveryRank(Trainer& trainer, CheckpointStore& checkpoints, const ResumedRun& resume,
+                     const RunOptions& options, comm::Communicator& comm, WorkerRole& role) {
+  const std::string& run_dir = resume.dir;
   std::string problem;
   try {
     const auto checkpoint = checkpoints.loadLatest(trainer.checkpointBytes());
@@ -136,7 +142,8 @@ WorkerRun::Inputs WorkerRun::buildInputs(const ResolvedExperiment& experiment, c
     try {
       inputs.task = experiment.task.make(
           tasks::TaskContext{config.task, config.training.batch_size, static_cast<uint64_t>(config.seed), device});
-      tasks::batchesPerEpochOf(*inputs.task, {comm.rank(), comm.size()}, config.training.batch_size);
+      inputs.batches_per_epoch =
+          tasks::batchesPerEpochOf(*inputs.task, {comm.rank(), comm.size()}, config.training.batch_size);
       inputs.reducer = reducerMaker(experiment, reducer_comm)(reducers::parametersOf(inputs.task->model()));
     } catch (const UserError& e) {
       problem = e.what();
@@ -158,12 +165,12 @@ WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& opt
       trace_(trace.worker(comm.rank())),
       traced_comm_(tracedIfOn(comm, trace, trace_)),
       inputs_(buildInputs(experiment, comm, traced_comm_ ? *traced_comm_ : comm, device, role)),
-      run_dir_(openRunDirectory(config_, options, comm, role)),
+      run_dir_(openRunDirectory(experiment, options, comm, role)),
       checkpoints_(run_dir_, comm, comm.device()),
-      trainer_(TrainerDeps{config_, *inputs_.task, comm, *inputs_.reducer, traced_comm_ ? *traced_comm_ : comm,
-                           experiment.reducer.lossless, reducerMaker(experiment, traced_comm_ ? *traced_comm_ : comm),
-                           experiment.sync, experiment.optimizer, timer_, checkpoints_, role,
-                           stopRequestOf(stop_signal_), trace_}),
+      trainer_(TrainerDeps{config_, *inputs_.task, inputs_.batches_per_epoch, comm, *inputs_.reducer,
+                           traced_comm_ ? *traced_comm_ : comm, experiment.reducer.lossless,
+                           reducerMaker(experiment, traced_comm_ ? *traced_comm_ : comm), experiment.sync,
+                           experiment.optimizer, timer_, checkpoints_, role, stopRequestOf(stop_signal_), trace_}),
       record_(run_dir_, leader_) {
   trace.setRunDirectory(run_dir_);
 #ifdef GCRUN_WITH_CUDA
@@ -214,8 +221,8 @@ std::exception_ptr WorkerRun::train(RunResult& result, outputs::RunInfo& info, c
 RunResult WorkerRun::run() {
   RunResult result;
   result.run_dir = run_dir_;
-  if (options_.resume) {
-    resumeEveryRank(trainer_, checkpoints_, options_, comm_, role_);
+  if (experiment_.resume) {
+    resumeEveryRank(trainer_, checkpoints_, *experiment_.resume, options_, comm_, role_);
     if (trainer_.finished()) {
       spdlog::info(
           "{}: its checkpoint of step {} is where the run ends (training.epochs, training.max_steps): "
@@ -227,7 +234,8 @@ RunResult WorkerRun::run() {
   }
   std::vector<std::unique_ptr<outputs::MetricSink>> sinks;
   if (leader_) {
-    for (const auto& sink : experiment_.sinks) sinks.push_back(sink.make({run_dir_, config_, options_.resume}));
+    for (const auto& sink : experiment_.sinks)
+      sinks.push_back(sink.make({run_dir_, config_, experiment_.resume.has_value()}));
   }
   auto info = startInfo(config_, comm_, *inputs_.task);
   record_.start(experiment_.config_yaml, info);

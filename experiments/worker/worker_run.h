@@ -25,10 +25,10 @@
 namespace gcrun::experiments {
 
 struct RunOptions {
-  // Empty: a new folder under ./runs/ (see outputs::RunDirectory::create).
+  // A new run's directory; empty: a new folder under ./runs/ (see outputs::RunDirectory::create).
+  // A resumed run continues in its own (the experiment's `resume`) from its latest complete
+  // checkpoint (see CheckpointStore).
   std::string output_dir;
-  // Continue the run in output_dir from its latest complete checkpoint (see CheckpointStore).
-  bool resume = false;
   // output_dir exists already: gcrun's launcher made it for its workers.
   bool launcher_made = false;
   // A resume's lock on output_dir, when this process takes it: rank 0 calls it once every rank's
@@ -63,7 +63,7 @@ class WorkerRun {
   WorkerRun(const ResolvedExperiment& experiment, const RunOptions& options, comm::Communicator& comm,
             c10::Device device, WorkerRole& role, StopSignal stop_signal, trace::Recorder& trace);
 
-  // With options.resume, the checkpoint is read and checked before anything in the directory is
+  // With the experiment's `resume`, the checkpoint is read and checked before anything in the directory is
   // written. Then trains; run.json records "failed" and the error when training throws, and the
   // error is rethrown.
   RunResult run();
@@ -72,6 +72,7 @@ class WorkerRun {
   // The task and the reducer, built and agreed on by every rank.
   struct Inputs {
     std::unique_ptr<tasks::Task> task;
+    int64_t batches_per_epoch = 0;  // the task's for this worker's shard, checked (tasks::batchesPerEpochOf)
     std::unique_ptr<reducers::Reducer> reducer;
   };
   // The reducer talks through `reducer_comm` (comm itself, or comm traced).

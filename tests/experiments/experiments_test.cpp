@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "experiments/experiment.h"
 #include "experiments/optimizers/lr_schedule.h"
 #include "experiments/setup/presets.h"
 #include "experiments/setup/resolved_experiment.h"
@@ -16,6 +17,7 @@
 #include "hyperparams/base/errors.h"
 #include "reducers/reducer.h"
 #include "tasks/models/models.h"
+#include "tasks/task.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/temp_dir.h"
 
@@ -245,6 +247,37 @@ TEST(ResolveExperiment, TheResolvedFileGivesTheWorkerTheSameExperiment) {
   EXPECT_EQ(worker.config.sources, experiment.config.sources);
   std::ofstream(dir.file("other.yaml")) << "training: {epochs: 2}\n";
   EXPECT_THROW(readResolvedFile(dir.file("other.yaml")), UserError);
+}
+
+// The launcher refuses a task's bad input before any worker starts with the task's own check,
+// which builds no model, where the task has one (TaskSpec::check).
+TEST(Launcher, ChecksATasksInputWithoutBuildingIt) {
+  TempDir dir;
+  static int built = 0;
+  static int checked_for = 0;
+  auto spec = tasks::taskRegistry().at("fashion-mnist").factory;
+  spec.make = [make = spec.make](const tasks::TaskContext& context) {
+    ++built;
+    return make(context);
+  };
+  spec.check = [](const tasks::TaskContext&, int world_size) {
+    checked_for = world_size;
+    throw UserError("task.data_dir: refused by the task's check");
+  };
+  tasks::taskRegistry().add("checked-fashion", "Fashion-MNIST with an input check (test)", spec);
+  ExperimentRequest request;
+  request.preset = "fashion-sgd";
+  request.assignments = {"task.name=checked-fashion", "task.synthetic=true", "distributed.simulated_workers=2"};
+  request.output_dir = dir.file("run");
+  request.launch.nproc_per_node = 3;
+  try {
+    runExperiment(request);
+    ADD_FAILURE() << "the launcher started its workers";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "task.data_dir: refused by the task's check");
+  }
+  EXPECT_EQ(built, 0);
+  EXPECT_EQ(checked_for, 6);
 }
 
 }  // namespace

@@ -80,6 +80,29 @@ void registerQuadraticTask() {
                             {[](const tasks::TaskContext&) { return std::make_unique<QuadraticTask>(); }});
 }
 
+// The quadratic task, counting how often it is built and asked for its batches per epoch.
+struct BuildCounts {
+  std::mutex mutex;
+  int built = 0;
+  int batches_asked = 0;
+};
+
+class CountedQuadraticTask : public QuadraticTask {
+ public:
+  explicit CountedQuadraticTask(BuildCounts& counts) : counts_(counts) {
+    const std::lock_guard<std::mutex> lock(counts_.mutex);
+    ++counts_.built;
+  }
+  int64_t batchesPerEpoch(const tasks::Shard& shard) const override {
+    const std::lock_guard<std::mutex> lock(counts_.mutex);
+    ++counts_.batches_asked;
+    return QuadraticTask::batchesPerEpoch(shard);
+  }
+
+ private:
+  BuildCounts& counts_;
+};
+
 ExperimentConfig quadraticConfig(const std::vector<std::string>& assignments) {
   registerQuadraticTask();
   std::vector<std::string> all = {"task.name=quadratic",       "optimizer.learning_rate=0.1",
@@ -234,6 +257,20 @@ TEST(Training, AdamWMatchesTheFormulaAndLogsItsRates) {
   }
 }
 
+// Each worker builds its task once and works out its batches per epoch once: the trainer takes
+// the worker's count instead of asking the task again.
+TEST(Training, EachWorkerBuildsItsTaskOnce) {
+  TempDir dir;
+  static BuildCounts counts;  // the registry outlives the test
+  tasks::taskRegistry().add("counted-quadratic", "the quadratic task, counted (test)", {[&](const tasks::TaskContext&) {
+                              return std::make_unique<CountedQuadraticTask>(counts);
+                            }});
+  const auto config = quadraticConfig({"task.name=counted-quadratic", "training.max_steps=2"});
+  runRanks(2, [&](comm::Communicator& comm) { runWorker(resolve(config), RunOptions{dir.file("run")}, comm); });
+  EXPECT_EQ(counts.built, 2);
+  EXPECT_EQ(counts.batches_asked, 2);
+}
+
 std::map<std::string, at::Tensor> lastCheckpoint(const std::string& run_dir) {
   const auto manifest = YAML::LoadFile(run_dir + "/checkpoints/manifest.json");
   std::ifstream in(run_dir + "/checkpoints/" + manifest["files"][0]["file"].as<std::string>(), std::ios::binary);
@@ -252,7 +289,9 @@ TEST(Training, AdamWResumeIsExact) {
   const auto run = [&](const std::string& run_dir, int64_t steps, bool resume) {
     auto config =
         quadraticConfig(withAdamW({"optimizer.decay_steps=6", "training.max_steps=" + std::to_string(steps)}));
-    runRanks(1, [&](comm::Communicator& comm) { runWorker(resolve(config), RunOptions{run_dir, resume}, comm); });
+    auto experiment = resolve(config);
+    if (resume) experiment.resume = ResumedRun{run_dir, {}};
+    runRanks(1, [&](comm::Communicator& comm) { runWorker(experiment, RunOptions{run_dir}, comm); });
   };
   run(dir.file("straight"), 6, false);
   run(dir.file("split"), 3, false);
