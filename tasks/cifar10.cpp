@@ -117,13 +117,19 @@ void addCifarMetrics(const at::Tensor& logits, const at::Tensor& targets, double
   metrics.weight += static_cast<double>(targets.size(0));
 }
 
+void checkCifarBatchSize(int64_t batch_size) {
+  if (batch_size < 1) throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size));
+}
+
+int64_t cifarBatchCount(const Cifar10Data& data, const Shard& shard, int64_t batch_size) {
+  return DistributedSampler(data.train.labels.size(0), shard).batchCount(batch_size);
+}
+
 class Cifar10Task : public Task {
  public:
   explicit Cifar10Task(const TaskContext& context)
       : options_(context.options), batch_size_(context.batch_size), seed_(context.seed), device_(context.device) {
-    if (batch_size_ < 1) {
-      throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size_));
-    }
+    checkCifarBatchSize(batch_size_);
     data_ = loadCifarData(options_, seed_);
     model_ = models::buildModel(options_.architecture, {3, kCifarSide, kCifarClasses}, seed_);
     model_->to(device_);
@@ -131,9 +137,7 @@ class Cifar10Task : public Task {
 
   torch::nn::Module& model() override { return *model_; }
 
-  int64_t batchesPerEpoch(const Shard& shard) const override {
-    return DistributedSampler(data_->train.labels.size(0), shard).batchCount(batch_size_);
-  }
+  int64_t batchesPerEpoch(const Shard& shard) const override { return cifarBatchCount(*data_, shard, batch_size_); }
 
   std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) override {
     model_->seedRandomness(streamSeed(seed_, shard.rank, epoch) + 1);
@@ -256,6 +260,13 @@ at::Tensor augmentCifar(const at::Tensor& images, at::Generator& generator) {
 }
 
 std::unique_ptr<Task> makeCifar10Task(const TaskContext& context) { return std::make_unique<Cifar10Task>(context); }
+
+void checkCifar10Input(const TaskContext& context, int world_size) {
+  checkCifarBatchSize(context.batch_size);
+  const Shard shard{0, world_size};
+  checkedBatchCount(cifarBatchCount(*loadCifarData(context.options, context.seed), shard, context.batch_size), shard,
+                    context.batch_size);
+}
 
 ModelSize cifar10ModelSize(const TaskOptions& options, int64_t /*batch_size*/) {
   return models::modelRegistry().at(options.architecture).factory.size({3, kCifarSide, kCifarClasses});

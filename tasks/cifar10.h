@@ -44,6 +44,8 @@ at::Tensor augmentCifar(const at::Tensor& images, at::Generator& generator);
 // Training batches are augmented with a generator seeded by (seed, rank, epoch) and prepared on a
 // background thread.
 std::unique_ptr<Task> makeCifar10Task(const TaskContext& context);
+// TaskSpec::check: its settings, data and each worker's share of batches, without a model.
+void checkCifar10Input(const TaskContext& context, int world_size);
 // Its model's size (TaskSpec::size).
 ModelSize cifar10ModelSize(const TaskOptions& options, int64_t batch_size);
 

@@ -118,16 +118,23 @@ class FashionBatchStream : public BatchStream {
   int64_t next_ = 0;
 };
 
+// What the task refuses of its settings before it reads the data.
+void checkFashionOptions(const TaskOptions& options, int64_t batch_size) {
+  if (batch_size < 1) throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size));
+  if (options.test_batch_size < 1) {
+    throw UserError("task.test_batch_size must be at least 1, got " + std::to_string(options.test_batch_size));
+  }
+}
+
+int64_t fashionBatchCount(const FashionData& data, const Shard& shard, int64_t batch_size) {
+  return DistributedSampler(data.train.labels.size(0), shard).batchCount(batch_size);
+}
+
 class FashionMnistTask : public Task {
  public:
   explicit FashionMnistTask(const TaskContext& context)
       : options_(context.options), batch_size_(context.batch_size), device_(context.device) {
-    if (batch_size_ < 1) {
-      throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size_));
-    }
-    if (options_.test_batch_size < 1) {
-      throw UserError("task.test_batch_size must be at least 1, got " + std::to_string(options_.test_batch_size));
-    }
+    checkFashionOptions(options_, batch_size_);
     data_ = loadFashionData(options_, context.seed);
     model_ = models::buildModel(options_.architecture, {1, kFashionSide, kFashionClasses}, context.seed);
     model_->to(device_);
@@ -135,9 +142,7 @@ class FashionMnistTask : public Task {
 
   torch::nn::Module& model() override { return *model_; }
 
-  int64_t batchesPerEpoch(const Shard& shard) const override {
-    return DistributedSampler(data_->train.labels.size(0), shard).batchCount(batch_size_);
-  }
+  int64_t batchesPerEpoch(const Shard& shard) const override { return fashionBatchCount(*data_, shard, batch_size_); }
 
   std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) override {
     DistributedSampler sampler(data_->train.labels.size(0), shard);
@@ -189,6 +194,13 @@ MetricSums FashionMnistTask::evaluate(const Shard& shard, const std::string& spl
 
 std::unique_ptr<Task> makeFashionMnistTask(const TaskContext& context) {
   return std::make_unique<FashionMnistTask>(context);
+}
+
+void checkFashionMnistInput(const TaskContext& context, int world_size) {
+  checkFashionOptions(context.options, context.batch_size);
+  const Shard shard{0, world_size};
+  checkedBatchCount(fashionBatchCount(*loadFashionData(context.options, context.seed), shard, context.batch_size),
+                    shard, context.batch_size);
 }
 
 ModelSize fashionMnistModelSize(const TaskOptions& options, int64_t /*batch_size*/) {

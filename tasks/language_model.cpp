@@ -116,6 +116,11 @@ void checkSplits(const TokenSplits& data, int64_t context) {
   }
 }
 
+// Each worker's share of the training split's windows of T + 1 tokens, in whole batches.
+int64_t windowBatchCount(const TokenSplits& data, int64_t context, const Shard& shard, int64_t batch_size) {
+  return ((data.ids[0].size(0) - 1) / context / shard.world_size) / batch_size;
+}
+
 class WindowStream : public BatchStream {
  public:
   WindowStream(at::Tensor ids, at::Tensor windows, int64_t context, int64_t batch_size, c10::Device device)
@@ -162,7 +167,7 @@ class LanguageModelTask : public Task {
   torch::nn::Module& model() override { return *model_; }
 
   int64_t batchesPerEpoch(const Shard& shard) const override {
-    return (windowCount(data_->ids[0]) / shard.world_size) / batch_size_;
+    return windowBatchCount(*data_, settings_.context, shard, batch_size_);
   }
 
   std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) override {
@@ -274,6 +279,15 @@ at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Sha
 
 std::unique_ptr<Task> makeLanguageModelTask(const TaskContext& context) {
   return std::make_unique<LanguageModelTask>(context);
+}
+
+void checkLanguageModelInput(const TaskContext& context, int world_size) {
+  const auto settings = languageModelSettings().read(context.options.settings);
+  checkOptions(context.options, settings, context.batch_size);
+  const auto data = loadTokenSplits(context.options, settings.level, context.seed);
+  checkSplits(*data, settings.context);
+  const Shard shard{0, world_size};
+  checkedBatchCount(windowBatchCount(*data, settings.context, shard, context.batch_size), shard, context.batch_size);
 }
 
 // Real char-level data has at most 256 ids; a real word-level vocabulary is known once its files

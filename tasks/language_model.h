@@ -49,6 +49,8 @@ at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Sha
 //    and max(2, S / 10) (syntheticSizes, as the wikitext2 task).
 // Bad settings and data are UserErrors naming the key or file.
 std::unique_ptr<Task> makeLanguageModelTask(const TaskContext& context);
+// TaskSpec::check: its settings, data and each worker's share of batches, without a model.
+void checkLanguageModelInput(const TaskContext& context, int world_size);
 // Its model's size (TaskSpec::size).
 ModelSize languageModelSize(const TaskOptions& options, int64_t batch_size);
 

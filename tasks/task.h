@@ -121,6 +121,8 @@ class Task {
 // How many batches each of `shard.world_size` workers gets per epoch; a UserError naming
 // training.batch_size when the data leaves none (a batch larger than a worker's share).
 int64_t batchesPerEpochOf(const Task& task, const Shard& shard, int64_t batch_size);
+// The same for a count worked out without a task (TaskSpec::check).
+int64_t checkedBatchCount(int64_t batches, const Shard& shard, int64_t batch_size);
 
 struct TaskContext {
   const TaskOptions& options;

@@ -91,17 +91,24 @@ class BpttStream : public BatchStream {
   int64_t next_ = 0;
 };
 
+// What the task refuses of its settings before it reads the data.
+void checkWikiTextOptions(const TaskOptions& options, int64_t batch_size) {
+  if (batch_size < 1) throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size));
+  if (options.architecture != "lstm") {
+    throw UserError("task.architecture: '" + options.architecture +
+                    "' is not a wikitext2 model; it accepts: lstm (the reference's RNNModel)");
+  }
+}
+
+int64_t wikiTextBatchCount(const LanguageData& data, const Shard& shard, int64_t batch_size) {
+  return bpttBatchCount(data.train.size(0), batch_size * shard.world_size, kBpttLength);
+}
+
 class WikiText2Task : public Task {
  public:
   explicit WikiText2Task(const TaskContext& context)
       : options_(context.options), batch_size_(context.batch_size), seed_(context.seed), device_(context.device) {
-    if (batch_size_ < 1) {
-      throw UserError("training.batch_size must be at least 1, got " + std::to_string(batch_size_));
-    }
-    if (options_.architecture != "lstm") {
-      throw UserError("task.architecture: '" + options_.architecture +
-                      "' is not a wikitext2 model; it accepts: lstm (the reference's RNNModel)");
-    }
+    checkWikiTextOptions(options_, batch_size_);
     data_ = loadWikiTextData(options_, seed_);
     model_ = std::make_shared<models::RnnModel>(data_->vocabulary, seed_);
     model_->to(device_);
@@ -109,9 +116,7 @@ class WikiText2Task : public Task {
 
   torch::nn::Module& model() override { return *model_; }
 
-  int64_t batchesPerEpoch(const Shard& shard) const override {
-    return bpttBatchCount(data_->train.size(0), batch_size_ * shard.world_size, kBpttLength);
-  }
+  int64_t batchesPerEpoch(const Shard& shard) const override { return wikiTextBatchCount(*data_, shard, batch_size_); }
 
   std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) override {
     model_->seedRandomness(streamSeed(seed_, shard.rank, epoch));
@@ -223,6 +228,13 @@ Batch bpttBatch(const at::Tensor& stream, int64_t index, int64_t bptt, const Sha
 }
 
 std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context) { return std::make_unique<WikiText2Task>(context); }
+
+void checkWikiText2Input(const TaskContext& context, int world_size) {
+  checkWikiTextOptions(context.options, context.batch_size);
+  const Shard shard{0, world_size};
+  checkedBatchCount(wikiTextBatchCount(*loadWikiTextData(context.options, context.seed), shard, context.batch_size),
+                    shard, context.batch_size);
+}
 
 // A real corpus's vocabulary is known once it is read; before that its tables count as empty (the
 // 1 GiB bound on the token files bounds them).

@@ -34,6 +34,8 @@ Batch bpttBatch(const at::Tensor& stream, int64_t index, int64_t bptt, const Sha
 // perplexity = exp(mean cross entropy), as token_loss.h adds them up. Evaluation splits
 // "validation" (what the reference calls test) and "test", laid out as the training data.
 std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context);
+// TaskSpec::check: its settings, data and each worker's share of batches, without a model.
+void checkWikiText2Input(const TaskContext& context, int world_size);
 // Its model's size (TaskSpec::size).
 ModelSize wikiText2ModelSize(const TaskOptions& options, int64_t batch_size);
 

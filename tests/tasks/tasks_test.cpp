@@ -237,6 +237,50 @@ TEST(Models, SeedAloneDecidesTheWeightsEvenAcrossThreads) {
   EXPECT_FALSE(sameParameters(*reference, *models::buildModel("resnet18", {3, 32, 10}, 43)));
 }
 
+// --- TaskSpec::check: what the launcher refuses without a model, as the task itself would ---
+
+struct CheckedTask {
+  std::string name, architecture;
+};
+
+class BuiltInTaskCheck : public ::testing::TestWithParam<CheckedTask> {};
+
+// The refusal of `run`, or "" when it passes.
+std::string refusalOf(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_P(BuiltInTaskCheck, RefusesWhatTheBuiltTaskRefusesAndNothingElse) {
+  const auto& spec = taskRegistry().at(GetParam().name).factory;
+  ASSERT_TRUE(spec.check) << GetParam().name << " would be built by the launcher";
+  TaskOptions options;
+  options.name = GetParam().name;
+  options.architecture = GetParam().architecture;
+  options.synthetic = true;
+  options.synthetic_samples = 2000;
+  for (const int64_t batch_size : {0, 8, 4000}) {
+    for (const int world_size : {1, 3, 1000}) {
+      const TaskContext context{options, batch_size, 1, c10::kCPU};
+      const auto built = refusalOf([&] {
+        const auto task = spec.make(context);
+        batchesPerEpochOf(*task, {0, world_size}, batch_size);
+      });
+      EXPECT_EQ(refusalOf([&] { spec.check(context, world_size); }), built)
+          << GetParam().name << ", batch size " << batch_size << ", " << world_size << " workers";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tasks, BuiltInTaskCheck,
+                         ::testing::Values(CheckedTask{"fashion-mnist", "cnn"}, CheckedTask{"cifar10", "resnet18"},
+                                           CheckedTask{"wikitext2", "lstm"}, CheckedTask{"wikitext2", "cnn"},
+                                           CheckedTask{"language-model", "gpt"}));
+
 TEST(Models, UnknownArchitectureListsTheKnownOnes) {
   expectMessageHas(userErrorOf([] {
                      models::buildModel("vgg99", {1, 28, 10}, 1);
