@@ -116,9 +116,12 @@ void checkSplits(const TokenSplits& data, int64_t context) {
   }
 }
 
-// Each worker's share of the training split's windows of T + 1 tokens, in whole batches.
+// The windows of T + 1 tokens (T inputs and the target after them) that `ids` holds.
+int64_t windowCount(const at::Tensor& ids, int64_t context) { return (ids.size(0) - 1) / context; }
+
+// Each worker's share of the training split's windows, in whole batches.
 int64_t windowBatchCount(const TokenSplits& data, int64_t context, const Shard& shard, int64_t batch_size) {
-  return ((data.ids[0].size(0) - 1) / context / shard.world_size) / batch_size;
+  return (windowCount(data.ids[0], context) / shard.world_size) / batch_size;
 }
 
 class WindowStream : public BatchStream {
@@ -172,8 +175,9 @@ class LanguageModelTask : public Task {
 
   std::unique_ptr<BatchStream> trainBatches(const Shard& shard, int64_t epoch) override {
     model_->seedRandomness(streamSeed(seed_, shard.rank, epoch));
-    return std::make_unique<WindowStream>(data_->ids[0], epochWindows(windowCount(data_->ids[0]), seed_, epoch, shard),
-                                          settings_.context, batch_size_, device_);
+    return std::make_unique<WindowStream>(
+        data_->ids[0], epochWindows(windowCount(data_->ids[0], settings_.context), seed_, epoch, shard),
+        settings_.context, batch_size_, device_);
   }
 
   at::Tensor trainLoss(const Batch& batch, MetricSums& metrics) override {
@@ -214,8 +218,6 @@ class LanguageModelTask : public Task {
   bool synthetic() const override { return options_.synthetic; }
 
  private:
-  int64_t windowCount(const at::Tensor& ids) const { return (ids.size(0) - 1) / settings_.context; }
-
   TaskOptions options_;
   LanguageModelOptions settings_;
   int64_t batch_size_;
@@ -230,7 +232,7 @@ MetricSums LanguageModelTask::evaluate(const Shard& shard, const std::string& sp
   while (index < kSplitNames.size() && split != kSplitNames[index]) ++index;
   if (index == kSplitNames.size()) throw std::invalid_argument("language-model has no split '" + split + "'");
   const at::Tensor& ids = data_->ids[index];
-  int64_t windows = windowCount(ids);
+  int64_t windows = windowCount(ids, settings_.context);
   if (limits.max_samples > 0) windows = std::min(windows, limits.max_samples / settings_.context);
   const at::Tensor mine = testShardIndices(windows, shard);
   const int64_t chunk = evaluationChunk(options_.test_batch_size, device_);

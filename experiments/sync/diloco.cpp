@@ -67,10 +67,7 @@ class Diloco : public GlobalModelSync {
   static constexpr const char* kPrefix = "diloco/";
 
   Diloco(const SyncContext& context, const DilocoOptions& options)
-      : GlobalModelSync(
-            context,
-            GradientExchange::Options{context.config.optimizer.memory, context.clip_norm, context.lossless_reducer},
-            options.every, options.drift),
+      : GlobalModelSync(context, reducerExchangeOptions(context), options.every, options.drift),
         error_feedback_(context.config.optimizer.memory),
         lossless_(context.lossless_reducer),
         whole_(context.names, context.params, global_, context.buffers.gradients, context.buffers.memories,

@@ -18,10 +18,8 @@ class EveryStep : public Synchronizer {
         lossless_(context.lossless_reducer),
         names_(context.names),
         memories_(context.buffers.memories),
-        exchange_(
-            context.params, context.names, context.buffers, context.reducer,
-            GradientExchange::Options{context.config.optimizer.memory, context.clip_norm, context.lossless_reducer},
-            context.before_send) {}
+        exchange_(context.params, context.names, context.buffers, context.reducer, reducerExchangeOptions(context),
+                  context.before_send) {}
 
   void beforeBackward(bool sample) override { exchange_.startStep(sample); }
   uint64_t afterBackward() override { return exchange_.reduce(); }

@@ -169,10 +169,7 @@ class StreamingDiloco : public GlobalModelSync {
   static constexpr const char* kPrefix = "streaming-diloco/";
 
   StreamingDiloco(const SyncContext& context, const StreamingOptions& options)
-      : GlobalModelSync(
-            context,
-            GradientExchange::Options{context.config.optimizer.memory, context.clip_norm, context.lossless_reducer},
-            options.every, options.drift),
+      : GlobalModelSync(context, reducerExchangeOptions(context), options.every, options.drift),
         options_(options),
         error_feedback_(context.config.optimizer.memory),
         lossless_(context.lossless_reducer),

@@ -45,6 +45,13 @@ struct SyncContext {
   ReducerMaker make_reducer;
 };
 
+// How a strategy that sends through the trainer's reducer (every-step's gradients, diloco's and
+// streaming-diloco's pseudo-gradients) exchanges: with error feedback as optimizer.memory says, the
+// task's clip, and in place when the reducer is lossless.
+inline GradientExchange::Options reducerExchangeOptions(const SyncContext& context) {
+  return {context.config.optimizer.memory, context.clip_norm, context.lossless_reducer};
+}
+
 // A sampled step's norms on this worker, over all parameters (powersgd.md 1.4).
 struct SyncSample {
   double gradient = 0;  // ||the local gradient||
