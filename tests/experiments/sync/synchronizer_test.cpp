@@ -222,7 +222,9 @@ TEST_P(EveryStrategy, KeepsItsInvariantsOverTwoRanks) {
       expectSameState(saved_end, restored_end);
       EXPECT_EQ(bits, saved.reducer.sent + saved.counting.sent) << "the bits reported are all that was sent";
       EXPECT_GT(bits, 0u);
-      if (entry->factory.local_replicas) EXPECT_GT(saved.syncs, 0) << "a strategy that syncs models reports its syncs";
+      if (entry->factory.local_replicas) {
+        EXPECT_GT(saved.syncs, 0) << "a strategy that syncs models reports its syncs";
+      }
       const auto all = gathered(comm, saved.params);
       EXPECT_TRUE(torch::equal(all[0], all[1])) << "the workers' models differ after the last sync";
     });
