@@ -176,7 +176,8 @@ std::vector<KeySpec> makeKeyTable() {
             "AdamW: added to the denominator."),
       field("optimizer.decay_embeddings", boolean(),
             [](auto& c) -> auto& { return c.optimizer.decay_embeddings; },
-            "AdamW: weight-decay the task's embedding tables too (the other matrices always decay)."),
+            "AdamW: weight-decay the task's embedding tables too (the other matrices always decay); true is "
+            "nanoGPT's train.py rule, every tensor of 2 or more dims (brown-gpt-nanogpt)."),
       field("optimizer.clip_norm", numberAtLeast(0),
             [](auto& c) -> auto& { return c.optimizer.clip_norm; },
             "Clip the reduced gradient to this global L2 norm before the step (torch's clip_grad_norm_); 0: off."),

@@ -142,6 +142,19 @@ TEST(GptTwin, ExactAllReduceWithAdamWIsBitIdenticalToDdp) {
   EXPECT_LT(run.gcrun.back(), run.gcrun.front() - 0.5);
 }
 
+// brown-gpt-nanogpt as the preset sets it against the twin with nanoGPT's two defaults: no biases,
+// and the decay on every tensor of 2 or more dims (the embeddings included).
+TEST(GptTwin, NanoGptPresetIsBitIdenticalToDdpWithoutBiasesAndWithDecayedEmbeddings) {
+  if (pythonTorchMissing()) GTEST_SKIP() << "Debian's python3-torch is missing: apt-get install python3-torch";
+  const auto run = runBoth("brown-gpt-nanogpt", {}, " --bias false --decay-embeddings true");
+  ASSERT_EQ(run.gcrun.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(run.twin.size(), static_cast<size_t>(kSteps));
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_EQ(run.gcrun[step], run.twin[step]) << "step " << step + 1;
+  }
+  EXPECT_LT(run.gcrun.back(), run.gcrun.front() - 0.5);
+}
+
 // DDP's powerSGD_hook against gcrun's powersgd-ddp set up alike (docs/reducers.md: which settings make them
 // alike): the hook's state on both sides, one DDP bucket, the hook's own error feedback.
 TEST(GptTwin, PowerSgdHookIsBitIdenticalToPowersgdDdp) {
