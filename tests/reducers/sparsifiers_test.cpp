@@ -336,6 +336,39 @@ TEST(Qsgd, DeliversLevelsOfTheNormAndKeepsTheRoundingAsMemory) {
   });
 }
 
+// The gpt-sync study's 4-bit QSGD (s = 15) on a tensor the size of its 64 x 64 matrices, against
+// QSGD's closed form: element i is norm/s times floor(y_i) or floor(y_i) + 1, y_i = s |g_i| / norm,
+// the second with probability p_i = frac(y_i), so E[Q(g)] = g and the noise it adds has
+// E||Q(g) - g||^2 = (norm / s)^2 sum p_i (1 - p_i). Over T independent draws ||mean - g||^2 is
+// then that over T (a term for any bias on top); both within a few percent for n = 4096.
+TEST(Qsgd, FifteenLevelsMatchTheClosedFormMeanAndVariance) {
+  constexpr int kSteps = 400;
+  constexpr double kLevels = 15;
+  runRanks(1, [&](Communicator& comm) {
+    ReducerOptions options;
+    options.settings["quantization_levels"] = int64_t{15};
+    auto reducer = buildReducer("qsgd", comm, options);
+    const auto g = torch::randn({64, 64}, at::detail::createCPUGenerator(21), torch::kFloat32);
+    const auto g64 = g.to(torch::kFloat64);
+    const double norm = g64.norm().item<double>();
+    const auto p = g64.abs() * kLevels / norm - (g64.abs() * kLevels / norm).floor();
+    const double variance = std::pow(norm / kLevels, 2) * (p * (1 - p)).sum().item<double>();
+    auto total = torch::zeros_like(g64);
+    double noise = 0;
+    for (int step = 0; step < kSteps; ++step) {
+      auto b = buffersFor({g.clone()});
+      reducer->reduce(b.send, b.out, b.memory);
+      total += b.out[0].to(torch::kFloat64);
+      noise += (b.out[0].to(torch::kFloat64) - g64).pow(2).sum().item<double>();
+    }
+    EXPECT_NEAR(noise / kSteps / variance, 1.0, 0.02);
+    const double mean_error = (total / kSteps - g64).pow(2).sum().item<double>();
+    EXPECT_NEAR(mean_error * kSteps / variance, 1.0, 0.1);
+    // At this size the noise outweighs the gradient: ||Q(g) - g|| is about 1.5 ||g||.
+    EXPECT_GT(variance, 2 * norm * norm);
+  });
+}
+
 TEST(TernGrad, IsUnbiasedAndTernary) {
   // Each element is scale * sign with probability |g| / scale: variance at most scale^2 / 4 per
   // worker per step, so T steps average within 5 * scale / (2 sqrt(T)) of g.
