@@ -12,6 +12,7 @@ Prints one JSON object per line: {"model", "reducer", "ms" (median), "relative_e
 
 import argparse
 import json
+import math
 import statistics
 import time
 
@@ -142,6 +143,80 @@ COMPRESSORS = {
     "fp16": cast(torch.half), "bf16": cast(torch.bfloat16), "svd": svd, "topk": topk,
     "global-topk": global_topk, "random-k": random_k, "random-block": random_block, "powersgd": PowerSgd(),
 }
+
+
+# SparseLoCo's and DeMo's codecs (issue 43), at gcrun's defaults: two-bit-topk's 2% of each
+# 4096-value chunk, positions in 12 bits and 2-bit codes packed and unpacked with tensor ops;
+# dct-topk's top 32 of each DCT block of side up to 64, int64 positions and float32 values.
+def pack_bits(codes, bits):
+    expanded = ((codes.unsqueeze(1) >> torch.arange(bits)) & 1).reshape(-1).to(torch.uint8)
+    padded = torch.zeros(((expanded.numel() + 7) // 8) * 8, dtype=torch.uint8)
+    padded[: expanded.numel()] = expanded
+    return (padded.view(-1, 8) << SHIFTS).sum(1, dtype=torch.uint8)
+
+
+def unpack_bits(packed, bits, count):
+    expanded = ((packed.unsqueeze(1) >> SHIFTS) & 1).reshape(-1)[: count * bits].view(count, bits)
+    return (expanded.long() << torch.arange(bits)).sum(1)
+
+
+def two_bit_topk_rows(rows, density, bits):
+    k = min(rows.shape[1], max(1, math.ceil(density * rows.shape[1] - 1e-9)))
+    positions = rows.abs().topk(k, 1).indices
+    kept = rows.gather(1, positions)
+    magnitudes, lower = kept.abs(), k // 2
+    upper_level = magnitudes[:, : k - lower].mean(1)
+    lower_level = magnitudes[:, k - lower :].mean(1) if lower else upper_level
+    codes = (kept < 0).long() + 2 * (torch.arange(k) < k - lower).long()
+    positions = unpack_bits(pack_bits(positions.reshape(-1), bits), bits, positions.numel()).view(-1, k)
+    codes = unpack_bits(pack_bits(codes.reshape(-1), 2), 2, codes.numel()).view(-1, k)
+    levels = torch.stack([lower_level, upper_level], 1)
+    values = levels.gather(1, codes // 2)
+    return torch.zeros_like(rows).scatter_(1, positions, torch.where(codes % 2 == 1, -values, values))
+
+
+def two_bit_topk(grads, chunk=4096, density=0.02):
+    bits = (chunk - 1).bit_length()
+    out = []
+    for g in grads:
+        flat = g.reshape(-1)
+        full = flat.numel() // chunk * chunk
+        parts = [two_bit_topk_rows(flat[:full].view(-1, chunk), density, bits).reshape(-1)] if full else []
+        if full < flat.numel():
+            parts.append(two_bit_topk_rows(flat[full:].view(1, -1), density, bits).reshape(-1))
+        out.append(torch.cat(parts).view_as(g))
+    return out
+
+
+def dct_matrix(n):
+    k, j = torch.arange(n, dtype=torch.float64).unsqueeze(1), torch.arange(n, dtype=torch.float64)
+    matrix = torch.cos(math.pi * (2 * j + 1) * k / (2 * n)) * math.sqrt(2 / n)
+    matrix[0] = math.sqrt(1 / n)
+    return matrix.float()
+
+
+def largest_divisor(size, limit):
+    return next(d for d in range(min(size, limit), 0, -1) if size % d == 0)
+
+
+def dct_topk(grads, block=64, topk=32):
+    out = []
+    for g in grads:
+        rows = g.shape[0] if g.dim() >= 2 else 1
+        cols = g.numel() // rows
+        r, c = largest_divisor(rows, block), largest_divisor(cols, block)
+        cr, cc = dct_matrix(r), dct_matrix(c)
+        blocks = g.reshape(rows // r, r, cols // c, c).permute(0, 2, 1, 3)
+        coefficients = torch.einsum("ij,abjk,lk->abil", cr, blocks, cc).reshape(-1, r * c)
+        positions = coefficients.abs().topk(min(topk, r * c), 1).indices  # int64, as DeMo sends them
+        values = coefficients.gather(1, positions).float()
+        kept = torch.zeros_like(coefficients).scatter_(1, positions, values).view(rows // r, cols // c, r, c)
+        decoded = torch.einsum("ji,abjk,kl->abil", cr, kept, cc).permute(0, 2, 1, 3)
+        out.append(decoded.reshape(g.shape))
+    return out
+
+
+COMPRESSORS.update({"two-bit-topk": two_bit_topk, "dct-topk": dct_topk})
 
 
 def shapes(model):

@@ -44,6 +44,14 @@ Registry<ReducerSpec>& reducerRegistry() {
            fp16Spec());
     r->add("bf16", "bfloat16 all-reduce, divided by the workers before the cast (DDP's bf16_compress_hook)",
            bf16Spec());
+    r->add("two-bit-topk",
+           "SparseLoCo's codec: chunk-wise top-k at two levels per chunk, 2-bit values and positions within "
+           "the chunk packed as Templar sends them, all-gathered",
+           twoBitTopKSpec());
+    r->add("dct-topk",
+           "DeMo's codec: top-k DCT coefficients per block, int64 positions and float32 values as bloc97/DeMo "
+           "sends them, all-gathered",
+           dctTopKSpec());
     return r;
   }();
   return *registry;

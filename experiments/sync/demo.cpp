@@ -3,69 +3,53 @@
 
 #include <torch/torch.h>
 
-#include "experiments/sync/compressed_sync.h"
-#include "experiments/sync/dct_blocks.h"
 #include "experiments/sync/gradient_exchange.h"
+#include "experiments/sync/strategy_requirements.h"
 #include "experiments/sync/synchronizer.h"
 #include "experiments/sync/tensor_norms.h"
 #include "hyperparams/rules.h"
+#include "reducers/dct_blocks.h"
 
 namespace gcrun::experiments {
 namespace {
 
 struct DemoOptions {
   double momentum_decay = 0.999;
-  int64_t block = 64;
-  int64_t topk = 32;
 };
-
-// A DCT block of side n costs an n x n matrix per tensor dimension (computed in float64): DeMo's
-// blocks are 64; 4096, 64 times that, costs 128 MiB per matrix, and sync.block=1e6 would be 8 TB.
-constexpr int64_t kMaxBlock = 4096;
-
-hyperparams::Rule<int64_t> blockSide() {
-  return {"an integer from 1 to " + std::to_string(kMaxBlock), [](int64_t v) { return v >= 1 && v <= kMaxBlock; }, {}};
-}
 
 const hyperparams::SettingsSchema<DemoOptions>& demoSchema() {
   using hyperparams::SettingsSchema;
   static const auto schema =
-      SettingsSchema<DemoOptions>()
-          .add(&DemoOptions::momentum_decay, "momentum_decay", hyperparams::fraction(),
-               "demo: beta of each worker's local momentum, delta <- beta delta + gradient.")
-          .add(&DemoOptions::block, "block", blockSide(),
-               "demo: the DCT block's side at most; each dimension takes its largest divisor up to this.")
-          .add(&DemoOptions::topk, "topk", hyperparams::integerAtLeast(1),
-               "demo: DCT coefficients of largest magnitude sent per block (at most the block's elements).");
+      SettingsSchema<DemoOptions>().add(&DemoOptions::momentum_decay, "momentum_decay", hyperparams::fraction(),
+                                        "demo: beta of each worker's local momentum, delta <- beta delta + gradient.");
   return schema;
 }
 
 // DeMo, decoupled momentum (Peng et al., arXiv 2411.19870). Every step, after backward, each
 // worker adds its local gradient (clipped, as the task says) into its momentum δ ← β δ + g (the
 // reference adds lr g: with a constant lr that only scales δ, and the sign step below is the same;
-// under a schedule the reference weighs each gradient by its step's lr, this does not). Each
-// parameter's δ is cut into DCT blocks (dct_blocks.h); each block keeps its `topk` coefficients of
-// largest magnitude, whose inverse DCT is taken out of δ. Every worker's (int32 positions, float32
-// values) are all-gathered (no reducer), summed into zero coefficient blocks, divided by the
-// workers and inverse-transformed (linear: the average of the decoded payloads), and the gradient
-// buffer becomes the sign of that (sign(0) = 0). The trainer's SGD then steps by lr times it, with
-// its weight decay: validate() refuses the optimizer settings that would change that step. Every
-// worker applies the same step, so the models stay identical. Checkpoint entries:
-// demo/momentum/<parameter>.
+// under a schedule the reference weighs each gradient by its step's lr, this does not). δ goes
+// through the trainer's reducer, which leaves in δ what the send lost (its memory) and delivers
+// the workers' average, and the gradient buffer becomes the sign of that (sign(0) = 0). DeMo's own
+// codec is the reducer dct-topk (top-k DCT coefficients per block); with a lossless reducer
+// (exact) all of δ is sent and δ is left zero, so each step is the sign of the averaged gradient
+// (signSGD of the average). The trainer's SGD then steps by lr times it, with its weight decay:
+// validate() refuses the optimizer settings that would change that step. Every worker applies the
+// same step, so the models stay identical. Checkpoint entries: demo/momentum/<parameter> and the
+// reducer's own, demo/reducer/<entry>.
 class Demo : public Synchronizer {
  public:
   explicit Demo(const SyncContext& context)
       : options_(demoSchema().read(context.config.sync.settings)),
-        comm_(context.comm),
         params_(context.params),
         names_(context.names),
         gradients_(context.buffers.gradients),
         momenta_(context.buffers.memories),
+        reducer_(context.reducer),
+        lossless_(context.lossless_reducer),
         exchange_(context.params, context.names, context.buffers, context.reducer,
                   GradientExchange::Options{false, context.clip_norm, true}, context.before_send),
-        sent_norms_(context.params.size()) {
-    for (const auto& p : params_) dcts_.emplace_back(p.sizes(), options_.block, p.scalar_type());
-  }
+        sent_norms_(context.params.size()) {}
 
   void beforeBackward(bool sample) override {
     sampling_ = sample;
@@ -74,25 +58,19 @@ class Demo : public Synchronizer {
   uint64_t afterBackward() override {
     torch::NoGradGuard no_grad;
     exchange_.keepLocal();
-    std::vector<at::Tensor> positions, values;
+    std::vector<at::Tensor> before_send;
     for (size_t i = 0; i < params_.size(); ++i) {
-      auto [kept_at, kept] = compressMomentum(i);
-      positions.push_back(std::move(kept_at));
-      values.push_back(std::move(kept));
+      momenta_[i].mul_(options_.momentum_decay).add_(gradients_[i]);
+      if (sampling_) before_send.push_back(momenta_[i].clone());
     }
-    uint64_t bits = 0;
-    const auto all_positions = allgatherParts(comm_, positions, bits);
-    const auto all_values = allgatherParts(comm_, values, bits);
+    const uint64_t bits = sendMomenta();
     for (size_t i = 0; i < params_.size(); ++i) {
-      auto sum = at::zeros({dcts_[i].blocks() * dcts_[i].blockElements()}, gradients_[i].options());
-      for (size_t w = 0; w < all_values.size(); ++w) {
-        sum.index_add_(0, all_positions[w][i].to(at::kLong), all_values[w][i].to(sum.scalar_type()));
-      }
-      const auto average = dcts_[i].inverse(sum.div_(comm_.size()));
-      if (!std::isfinite(average.sum().item<double>())) {
+      if (!std::isfinite(gradients_[i].sum().item<double>())) {
         throw NonFiniteGradient("the averaged momentum of '" + names_[i] + "' is not finite (nan or inf)");
       }
-      gradients_[i].copy_(average.sign());
+      gradients_[i].sign_();
+      // What the send delivered for this worker: what it took out of δ.
+      if (sampling_) sent_norms_[i] = before_send[i].sub_(momenta_[i]).norm();
     }
     last_sync_ = SyncEvent{bits, std::nullopt};
     return bits;
@@ -104,8 +82,8 @@ class Demo : public Synchronizer {
   // Every step sends the payload; the models never drift apart.
   std::optional<SyncEvent> lastSync() const override { return last_sync_; }
 
-  // What a step sends is the kept coefficients (whose norm is that of their inverse DCT: the
-  // transform is orthonormal); what it loses, the momentum left behind.
+  // What a step sends is what the reducer took out of δ (with dct-topk the inverse DCT of the kept
+  // coefficients); what it loses, the momentum left behind.
   std::optional<SyncSample> sample() const override {
     const auto& norms = exchange_.sampledNorms();
     if (!norms) return std::nullopt;
@@ -114,49 +92,43 @@ class Demo : public Synchronizer {
   LayerSample layerSample() const override {
     if (!exchange_.sampledNorms()) return {};
     std::vector<at::Tensor> momentum_norms;
-    std::vector<reducers::Reducer::TensorCost> costs;
-    for (size_t i = 0; i < momenta_.size(); ++i) {
-      momentum_norms.push_back(momenta_[i].norm());
-      costs.push_back({64 * static_cast<uint64_t>(dcts_[i].blocks() * keptPerBlock(i)), 0});
-    }
+    for (const auto& m : momenta_) momentum_norms.push_back(m.norm());
     return {exchange_.sampledLayerNorms().gradient, doublesOf(sent_norms_), doublesOf(momentum_norms),
-            std::move(costs)};
+            reducer_.lastCosts()};
   }
 
   void saveState(TensorMap& state) const override {
     for (size_t i = 0; i < names_.size(); ++i) state["demo/momentum/" + names_[i]] = momenta_[i];
+    saveReducerEntries(state, reducer_, kPrefix);
   }
-  bool checksEntry(const std::string& /*name*/) const override { return false; }
+  bool checksEntry(const std::string& name) const override { return isReducerEntry(name, kPrefix); }
   void loadState(const TensorMap& state) override {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < names_.size(); ++i) momenta_[i].copy_(state.at("demo/momentum/" + names_[i]));
+    loadReducerEntries(state, reducer_, kPrefix);
   }
 
  private:
-  int64_t keptPerBlock(size_t i) const { return std::min(options_.topk, dcts_[i].blockElements()); }
+  static constexpr const char* kPrefix = "demo/";
 
-  // δ_i updated with the step's gradient, its top coefficients per block taken out of it: returns
-  // them as (int32 positions in the flattened coefficients, float32 values).
-  std::pair<at::Tensor, at::Tensor> compressMomentum(size_t i) {
-    momenta_[i].mul_(options_.momentum_decay).add_(gradients_[i]);
-    const auto& dct = dcts_[i];
-    const auto coefficients = dct.forward(momenta_[i]);
-    const auto kept_at = std::get<1>(coefficients.abs().topk(keptPerBlock(i), 1));
-    const auto kept = coefficients.gather(1, kept_at);
-    momenta_[i].sub_(dct.inverse(at::zeros_like(coefficients).scatter_(1, kept_at, kept)));
-    if (sampling_) sent_norms_[i] = kept.norm();
-    const auto block_starts = at::arange(dct.blocks()).mul(dct.blockElements()).unsqueeze(1);
-    return {kept_at.add(block_starts).flatten().to(at::kInt), kept.flatten().to(at::kFloat)};
+  // δ through the reducer: its average into the gradient buffers, what the send lost left in δ. A
+  // lossless reducer averages in place (reducer.h) and loses nothing: δ, all sent, becomes zero.
+  uint64_t sendMomenta() {
+    if (!lossless_) return reducer_.reduce(momenta_, gradients_, momenta_);
+    for (size_t i = 0; i < params_.size(); ++i) gradients_[i].copy_(momenta_[i]);
+    const uint64_t bits = reducer_.reduce(gradients_, gradients_, momenta_);
+    for (const auto& m : momenta_) m.zero_();
+    return bits;
   }
 
   const DemoOptions options_;
-  comm::Communicator& comm_;
   const std::vector<at::Tensor>& params_;
   const std::vector<std::string>& names_;
   const std::vector<at::Tensor>& gradients_;
   const std::vector<at::Tensor>& momenta_;  // δ, each worker's own
+  reducers::Reducer& reducer_;
+  const bool lossless_;
   GradientExchange exchange_;
-  std::vector<DctBlocks> dcts_;
   bool sampling_ = false;
   std::vector<at::Tensor> sent_norms_;  // on sampled steps
   std::optional<SyncEvent> last_sync_;
@@ -166,9 +138,7 @@ class Demo : public Synchronizer {
 void validateDemo(const ExperimentConfig& config) {
   const auto& optimizer = config.optimizer;
   using hyperparams::formatNumber;
-  StrategyRequirements requirements("demo", "as the run 'demo' of study gpt-sync has them");
-  requireNoReducer(requirements, config, "demo", "DCT top-k");
-  requirements
+  StrategyRequirements("demo", "as the run 'demo' of study gpt-sync has them")
       .require(optimizer.name == "sgd", "optimizer.name", "sgd", "'" + optimizer.name + "'",
                "demo's step is lr * sign(the averaged momentum), which the sgd optimizer applies")
       .require(optimizer.momentum == 0, "optimizer.momentum", "0", formatNumber(optimizer.momentum),
@@ -182,10 +152,12 @@ void validateDemo(const ExperimentConfig& config) {
       .check();
 }
 
-// Each parameter's DCT matrices C_r and C_c (dct_blocks.h), computed in float64 and kept as float:
-// at most sync.block on a side, and at most the tensor's rows and columns.
+// With DeMo's codec, the reducer dct-topk, each parameter's DCT matrices C_r and C_c
+// (reducers/dct_blocks.h), computed in float64 and kept as float: at most reducer.block on a side,
+// and at most the tensor's rows and columns. Other reducers hold nothing of the kind.
 double dctMemory(const ExperimentConfig& config, const tasks::ModelSize& model) {
-  const double block = static_cast<double>(demoSchema().read(config.sync.settings).block);
+  if (config.reducer.name != "dct-topk") return 0;
+  const double block = static_cast<double>(reducers::dctTopKBlock(config.reducer.settings));
   double bytes = 0;
   for (const auto& group : model.parameters) {
     double rows = 1, cols = 1;

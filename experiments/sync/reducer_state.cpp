@@ -17,6 +17,10 @@ const std::string kReducerPrefix = "reducer/";
 void saveReducerState(TensorMap& state, const std::vector<std::string>& names, const std::vector<at::Tensor>& memories,
                       const reducers::Reducer& reducer, const std::string& prefix) {
   for (size_t i = 0; i < names.size(); ++i) state[prefix + "memory/" + names[i]] = memories[i];
+  saveReducerEntries(state, reducer, prefix);
+}
+
+void saveReducerEntries(TensorMap& state, const reducers::Reducer& reducer, const std::string& prefix) {
   reducers::Reducer::State reducer_state;
   reducer.saveState(reducer_state);
   for (const auto& kv : reducer_state) state[prefix + kReducerPrefix + kv.first] = kv.second;
@@ -26,6 +30,10 @@ void loadReducerState(const TensorMap& state, const std::vector<std::string>& na
                       const std::vector<at::Tensor>& memories, reducers::Reducer& reducer, const std::string& prefix) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < names.size(); ++i) memories[i].detach().copy_(state.at(prefix + "memory/" + names[i]));
+  loadReducerEntries(state, reducer, prefix);
+}
+
+void loadReducerEntries(const TensorMap& state, reducers::Reducer& reducer, const std::string& prefix) {
   reducers::Reducer::State reducer_state;
   const size_t skipped = prefix.size() + kReducerPrefix.size();
   for (const auto& kv : state) {

@@ -20,6 +20,10 @@ void saveReducerState(TensorMap& state, const std::vector<std::string>& names, c
 void loadReducerState(const TensorMap& state, const std::vector<std::string>& names,
                       const std::vector<at::Tensor>& memories, reducers::Reducer& reducer,
                       const std::string& prefix = "");
+// Only the reducer's own entries, <prefix>reducer/<entry>, for a strategy that names its error
+// feedback's entries itself; a reducer entry the load refuses is a UserError.
+void saveReducerEntries(TensorMap& state, const reducers::Reducer& reducer, const std::string& prefix);
+void loadReducerEntries(const TensorMap& state, reducers::Reducer& reducer, const std::string& prefix);
 // The reducer's entries, which its loadState() asks for by name (Synchronizer::checksEntry).
 bool isReducerEntry(const std::string& name, const std::string& prefix = "");
 

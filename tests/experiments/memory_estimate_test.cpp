@@ -120,17 +120,21 @@ TEST(MemoryEstimate, StrategiesAddWhatTheyKeep) {
   const double parameters = plain.task.size(config.task, config.training.batch_size).parameterCount();
   // θ_g, the outer momentum and the replicas' mean: three float copies more.
   EXPECT_DOUBLE_EQ(estimatedBytes(diloco) - estimatedBytes(plain), 3 * parameters * sizeof(float));
-  // demo's DCT matrices: per tensor side min(its rows or columns, sync.block), squared, float64 and float.
+  // demo's DCT matrices with DeMo's codec (reducer dct-topk): per tensor side min(its rows or columns,
+  // reducer.block), squared, float64 and float; another reducer holds none.
   const tasks::ModelSize one_matrix{{{{1000, 1000}}}};
   const auto& demo = synchronizerRegistry().at("demo").factory;
   auto demo_config = config;
-  hyperparams::applyAssignment(demo_config, "sync.block=64", configKeys());
+  EXPECT_DOUBLE_EQ(demo.memory(demo_config, one_matrix), 0.0);
+  hyperparams::applyAssignment(demo_config, "reducer.name=dct-topk", configKeys());
+  hyperparams::applyAssignment(demo_config, "reducer.block=64", configKeys());
   EXPECT_DOUBLE_EQ(demo.memory(demo_config, one_matrix), 2 * 64 * 64 * 12.0);
-  hyperparams::applyAssignment(demo_config, "sync.block=4096", configKeys());
+  hyperparams::applyAssignment(demo_config, "reducer.block=4096", configKeys());
   EXPECT_DOUBLE_EQ(demo.memory(demo_config, one_matrix), 2 * 1000 * 1000 * 12.0);
   // Beyond that a block's matrix is refused as a setting (the sync.block=1e6: 80 GB).
-  expectMessageHas(userErrorOf([&] { hyperparams::applyAssignment(demo_config, "sync.block=1000000", configKeys()); }),
-                   {"sync.block = '1000000'", "an integer from 1 to 4096"});
+  expectMessageHas(
+      userErrorOf([&] { hyperparams::applyAssignment(demo_config, "reducer.block=1000000", configKeys()); }),
+      {"reducer.block = '1000000'", "an integer from 1 to 4096"});
 }
 
 TEST(MemoryEstimate, ARefusalComesFromTheBinaryBeforeTheRunDirectoryExists) {

@@ -8,131 +8,44 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "experiments/sync/dct_blocks.h"
 #include "experiments/sync/replicas.h"
 #include "experiments/sync/synchronizer.h"
-#include "experiments/sync/two_bit_topk.h"
 #include "hyperparams/base/errors.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/reducer_fixtures.h"
 
-// The strategies that send their own compressed payload: sparseloco's 2-bit top-k codec on a chunk
-// worked out by hand, demo's DCT against its closed form, one sparseloco sync and one demo step
-// over two real Gloo ranks against float64 re-computations of the papers' descriptions, and the
+// The strategies whose papers send a compressed payload, sparseloco and demo, with their codecs as
+// reducers (two-bit-topk, dct-topk; the codecs by hand: tests/reducers/codec_reducers_test.cpp):
+// two sparseloco syncs and two demo steps over two real Gloo ranks against float64
+// re-computations of the papers' descriptions, both with the exact reducer, and the
 // configurations their validate() refuses.
 
 namespace gcrun::experiments {
 namespace {
 
-// --- the 2-bit top-k codec ---
-
-// Ten values in chunks of 8 at density 0.5: the first chunk keeps k = 4, the second (two
-// elements) k = 1. Chunk 0's magnitudes by size: 6 (at 6), 4 (1), 3 (3), 2 (4); the two smallest
-// kept, 3 and 2, form the lower level 2.5, the others the upper level 5. Chunk 1 is a tie, -7 and
-// 7: the lower index is kept and both levels are 7.
-const std::vector<double> kChunkValues = {0.5, -4, 1, 3, -2, 0.25, 6, -1, -7, 7};
-const TwoBitTopKLayout kHandLayout{10, 8, 0.5};
-
-TEST(TwoBitTopK, KeepsEachChunksLargestMagnitudesAtTwoLevels) {
-  const auto payload = encodeTwoBitTopK(torch::tensor(kChunkValues, torch::kFloat64), kHandLayout);
-  EXPECT_TRUE(torch::equal(payload.positions, torch::tensor({6, 1, 3, 4, 8}, torch::kInt)));
-  // Codes (bit 0 negative, bit 1 upper): 6 -> 2, -4 -> 3, 3 -> 0, -2 -> 1, -7 -> 3; four to a byte
-  // from the low bits: 2 + 3*4 + 0*16 + 1*64 = 78, then 3.
-  EXPECT_TRUE(torch::equal(payload.codes, torch::tensor({78, 3}, torch::kByte)));
-  EXPECT_TRUE(torch::equal(payload.levels, torch::tensor({2.5, 5.0, 7.0, 7.0}, torch::kFloat).view({2, 2})));
-}
-
-TEST(TwoBitTopK, DecodesToTheLevelsWithTheirSignsAndZeroElsewhere) {
-  const auto payload = encodeTwoBitTopK(torch::tensor(kChunkValues, torch::kFloat64), kHandLayout);
-  const std::vector<float> expected = {0, -5, 0, 2.5, -2.5, 0, 5, 0, -7, 0};
-  EXPECT_TRUE(torch::equal(decodeTwoBitTopK(payload, kHandLayout), torch::tensor(expected)));
-}
-
-TEST(TwoBitTopK, CountsPositionsCodesAndLevelsAsTheyGoOnTheWire) {
-  // 5 int32 positions, 5 codes in 2 bytes, 2 chunks of two float32 levels.
-  EXPECT_EQ(twoBitTopKBits(kHandLayout), 5u * 32 + 2 * 8 + 2 * 64);
-  const auto payload = encodeTwoBitTopK(torch::tensor(kChunkValues, torch::kFloat64), kHandLayout);
-  EXPECT_EQ(twoBitTopKBits(kHandLayout),
-            reducers::bitsOf(payload.positions) + reducers::bitsOf(payload.codes) + reducers::bitsOf(payload.levels));
-}
-
-TEST(TwoBitTopK, KeepsCeilOfDensityTimesTheChunkAndAtLeastOne) {
-  EXPECT_EQ((TwoBitTopKLayout{100, 100, 0.07}.kept()), 7);  // not 8 from 0.07 * 100 = 7.000000000000001
-  EXPECT_EQ((TwoBitTopKLayout{4096, 4096, 0.02}.kept()), 82);
-  EXPECT_EQ((TwoBitTopKLayout{10, 4, 0.01}.kept()), 3);  // chunks of 4, 4, 2: one each
-  EXPECT_EQ((TwoBitTopKLayout{10, 4, 0.01}.chunks()), 3);
-}
-
-// --- the DCT blocks ---
-
-// The closed form of the orthonormal DCT-II coefficient (k, l) of an n x m block, in float64.
-double dctCoefficient(const at::Tensor& block, int64_t k, int64_t l) {
-  const auto n = block.size(0), m = block.size(1);
-  const double s_k = std::sqrt((k == 0 ? 1.0 : 2.0) / n), s_l = std::sqrt((l == 0 ? 1.0 : 2.0) / m);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < m; ++j) {
-      sum += block[i][j].item<double>() * std::cos(M_PI * (2 * i + 1) * k / (2.0 * n)) *
-             std::cos(M_PI * (2 * j + 1) * l / (2.0 * m));
-    }
-  }
-  return s_k * s_l * sum;
-}
-
-TEST(DctBlocks, TheDctMatrixIsOrthogonal) {
-  for (int64_t n : {1, 3, 8, 64}) {
-    const auto c = dctMatrix(n, torch::kFloat64);
-    EXPECT_TRUE(torch::allclose(c.mm(c.t()), torch::eye(n, torch::kFloat64), 0, 1e-12)) << n;
-  }
-}
-
-TEST(DctBlocks, BlockSidesAreTheLargestDivisorsUpToTheLimit) {
-  EXPECT_EQ(largestDivisorUpTo(6, 4), 3);
-  EXPECT_EQ(largestDivisorUpTo(7, 4), 1);
-  EXPECT_EQ(largestDivisorUpTo(128, 64), 64);
-  EXPECT_EQ(largestDivisorUpTo(3, 64), 3);
-}
-
-TEST(DctBlocks, ABlocksCoefficientsAreTheClosedForm) {
-  const auto x = torch::randn({3, 5}, at::detail::createCPUGenerator(7), torch::kFloat64);
-  const auto coefficients = DctBlocks(x.sizes(), 64, torch::kFloat64).forward(x);
-  ASSERT_EQ(coefficients.sizes(), (std::vector<int64_t>{1, 15}));
-  for (int64_t k = 0; k < 3; ++k) {
-    for (int64_t l = 0; l < 5; ++l)
-      EXPECT_NEAR(coefficients[0][k * 5 + l].item<double>(), dctCoefficient(x, k, l), 1e-12);
-  }
-}
-
-TEST(DctBlocks, BlocksTileTheMatrixRowMajorAndRoundTrip) {
-  // (6, 2, 4) is a 6 x 8 matrix in blocks of 3 x 4: block 1 is rows 0-2, columns 4-7.
-  const auto x = torch::randn({6, 2, 4}, at::detail::createCPUGenerator(8), torch::kFloat64);
-  const DctBlocks dct(x.sizes(), 4, torch::kFloat64);
-  EXPECT_EQ(dct.blocks(), 4);
-  const auto coefficients = dct.forward(x);
-  const auto block = x.reshape({6, 8}).narrow(0, 0, 3).narrow(1, 4, 4);
-  EXPECT_NEAR(coefficients[1][1 * 4 + 2].item<double>(), dctCoefficient(block, 1, 2), 1e-12);
-  EXPECT_TRUE(torch::allclose(dct.inverse(coefficients), x, 0, 1e-12));
-}
-
-TEST(DctBlocks, AVectorIsTransformedAlongItsOnlyRow) {
-  const auto x = torch::randn({6}, at::detail::createCPUGenerator(9), torch::kFloat64);
-  const DctBlocks dct(x.sizes(), 4, torch::kFloat64);
-  const auto coefficients = dct.forward(x);
-  ASSERT_EQ(coefficients.sizes(), (std::vector<int64_t>{2, 3}));
-  EXPECT_NEAR(coefficients[1][2].item<double>(), dctCoefficient(x.narrow(0, 3, 3).view({1, 3}), 0, 2), 1e-12);
-  EXPECT_TRUE(torch::allclose(dct.inverse(coefficients), x, 0, 1e-12));
-}
-
 // --- the strategies over two ranks ---
 
-// One worker: a strategy built over `params` with the given sync settings and reducer exact.
+ReducerOptions reducerOf(const std::string& name, SettingValues settings = {}) {
+  ReducerOptions options;
+  options.name = name;
+  options.settings = std::move(settings);
+  return options;
+}
+
+// One worker: a strategy built over `params` with the given sync settings and reducer.
 struct Rig {
-  Rig(comm::Communicator& comm, const std::string& strategy, SettingValues settings, std::vector<at::Tensor> initial)
-      : params(std::move(initial)), buffers(params), reducer(testing::buildReducer("exact", comm)) {
+  Rig(comm::Communicator& comm, const std::string& strategy, SettingValues settings, std::vector<at::Tensor> initial,
+      const ReducerOptions& reducer_options)
+      : params(std::move(initial)),
+        buffers(params),
+        reducer(testing::buildReducer(reducer_options.name, comm, reducer_options)) {
     config.sync.strategy = strategy;
     config.sync.settings = std::move(settings);
-    sync = synchronizerRegistry().at(strategy).factory.make(SyncContext{
-        config, comm, *reducer, true, 0.0, params, names, buffers, [](size_t) {}, testing::reducerMaker(comm, config)});
+    config.reducer = reducer_options;
+    const bool lossless = reducers::reducerRegistry().at(reducer_options.name).factory.lossless;
+    sync = synchronizerRegistry().at(strategy).factory.make(SyncContext{config, comm, *reducer, lossless, 0.0, params,
+                                                                        names, buffers, [](size_t) {},
+                                                                        testing::reducerMaker(comm, config)});
   }
   TensorMap state() const {
     TensorMap saved;
@@ -176,9 +89,10 @@ at::Tensor twoBitTopKReference(const at::Tensor& e, int64_t chunk, double densit
 }
 
 SettingValues sparseLocoSettings() {
-  return {{"every", int64_t{2}}, {"drift", false},     {"chunk", int64_t{5}},
-          {"density", 0.4},      {"error_decay", 0.5}, {"outer_learning_rate", 0.8}};
+  return {{"every", int64_t{2}}, {"drift", false}, {"error_decay", 0.5}, {"outer_learning_rate", 0.8}};
 }
+
+ReducerOptions sparseLocoCodec() { return reducerOf("two-bit-topk", {{"chunk", int64_t{5}}, {"density", 0.4}}); }
 
 // Worker w's model after the local steps before sync s: the global model moved by a draw of its own.
 at::Tensor localMove(at::IntArrayRef shape, int worker, int sync, int which) {
@@ -196,7 +110,7 @@ TEST(SparseLoco, TwoSyncsOverTwoRanksMatchTheAlgorithmInFloat64) {
       initial.push_back(drawn(shapes[i], 1 + i).requires_grad_());
       global.push_back(initial.back().detach().to(torch::kFloat64));
     }
-    Rig rig(comm, "sparseloco", sparseLocoSettings(), initial);
+    Rig rig(comm, "sparseloco", sparseLocoSettings(), initial, sparseLocoCodec());
     std::vector<std::vector<at::Tensor>> errors(
         2, {torch::zeros({3, 4}, torch::kFloat64), torch::zeros({3}, torch::kFloat64)});
     for (int s = 1; s <= 2; ++s) {
@@ -217,9 +131,10 @@ TEST(SparseLoco, TwoSyncsOverTwoRanksMatchTheAlgorithmInFloat64) {
       }
       EXPECT_EQ(rig.sync->afterStep(2 * s - 1), 0u);
       EXPECT_FALSE(rig.sync->lastSync());
-      // weight: chunks of 5, 5, 2 keep 2, 2, 1; bias: one chunk of 3 keeps 2. Positions 7 * 32,
-      // codes 2 + 1 bytes, levels 4 chunks * 64.
-      EXPECT_EQ(rig.sync->afterStep(2 * s), 7u * 32 + 3 * 8 + 4 * 64);
+      // weight: chunks of 5, 5, 2 keep 2, 2, 1; bias: one chunk of 3 keeps 2. Per tensor, its
+      // levels (8 bytes a chunk), its positions in 3 bits each and its 2-bit codes, each rounded up
+      // to bytes: weight 24 + 2 + 2, bias 8 + 1 + 1.
+      EXPECT_EQ(rig.sync->afterStep(2 * s), 8u * (28 + 10));
       ASSERT_TRUE(rig.sync->lastSync());
       EXPECT_FALSE(rig.sync->lastSync()->replica_drift);
       const auto state = rig.state();
@@ -234,12 +149,30 @@ TEST(SparseLoco, TwoSyncsOverTwoRanksMatchTheAlgorithmInFloat64) {
   });
 }
 
+// With the exact reducer all of e is sent: θ_g moves by the outer rate times the average
+// pseudo-gradient (DiLoCo with a plain SGD outer step) and the accumulator is left zero.
+TEST(SparseLoco, WithTheExactReducerSendsAllOfItsAccumulator) {
+  testing::runRanks(2, [&](comm::Communicator& comm) {
+    const auto initial = drawn({3, 4}, 1);
+    Rig rig(comm, "sparseloco", sparseLocoSettings(),
+            {initial.clone().requires_grad_(), drawn({3}, 2).requires_grad_()}, reducerOf("exact"));
+    torch::NoGradGuard no_grad;
+    rig.params[0].add_(localMove({3, 4}, comm.rank(), 1, 0).to(torch::kFloat32));
+    rig.sync->afterStep(2);
+    const auto average_move = (localMove({3, 4}, 0, 1, 0) + localMove({3, 4}, 1, 1, 0)) / 2;
+    EXPECT_TRUE(
+        torch::allclose(rig.params[0].to(torch::kFloat64), initial.to(torch::kFloat64) + 0.8 * average_move, 0, 1e-5));
+    EXPECT_TRUE(torch::equal(rig.state().at("sparseloco/error/weight"), torch::zeros({3, 4})));
+  });
+}
+
 // With sync.drift on, a sync reports how far the replicas were apart before it made them agree.
 TEST(SparseLoco, MeasuresTheDriftBeforeItsSync) {
   testing::runRanks(2, [&](comm::Communicator& comm) {
     auto settings = sparseLocoSettings();
     settings["drift"] = true;
-    Rig rig(comm, "sparseloco", settings, {drawn({3, 4}, 1).requires_grad_(), drawn({3}, 2).requires_grad_()});
+    Rig rig(comm, "sparseloco", settings, {drawn({3, 4}, 1).requires_grad_(), drawn({3}, 2).requires_grad_()},
+            sparseLocoCodec());
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < rig.params.size(); ++i) {
       rig.params[i].add_(localMove(rig.params[i].sizes(), comm.rank(), 1, i).to(torch::kFloat32));
@@ -291,11 +224,12 @@ at::Tensor demoSendReference(at::Tensor& delta, const at::Tensor& gradient, doub
 // workers' average send; each rank's momentum is what it did not send.
 TEST(Demo, TwoStepsOverTwoRanksMatchTheDescriptionInFloat64) {
   const double beta = 0.9;
-  const SettingValues settings{{"momentum_decay", beta}, {"block", int64_t{4}}, {"topk", int64_t{5}}};
+  const SettingValues settings{{"momentum_decay", beta}};
   testing::runRanks(2, [&](comm::Communicator& comm) {
     Rig rig(
         comm, "demo", settings,
-        {torch::zeros({4, 6}, torch::kFloat64).requires_grad_(), torch::zeros({6}, torch::kFloat64).requires_grad_()});
+        {torch::zeros({4, 6}, torch::kFloat64).requires_grad_(), torch::zeros({6}, torch::kFloat64).requires_grad_()},
+        reducerOf("dct-topk", {{"block", int64_t{4}}, {"topk", int64_t{5}}}));
     std::vector<std::vector<at::Tensor>> deltas(
         2, {torch::zeros({4, 6}, torch::kFloat64), torch::zeros({1, 6}, torch::kFloat64)});
     for (int step = 1; step <= 2; ++step) {
@@ -313,9 +247,9 @@ TEST(Demo, TwoStepsOverTwoRanksMatchTheDescriptionInFloat64) {
       }
       rig.sync->beforeBackward(true);
       for (size_t i = 0; i < 2; ++i) rig.buffers.gradients[i].copy_(gradient(comm.rank(), i));
-      // Positions and float32 values: weight 2 blocks * 5, bias 2 blocks * 3.
+      // int64 positions and float32 values: weight 2 blocks * 5, bias 2 blocks * 3.
       const uint64_t bits = rig.sync->afterBackward();
-      EXPECT_EQ(bits, (2u * 5 + 2 * 3) * 64);
+      EXPECT_EQ(bits, (2u * 5 + 2 * 3) * 96);
       EXPECT_EQ(rig.sync->afterStep(step), 0u);
       ASSERT_TRUE(rig.sync->lastSync());
       EXPECT_EQ(rig.sync->lastSync()->bits, bits);
@@ -343,7 +277,8 @@ std::string refusal(const std::string& strategy, const std::function<void(Experi
   config.optimizer.momentum_type = MomentumType::heavy_ball;
   change(config);
   try {
-    synchronizerRegistry().at(strategy).factory.validate(config);
+    // A strategy that accepts every configuration declares no validate().
+    if (const auto& validate = synchronizerRegistry().at(strategy).factory.validate) validate(config);
   } catch (const UserError& e) {
     EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     return e.what();
@@ -356,11 +291,12 @@ TEST(CompressedSync, ValidateAcceptsTheExactReducerAndPlainSgd) {
   EXPECT_EQ(refusal("demo", [](ExperimentConfig&) {}), "");
 }
 
-TEST(CompressedSync, ValidateRefusesAReducerNamingTheKey) {
+// Their codecs are reducers now: any reducer carries what they send.
+TEST(CompressedSync, ValidateAcceptsAnyReducer) {
   for (const std::string strategy : {"sparseloco", "demo"}) {
-    const auto message = refusal(strategy, [](ExperimentConfig& c) { c.reducer.name = "powersgd"; });
-    EXPECT_EQ(message.rfind("reducer.name: " + strategy, 0), 0u) << message;
-    EXPECT_NE(message.find("(got 'powersgd')"), std::string::npos) << message;
+    for (const std::string reducer : {"powersgd", "two-bit-topk", "dct-topk", "qsgd"}) {
+      EXPECT_EQ(refusal(strategy, [&](ExperimentConfig& c) { c.reducer.name = reducer; }), "") << strategy << reducer;
+    }
   }
 }
 
@@ -380,21 +316,20 @@ TEST(CompressedSync, DemoRefusesTheOptimizerSettingsThatChangeItsStep) {
 
 TEST(CompressedSync, DemoNamesEveryIncompatibleSettingInOneMessage) {
   const auto message = refusal("demo", [](ExperimentConfig& c) {
-    c.reducer.name = "fp16";
     c.optimizer.name = "adamw";
     c.optimizer.momentum = 0.9;
     c.optimizer.momentum_type = MomentumType::nesterov;
     c.optimizer.wd_before_reduce = true;
     c.optimizer.clip_norm = 1;
   });
-  EXPECT_EQ(message.rfind("sync.strategy=demo needs 6 settings changed: reducer.name=exact (got 'fp16': ", 0), 0u)
+  EXPECT_EQ(message.rfind("sync.strategy=demo needs 5 settings changed: optimizer.name=sgd (got 'adamw': ", 0), 0u)
       << message;
   for (const std::string part : {"optimizer.name=sgd (got 'adamw': ", "optimizer.momentum=0 (got 0.9: ",
                                  "optimizer.momentum_type=heavy-ball (got 'nesterov': ",
                                  "optimizer.wd_before_reduce=false (got true: ", "optimizer.clip_norm=0 (got 1: "}) {
     EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
   }
-  EXPECT_NE(message.find("; add --set reducer.name=exact --set optimizer.name=sgd --set optimizer.momentum=0 --set "
+  EXPECT_NE(message.find("; add --set optimizer.name=sgd --set optimizer.momentum=0 --set "
                          "optimizer.momentum_type=heavy-ball --set optimizer.wd_before_reduce=false --set "
                          "optimizer.clip_norm=0 (as the run 'demo' of study gpt-sync has them)"),
             std::string::npos)

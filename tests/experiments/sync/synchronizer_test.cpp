@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,13 +87,17 @@ SettingValues testSettings(const std::string& strategy) {
     if (spec.name == "fragments") values["fragments"] = int64_t{1};
     if (spec.name == "delay") values["delay"] = int64_t{0};
     if (spec.name == "mix_alpha") values["mix_alpha"] = 0.0;
-    // Compressors that keep a part of these small tensors (sparseloco's chunks, demo's DCT blocks).
-    if (spec.name == "chunk") values["chunk"] = int64_t{8};
-    if (spec.name == "density") values["density"] = 0.25;
-    if (spec.name == "block") values["block"] = int64_t{2};
-    if (spec.name == "topk") values["topk"] = int64_t{2};
   }
   return values;
+}
+
+// The codec reducers keep a part of these small tensors (two-bit-topk's chunks, dct-topk's blocks).
+ReducerOptions testReducer(const std::string& name) {
+  ReducerOptions options;
+  options.name = name;
+  if (name == "two-bit-topk") options.settings = {{"chunk", int64_t{8}}, {"density", 0.25}};
+  if (name == "dct-topk") options.settings = {{"block", int64_t{2}}, {"topk", int64_t{2}}};
+  return options;
 }
 
 // One worker of the test: a 6x4 weight and a bias, the same on every rank at the start, trained
@@ -101,11 +106,11 @@ struct Worker {
   Worker(comm::Communicator& comm, const std::string& strategy, const std::string& reducer_name)
       : params{torch::linspace(-1, 1, 24).reshape({6, 4}).clone().requires_grad_(), torch::zeros({4}).requires_grad_()},
         buffers(params),
-        reducer(testing::buildReducer(reducer_name, comm)),
+        reducer(testing::buildReducer(reducer_name, comm, testReducer(reducer_name))),
         counting(comm) {
     config.sync.strategy = strategy;
     config.sync.settings = testSettings(strategy);
-    config.reducer.name = reducer_name;
+    config.reducer = testReducer(reducer_name);
     const bool lossless = reducers::reducerRegistry().at(reducer_name).factory.lossless;
     sync = synchronizerRegistry().at(strategy).factory.make(SyncContext{config, counting, reducer, lossless, 0.0,
                                                                         params, names, buffers, [](size_t) {},
@@ -269,7 +274,12 @@ TEST_P(EveryStrategy, RefusesCountsNoRunCouldHaveSaved) {
   EXPECT_GE(counts, 4u) << "local-sgd's steps, the outer steps, a fragment's step of application";
 }
 
-INSTANTIATE_TEST_SUITE_P(Reducers, EveryStrategy, ::testing::Values("exact", "powersgd"));
+INSTANTIATE_TEST_SUITE_P(Reducers, EveryStrategy, ::testing::Values("exact", "powersgd", "two-bit-topk", "dct-topk"),
+                         [](const auto& info) {
+                           auto name = info.param;
+                           for (auto& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 // Two replicas (1, 0) and (3, 0): their mean (2, 0) is 1 from each, so the drift is 1 / 2.
 TEST(ReplicaDrift, IsTheReplicasRmsDistanceFromTheirMeanOverTheMeansNorm) {

@@ -1,23 +1,17 @@
-#include "experiments/sync/compressed_sync.h"
+#include "reducers/allgather_parts.h"
 
 #include <ATen/ATen.h>
 
 #include "reducers/reducer.h"
 
-namespace gcrun::experiments {
-
-void requireNoReducer(StrategyRequirements& requirements, const ExperimentConfig& config, const std::string& strategy,
-                      const std::string& payload) {
-  requirements.require(config.reducer.name == "exact", "reducer.name", "exact", "'" + config.reducer.name + "'",
-                       strategy + " sends its own " + payload + " payload and uses no reducer");
-}
+namespace gcrun::reducers {
 
 std::vector<std::vector<at::Tensor>> allgatherParts(comm::Communicator& comm, const std::vector<at::Tensor>& parts,
                                                     uint64_t& bits) {
   const auto message = at::cat(parts);
   // Gloo can hang on empty tensors: a payload without elements is not sent.
   const auto gathered = message.numel() > 0 ? comm.allgather(message) : std::vector<at::Tensor>(comm.size(), message);
-  bits += reducers::bitsOf(message);
+  bits += bitsOf(message);
   std::vector<std::vector<at::Tensor>> split;
   for (const auto& worker : gathered) {
     std::vector<at::Tensor> pieces;
@@ -31,4 +25,4 @@ std::vector<std::vector<at::Tensor>> allgatherParts(comm::Communicator& comm, co
   return split;
 }
 
-}  // namespace gcrun::experiments
+}  // namespace gcrun::reducers

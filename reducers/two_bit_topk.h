@@ -4,7 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace gcrun::experiments {
+namespace gcrun::reducers {
 
 // SparseLoCo's compressor (Sarfi et al., arXiv 2508.15706): chunk-wise top-k with 2-bit values.
 // A flattened tensor of n elements is split into chunks of `chunk` elements (the last one shorter
@@ -23,13 +23,13 @@ struct TwoBitTopKLayout {
   int64_t chunks() const;
   int64_t keptIn(int64_t chunk_size) const;  // k of a chunk of chunk_size elements
   int64_t kept() const;                      // over all chunks
+  // The bits of a kept value's position within its chunk: ceil(log2(chunk)), 12 for 4096.
+  int64_t indexBits() const;
 };
 
-// What goes on the wire for one tensor, three tensors whose sizes follow from the layout alone:
-// the kept positions in the flattened tensor as int32, chunk by chunk and within a chunk by
-// descending magnitude; their 2-bit codes (bit 0: negative, bit 1: the upper level), four to a
-// byte from the low bits up, the last byte zero-padded; and the levels as float32 (chunks, 2),
-// (lower, upper) per chunk.
+// One tensor's payload, unpacked: the kept positions within their chunk (int64), chunk by chunk
+// and within a chunk by descending magnitude; their 2-bit codes (uint8, bit 0: negative, bit 1:
+// the upper level); and the levels as float32 (chunks, 2), (lower, upper) per chunk.
 struct TwoBitTopK {
   at::Tensor positions, codes, levels;
 };
@@ -39,8 +39,16 @@ TwoBitTopK encodeTwoBitTopK(const at::Tensor& values, const TwoBitTopKLayout& la
 // The dense float32 tensor of layout.numel elements that `payload` stands for: zero where nothing
 // was kept.
 at::Tensor decodeTwoBitTopK(const TwoBitTopK& payload, const TwoBitTopKLayout& layout);
-// The payload's bits (reducers::bitsOf of its tensors, the repo's top-k convention of 32-bit
-// positions): 32 per kept position, 2 per kept value rounded up to whole bytes, 64 per chunk.
+
+// The published format on the wire (Templar's pack_12bit_indices for chunks of 4096), uint8 bytes:
+// the levels as float32 (8 bytes per chunk, native order), then the positions as indexBits()-bit
+// fields, then the codes as 2-bit fields, each stream packed by packBits (least significant bit
+// first, so two 12-bit positions fill 3 bytes: a0-a7 | a8-a11 b0-b3 | b4-b11) and zero-padded to
+// a whole byte.
+at::Tensor packTwoBitTopK(const TwoBitTopK& payload, const TwoBitTopKLayout& layout);
+TwoBitTopK unpackTwoBitTopK(const at::Tensor& bytes, const TwoBitTopKLayout& layout);
+// The packed payload's bits: 64 per chunk plus the two streams rounded up to whole bytes; at
+// chunk 4096 with 64 kept, 64 * (12 + 2) + 64 = 960 per chunk, 0.234375 bit per element.
 uint64_t twoBitTopKBits(const TwoBitTopKLayout& layout);
 
-}  // namespace gcrun::experiments
+}  // namespace gcrun::reducers

@@ -1,4 +1,4 @@
-#include "experiments/sync/two_bit_topk.h"
+#include "reducers/two_bit_topk.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,10 @@
 
 #include <ATen/ATen.h>
 
-namespace gcrun::experiments {
+#include "reducers/bit_stream.h"
+#include "reducers/quantized_reducer.h"
+
+namespace gcrun::reducers {
 namespace {
 
 // A group of chunks of one size, as the rows of a matrix, encoded.
@@ -14,8 +17,7 @@ struct EncodedRows {
   at::Tensor positions, codes, levels;
 };
 
-EncodedRows encodeRows(const at::Tensor& rows, int64_t k, int64_t first_position) {
-  const int64_t count = rows.size(0);
+EncodedRows encodeRows(const at::Tensor& rows, int64_t k) {
   // A stable descending sort: of equal magnitudes the lower index comes first.
   const auto order = std::get<1>(rows.abs().sort(/*stable=*/true, /*dim=*/1, /*descending=*/true)).narrow(1, 0, k);
   const auto kept = rows.gather(1, order);
@@ -24,26 +26,16 @@ EncodedRows encodeRows(const at::Tensor& rows, int64_t k, int64_t first_position
   const auto upper_level = magnitudes.narrow(1, 0, k - lower).mean(1);
   const auto lower_level = lower > 0 ? magnitudes.narrow(1, k - lower, lower).mean(1) : upper_level;
   const auto upper = at::arange(k).lt(k - lower).to(at::kByte).mul(2);
-  const auto row_starts = at::arange(count).mul(rows.size(1)).add(first_position).unsqueeze(1);
-  return {order.add(row_starts), kept.lt(0).to(at::kByte).add(upper), at::stack({lower_level, upper_level}, 1)};
+  return {order, kept.lt(0).to(at::kByte).add(upper), at::stack({lower_level, upper_level}, 1)};
 }
 
-const std::vector<int64_t> kCodeWeights = {1, 4, 16, 64};  // four 2-bit codes to a byte
-
-at::Tensor packCodes(const at::Tensor& codes) {
-  const int64_t bytes = (codes.numel() + 3) / 4;
-  auto padded = at::zeros({bytes * 4}, at::kLong);
-  padded.narrow(0, 0, codes.numel()).copy_(codes);
-  return padded.view({bytes, 4}).mul(at::tensor(kCodeWeights, at::kLong)).sum(1).to(at::kByte);
-}
-
-at::Tensor unpackCodes(const at::Tensor& packed, int64_t count) {
-  return packed.to(at::kLong)
-      .unsqueeze(1)
-      .div(at::tensor(kCodeWeights, at::kLong), "floor")
-      .remainder(4)
-      .flatten()
-      .narrow(0, 0, count);
+// `count` fields of `bits` bits from a packed stream of `size` bytes, as int64.
+at::Tensor unpackFields(const uint8_t* bytes, int64_t size, int64_t count, int64_t bits) {
+  auto fields = at::zeros({count}, at::kLong);
+  if (bits == 0) return fields;
+  int64_t* out = fields.data_ptr<int64_t>();
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int64_t>(fieldAt(bytes, size, i, static_cast<int>(bits)));
+  return fields;
 }
 
 // The chunk of each kept value, in payload order.
@@ -82,28 +74,50 @@ TwoBitTopK encodeTwoBitTopK(const at::Tensor& values, const TwoBitTopKLayout& la
     levels.push_back(rows.levels);
   };
   if (full > 0)
-    add(encodeRows(flat.narrow(0, 0, full * layout.chunk).view({full, layout.chunk}), layout.keptIn(layout.chunk), 0));
-  if (rest > 0)
-    add(encodeRows(flat.narrow(0, full * layout.chunk, rest).view({1, rest}), layout.keptIn(rest),
-                   full * layout.chunk));
-  return {at::cat(positions).to(at::kInt), packCodes(at::cat(codes)), at::cat(levels).to(at::kFloat)};
+    add(encodeRows(flat.narrow(0, 0, full * layout.chunk).view({full, layout.chunk}), layout.keptIn(layout.chunk)));
+  if (rest > 0) add(encodeRows(flat.narrow(0, full * layout.chunk, rest).view({1, rest}), layout.keptIn(rest)));
+  return {at::cat(positions), at::cat(codes), at::cat(levels).to(at::kFloat)};
 }
 
 at::Tensor decodeTwoBitTopK(const TwoBitTopK& payload, const TwoBitTopKLayout& layout) {
   auto dense = at::zeros({layout.numel}, at::kFloat);
   const int64_t kept = layout.kept();
   if (kept == 0) return dense;
-  const auto codes = unpackCodes(payload.codes, kept);
+  const auto codes = payload.codes.to(at::kLong);
   const auto upper = codes.div(2, "floor").unsqueeze(1);
-  const auto magnitudes = payload.levels.index_select(0, chunkOfEachKept(layout)).gather(1, upper).squeeze(1);
+  const auto chunk_of_kept = chunkOfEachKept(layout);
+  const auto magnitudes = payload.levels.index_select(0, chunk_of_kept).gather(1, upper).squeeze(1);
   const auto values = at::where(codes.remainder(2).eq(1), magnitudes.neg(), magnitudes);
-  dense.index_put_({payload.positions.to(at::kLong)}, values);
+  dense.index_put_({payload.positions.add(chunk_of_kept.mul(layout.chunk))}, values);
   return dense;
 }
 
-uint64_t twoBitTopKBits(const TwoBitTopKLayout& layout) {
-  const auto kept = static_cast<uint64_t>(layout.kept());
-  return 32 * kept + 8 * ((kept + 3) / 4) + 64 * static_cast<uint64_t>(layout.chunks());
+int64_t TwoBitTopKLayout::indexBits() const {
+  int64_t bits = 0;
+  while ((int64_t{1} << bits) < chunk) ++bits;
+  return bits;
 }
 
-}  // namespace gcrun::experiments
+at::Tensor packTwoBitTopK(const TwoBitTopK& payload, const TwoBitTopKLayout& layout) {
+  const auto levels = payload.levels.contiguous().view({-1}).view(at::kByte);
+  return at::cat({levels, packBits(payload.positions, layout.indexBits()), packBits(payload.codes, 2)});
+}
+
+TwoBitTopK unpackTwoBitTopK(const at::Tensor& bytes, const TwoBitTopKLayout& layout) {
+  const auto cpu = bytes.to(at::kCPU).contiguous();
+  const int64_t kept = layout.kept(), level_bytes = 8 * layout.chunks();
+  const int64_t index_bytes = packedBytes(kept, layout.indexBits());
+  const uint8_t* data = cpu.data_ptr<uint8_t>();
+  // A copy: view(dtype) needs the floats to start on a float boundary of their storage.
+  auto levels = cpu.narrow(0, 0, level_bytes).clone().view(at::kFloat).view({layout.chunks(), 2});
+  auto positions = unpackFields(data + level_bytes, index_bytes, kept, layout.indexBits());
+  auto codes = unpackFields(data + level_bytes + index_bytes, packedBytes(kept, 2), kept, 2).to(at::kByte);
+  return {std::move(positions), std::move(codes), std::move(levels)};
+}
+
+uint64_t twoBitTopKBits(const TwoBitTopKLayout& layout) {
+  const int64_t kept = layout.kept();
+  return 8 * static_cast<uint64_t>(8 * layout.chunks() + packedBytes(kept, layout.indexBits()) + packedBytes(kept, 2));
+}
+
+}  // namespace gcrun::reducers

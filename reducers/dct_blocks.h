@@ -5,7 +5,9 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace gcrun::experiments {
+#include "hyperparams/config.h"
+
+namespace gcrun::reducers {
 
 // The orthonormal DCT-II matrix of size n: C[k][j] = s_k cos(π (2j + 1) k / 2n), s_0 = sqrt(1/n),
 // s_k = sqrt(2/n) for k > 0. It is orthogonal (Cᵀ C = I), so a block X transforms as C X Cᵀ and
@@ -39,4 +41,13 @@ class DctBlocks {
   at::Tensor row_dct_, col_dct_;  // C_r and C_c
 };
 
-}  // namespace gcrun::experiments
+// The largest DCT block side the dct-topk reducer accepts (reducer.block): a side of n costs an
+// n x n matrix per tensor dimension, computed in float64; DeMo's blocks are 64, and 4096, 64 times
+// that, costs 128 MiB per matrix.
+constexpr int64_t kMaxDctBlock = 4096;
+
+// The dct-topk reducer's block side as `settings` (the config's reducer.* values) set it, for the
+// memory its DCT matrices take (the demo strategy's estimate).
+int64_t dctTopKBlock(const SettingValues& settings);
+
+}  // namespace gcrun::reducers

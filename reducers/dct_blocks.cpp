@@ -1,10 +1,10 @@
-#include "experiments/sync/dct_blocks.h"
+#include "reducers/dct_blocks.h"
 
 #include <cmath>
 
 #include <ATen/ATen.h>
 
-namespace gcrun::experiments {
+namespace gcrun::reducers {
 
 at::Tensor dctMatrix(int64_t n, at::ScalarType dtype) {
   const auto k = at::arange(n, at::kDouble).unsqueeze(1);
@@ -45,4 +45,4 @@ at::Tensor DctBlocks::inverse(const at::Tensor& coefficients) const {
       .reshape(shape_);
 }
 
-}  // namespace gcrun::experiments
+}  // namespace gcrun::reducers
