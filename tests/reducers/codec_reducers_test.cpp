@@ -38,6 +38,28 @@ TEST(TwoBitTopK, KeepsEachChunksLargestMagnitudesAtTwoLevels) {
   EXPECT_TRUE(torch::equal(payload.levels, torch::tensor({2.5, 5.0, 7.0, 7.0}, torch::kFloat).view({2, 2})));
 }
 
+// The kept positions are a stable descending sort's first k, whatever the ties: magnitudes drawn
+// from five values make every chunk's k-th magnitude a tie of many, broken by the lower index.
+TEST(TwoBitTopK, KeepsWhatAStableSortKeepsAmongManyTies) {
+  const TwoBitTopKLayout layout{3 * 64 + 10, 64, 0.2};
+  torch::manual_seed(3);
+  const auto values = torch::randint(-2, 3, {layout.numel}, torch::kFloat).mul(1.5);
+  const auto payload = encodeTwoBitTopK(values, layout);
+  std::vector<at::Tensor> expected;
+  for (int64_t start = 0; start < layout.numel; start += layout.chunk) {
+    const auto chunk = values.narrow(0, start, std::min(layout.chunk, layout.numel - start));
+    const auto order = std::get<1>(chunk.abs().sort(/*stable=*/true, 0, /*descending=*/true));
+    expected.push_back(order.narrow(0, 0, layout.keptIn(chunk.numel())));
+  }
+  EXPECT_TRUE(torch::equal(payload.positions, torch::cat(expected)));
+}
+
+// NaN has no place among the magnitudes' order but the sort's (largest): it is kept first.
+TEST(TwoBitTopK, KeepsNanAsTheLargestMagnitude) {
+  const auto payload = encodeTwoBitTopK(torch::tensor({1.0f, NAN, -3.0f, 2.0f}), TwoBitTopKLayout{4, 4, 0.5});
+  EXPECT_TRUE(torch::equal(payload.positions, torch::tensor({1, 2}, torch::kLong)));
+}
+
 TEST(TwoBitTopK, DecodesToTheLevelsWithTheirSignsAndZeroElsewhere) {
   const auto payload = encodeTwoBitTopK(torch::tensor(kChunkValues, torch::kFloat64), kHandLayout);
   const std::vector<float> expected = {0, -5, 0, 2.5, -2.5, 0, 5, 0, -7, 0};
