@@ -24,6 +24,9 @@ ReducerSpec qsgdSpec();
 ReducerSpec ternGradSpec();
 ReducerSpec fp16Spec();
 ReducerSpec bf16Spec();
+ReducerSpec fp8Spec();
+ReducerSpec fp4Spec();
+ReducerSpec int8Spec();
 
 // The plain all-reduce average; PowerSGD also uses it for its first reducer.start_iter steps.
 std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context);

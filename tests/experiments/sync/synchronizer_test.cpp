@@ -270,6 +270,8 @@ TEST_P(EveryStrategy, RefusesCountsNoRunCouldHaveSaved) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reducers, EveryStrategy, ::testing::Values("exact", "powersgd"));
+// The low-precision all-gather reducers (issue 43) on every strategy that takes a reducer.
+INSTANTIATE_TEST_SUITE_P(LowPrecisionReducers, EveryStrategy, ::testing::Values("fp8", "fp4", "int8"));
 
 // Two replicas (1, 0) and (3, 0): their mean (2, 0) is 1 from each, so the drift is 1 / 2.
 TEST(ReplicaDrift, IsTheReplicasRmsDistanceFromTheirMeanOverTheMeansNorm) {
