@@ -117,6 +117,42 @@ def random_block(grads, compression=0.01):
     return out
 
 
+def minifloat(mantissa_bits, bias, largest, block=128):
+    """fp8 / fp4 as gcrun's defaults send them: per block of 128 elements the multiplier
+    m = largest / amax (1 where infinite), y = x * m rounded to the format's grid with frexp/ldexp
+    (the quantum of y's binade, at least the subnormal one, round half to even), saturating at
+    +-largest, decoded as q / m. torch 1.13 has no float8 dtype, so q stays float32. At
+    mantissa_bits = 0 (E3M0) a tie goes to the larger power here, to the even exponent in gcrun."""
+
+    def compress(grads):
+        out = []
+        for g in grads:
+            n = g.numel()
+            blocks = torch.zeros((n + block - 1) // block * block)
+            blocks[:n] = g.reshape(-1)
+            blocks = blocks.view(-1, block)
+            m = largest / blocks.abs().amax(1, keepdim=True)
+            m = torch.where(torch.isinf(m), torch.ones_like(m), m)
+            y = blocks * m
+            quantum = torch.clamp(torch.frexp(y).exponent - 1, min=1 - bias) - mantissa_bits
+            q = torch.ldexp(torch.round(torch.ldexp(y, -quantum)), quantum).clamp_(-largest, largest)
+            out.append((q / m).view(-1)[:n].view_as(g))
+        return out
+
+    return compress
+
+
+def int8(grads):
+    """INTELLECT-1's min-max uint8 per tensor, as gcrun's int8."""
+    out = []
+    for g in grads:
+        low, high = g.min(), g.max()
+        width = high - low
+        q = torch.round((g - low) / width * 255).to(torch.uint8)
+        out.append(low + q.float() * (width / 255))
+    return out
+
+
 class PowerSgd:
     """powerSGD_hook's compress and decompress per matrix (one power iteration, warm start)."""
 
@@ -142,6 +178,7 @@ COMPRESSORS = {
     "qsgd": qsgd, "terngrad": terngrad, "sign-norm": sign_norm, "signum": signum,
     "fp16": cast(torch.half), "bf16": cast(torch.bfloat16), "svd": svd, "topk": topk,
     "global-topk": global_topk, "random-k": random_k, "random-block": random_block, "powersgd": PowerSgd(),
+    "fp8": minifloat(3, 7, 448.0), "fp4": minifloat(0, 3, 16.0), "int8": int8,
 }
 
 

@@ -1,12 +1,12 @@
 // A user's own reducer, added to gcrun as a plugin: build this file as a shared library against
 // an installed gcrun (examples/CMakeLists.txt does) and run
-//     gcrun experiment fashion-sgd --plugin libgcrun_int8_plugin.so --set reducer.name=int8
-// gcrun loads the library and calls gcrun_register() below, which adds "int8" to the reducer
+//     gcrun experiment fashion-sgd --plugin libgcrun_int8_plugin.so --set reducer.name=int8-sum
+// gcrun loads the library and calls gcrun_register() below, which adds "int8-sum" to the reducer
 // registry like any built-in: `gcrun list reducers --plugin ...` shows it, and every key, granularity
 // and error-feedback setting applies to it. It declares a setting of its own, reducer.int8_levels,
 // which --set, --config, `gcrun show` and `gcrun list keys` then treat like a built-in key.
 //
-// int8: 8-bit all-reduce with a scale shared by all workers, 4x less traffic than exact averaging.
+// int8-sum: 8-bit all-reduce with a scale shared by all workers, 4x less traffic than exact averaging.
 // Per tensor, the workers first add up their max |g|, s = sum_r max|g_r| (one float per tensor),
 // then each sends q_r = round(c g_r / s) as int8 with c = reducer.int8_levels, by default 127 - W. Since |g_r| <=
 // max|g_r|, |sum_r c g_r / s| <= c, and rounding adds at most W/2, so the int8 sum cannot overflow for fewer than 127
@@ -107,7 +107,7 @@ class Int8Reducer : public Reducer {
 
 extern "C" void gcrun_register(void) {
   gcrun::reducers::reducerRegistry().add(
-      "int8", "8-bit all-reduce with a shared per-tensor scale, 4x smaller messages (example plugin)",
+      "int8-sum", "8-bit all-reduce with a shared per-tensor scale, 4x smaller messages (example plugin)",
       gcrun::reducers::ReducerSpec{[](const gcrun::reducers::ReducerContext& context) -> std::unique_ptr<Reducer> {
                                      return std::make_unique<Int8Reducer>(context.comm,
                                                                           settings().read(context.options.settings));

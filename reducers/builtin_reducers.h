@@ -26,6 +26,9 @@ ReducerSpec fp16Spec();
 ReducerSpec bf16Spec();
 ReducerSpec twoBitTopKSpec();
 ReducerSpec dctTopKSpec();
+ReducerSpec fp8Spec();
+ReducerSpec fp4Spec();
+ReducerSpec int8Spec();
 
 // The plain all-reduce average; PowerSGD also uses it for its first reducer.start_iter steps.
 std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context);

@@ -52,6 +52,11 @@ Registry<ReducerSpec>& reducerRegistry() {
            "DeMo's codec: top-k DCT coefficients per block, int64 positions and float32 values as bloc97/DeMo "
            "sends them, all-gathered",
            dctTopKSpec());
+    r->add("fp8", "8-bit floats (E4M3 or E5M2) scaled by amax per block or tensor, all-gathered, summed in float32",
+           fp8Spec());
+    r->add("fp4", "Streaming DiLoCo's 4-bit E3M0 floats scaled by amax, two a byte, all-gathered, summed in float32",
+           fp4Spec());
+    r->add("int8", "INTELLECT-1's min-max uint8 per tensor, all-gathered, summed in float32", int8Spec());
     return r;
   }();
   return *registry;

@@ -57,13 +57,13 @@ TEST(Install, AnOutOfTreePluginBuildsAgainstTheInstallAndDeclaresItsKeys) {
   const auto compile = runCommand(cmake + " --build " + build.string() + " --parallel 2");
   ASSERT_EQ(compile.exit_code, 0) << compile.output;
 
-  // Two reducer plugins and a sink: recording wraps int8 by name, each reads its own keys.
+  // Two reducer plugins and a sink: recording wraps int8-sum by name, each reads its own keys.
   const std::string gcrun = (prefix / "bin/gcrun").string();
   const std::string plugins = " --plugin " + (build / "libgcrun_int8_plugin.so").string() + " --plugin " +
                               (build / "libgcrun_recording_plugin.so").string() + " --plugin " +
                               (build / "libgcrun_terse_plugin.so").string();
   const std::string keys =
-      " --set reducer.name=recording --set reducer.inner=int8 --set reducer.int8_levels=60"
+      " --set reducer.name=recording --set reducer.inner=int8-sum --set reducer.int8_levels=60"
       " --set reducer.record_to=" +
       (root / "records").string() + " --set 'output.sinks=[terse,jsonl]' --set output.terse_digits=3";
   const auto experiment = runCommand(gcrun + " experiment fashion-sgd" + plugins + keys + " --output-dir " +
@@ -72,11 +72,11 @@ TEST(Install, AnOutOfTreePluginBuildsAgainstTheInstallAndDeclaresItsKeys) {
   EXPECT_TRUE(contains(experiment.output, "terse: epoch=1 step=2")) << experiment.output;
   const auto records = readFile((root / "records/recording-rank0.tsv").string());
   EXPECT_TRUE(contains(records, "conv1.weight\t32x1x3x3\t2\t")) << records;
-  EXPECT_TRUE(contains(records, "# int8 sent ")) << records;
+  EXPECT_TRUE(contains(records, "# int8-sum sent ")) << records;
 
   const auto shown = runCommand(gcrun + " show fashion-sgd" + plugins + keys);
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
-  for (const char* line : {"  inner: int8\n", "  int8_levels: 60\n", "  terse_digits: 3\n"}) {
+  for (const char* line : {"  inner: int8-sum\n", "  int8_levels: 60\n", "  terse_digits: 3\n"}) {
     EXPECT_TRUE(contains(shown.output, line)) << line << shown.output;
   }
   const auto listed = runCommand(gcrun + " list keys" + plugins);

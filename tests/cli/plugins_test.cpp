@@ -62,22 +62,22 @@ std::vector<std::string> recordOf(const std::string& table, const std::string& p
 TEST(Plugins, ListShowsThePluginReducer) {
   const auto result = gcrun("list reducers " + kPlugin);
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(contains(result.output, "int8")) << result.output;
+  EXPECT_TRUE(contains(result.output, "int8-sum")) << result.output;
   EXPECT_TRUE(contains(result.output, "8-bit all-reduce")) << result.output;
   // The built-ins are still there.
   EXPECT_TRUE(contains(result.output, "powersgd")) << result.output;
-  EXPECT_FALSE(contains(gcrun("list reducers").output, "int8"));
+  EXPECT_FALSE(contains(gcrun("list reducers").output, "int8-sum"));
 }
 
 TEST(Plugins, TwoWorkersTrainWithThePluginReducer) {
   TempDir dir;
   const std::string run_dir = dir.file("run");
   const auto result = gcrun("experiment fashion-sgd " + kPlugin + " --nproc-per-node 2 --output-dir " + run_dir +
-                            " --set reducer.name=int8 --set reducer.int8_levels=60 --set task.synthetic=true"
+                            " --set reducer.name=int8-sum --set reducer.int8_levels=60 --set task.synthetic=true"
                             " --set training.max_steps=3");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto config = YAML::LoadFile(run_dir + "/config.yaml");
-  EXPECT_EQ(config["reducer"]["name"].as<std::string>(), "int8");
+  EXPECT_EQ(config["reducer"]["name"].as<std::string>(), "int8-sum");
   EXPECT_EQ(config["reducer"]["int8_levels"].as<int>(), 60);
   std::ifstream run_json(run_dir + "/run.json");
   std::stringstream text;
@@ -88,7 +88,7 @@ TEST(Plugins, TwoWorkersTrainWithThePluginReducer) {
 
 // The plugin's own setting, declared next to its reducer, works like a built-in key.
 TEST(Plugins, ThePluginDeclaresItsOwnSetting) {
-  const auto shown = gcrun("show fashion-sgd " + kPlugin + " --set reducer.name=int8 --set reducer.int8_levels=60");
+  const auto shown = gcrun("show fashion-sgd " + kPlugin + " --set reducer.name=int8-sum --set reducer.int8_levels=60");
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
   EXPECT_TRUE(contains(shown.output, "  int8_levels: 60\n")) << shown.output;
   const auto keys = gcrun("list keys " + kPlugin);
@@ -115,7 +115,7 @@ TEST(Plugins, ThePluginDeclaresItsOwnSetting) {
 TEST(Plugins, ShowAcceptsThePluginOption) {
   const auto result = gcrun("show fashion-sgd " + kPlugin + " --set reducer.name=int8");
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(contains(result.output, "int8")) << result.output;
+  EXPECT_TRUE(contains(result.output, "int8-sum")) << result.output;
 }
 
 void expectUserError(const CommandResult& result, const std::string& part) {

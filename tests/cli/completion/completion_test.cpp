@@ -151,7 +151,7 @@ TEST_F(Completion, APluginOnTheLineAddsItsKeys) {
   const auto keys = complete(std::string("experiment --plugin ") + GCRUN_PLUGIN_PATH + " --set reducer.int8");
   EXPECT_TRUE(has(keys, "reducer.int8_levels=")) << keys.size();
   EXPECT_TRUE(
-      has(complete(std::string("experiment --plugin ") + GCRUN_PLUGIN_PATH + " --set reducer.name=in"), "int8"));
+      has(complete(std::string("experiment --plugin ") + GCRUN_PLUGIN_PATH + " --set reducer.name=in"), "int8-sum"));
 }
 #endif
 
