@@ -22,7 +22,16 @@ GlobalSlice::GlobalSlice(std::vector<std::string> names, std::vector<at::Tensor>
 
 uint64_t GlobalSlice::sendPseudoGradients(bool lossless, bool error_feedback) {
   torch::NoGradGuard no_grad;
-  const auto& sends = lossless ? gradients : memories;
+  const uint64_t bits =
+      reducer.reduce(preparePseudoGradients(lossless, error_feedback, gradients), gradients, memories);
+  checkAveraged(gradients);
+  return bits;
+}
+
+const std::vector<at::Tensor>& GlobalSlice::preparePseudoGradients(bool lossless, bool error_feedback,
+                                                                   const std::vector<at::Tensor>& own) {
+  torch::NoGradGuard no_grad;
+  const auto& sends = lossless ? own : memories;
   for (size_t i = 0; i < params.size(); ++i) {
     if (lossless || !error_feedback) {
       sends[i].copy_(global[i]).sub_(params[i].detach());
@@ -30,13 +39,15 @@ uint64_t GlobalSlice::sendPseudoGradients(bool lossless, bool error_feedback) {
       sends[i].add_(global[i] - params[i].detach());
     }
   }
-  const uint64_t bits = reducer.reduce(sends, gradients, memories);
+  return sends;
+}
+
+void GlobalSlice::checkAveraged(const std::vector<at::Tensor>& averaged) const {
   for (size_t i = 0; i < params.size(); ++i) {
-    if (!std::isfinite(gradients[i].sum().item<double>())) {
+    if (!std::isfinite(averaged[i].sum().item<double>())) {
       throw NonFiniteGradient("the averaged pseudo-gradient of '" + names[i] + "' is not finite (nan or inf)");
     }
   }
-  return bits;
 }
 
 void GlobalSlice::outerStep(const std::vector<at::Tensor>& averaged) {

@@ -27,6 +27,15 @@ struct GlobalSlice {
   // sent; throws NonFiniteGradient naming the first parameter whose average is not finite.
   uint64_t sendPseudoGradients(bool lossless, bool error_feedback);
 
+  // sendPseudoGradients() in parts, for a send that runs elsewhere, into buffers of the caller's
+  // own (`own`, shaped as the gradients). preparePseudoGradients() puts Δ where the reducer sends
+  // it from and returns that list: `own` when `lossless` (averaged there in place), the memories
+  // otherwise; the reducer then writes the average into `own`. checkAveraged() throws
+  // NonFiniteGradient naming the first parameter whose average is not finite.
+  const std::vector<at::Tensor>& preparePseudoGradients(bool lossless, bool error_feedback,
+                                                        const std::vector<at::Tensor>& own);
+  void checkAveraged(const std::vector<at::Tensor>& averaged) const;
+
   // The outer SGD's step on this part of θ_g along `averaged`; a θ_g that stopped being finite
   // stops the run (checkGlobalModel).
   void outerStep(const std::vector<at::Tensor>& averaged);

@@ -2,9 +2,12 @@
 
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <utility>
 
 #include <torch/torch.h>
 
+#include "experiments/sync/background_exchange.h"
 #include "experiments/sync/global_model_sync.h"
 #include "experiments/sync/global_slice.h"
 #include "experiments/sync/gradient_exchange.h"
@@ -85,8 +88,8 @@ void checkSchedule(const StreamingOptions& options) {
   }
 }
 
-// Fragment p of F every H steps at its sendOffset, applied tau steps later; its sends could run
-// behind the steps in between.
+// Fragment p of F every H steps at its sendOffset, applied tau steps later; at tau >= 1 its sends
+// run behind the steps in between.
 SyncSchedule streamingSchedule(const StreamingOptions& options) {
   auto schedule = periodicSchedule("streaming-diloco", options.every);
   schedule.fragments = options.fragments;
@@ -102,9 +105,19 @@ std::vector<T> pick(const std::vector<T>& all, const std::vector<size_t>& indice
   return picked;
 }
 
-std::vector<at::Tensor> zerosLike(const std::vector<at::Tensor>& tensors) {
+// Zeroed tensors laid out in storage as `tensors` are (the same sizes, strides and offsets, in a
+// storage of their own per storage of theirs): a reducer that all-reduces tensors lying back to
+// back in place does so for these exactly when it does for `tensors`, so the sums run alike.
+std::vector<at::Tensor> zerosLaidOutAs(const std::vector<at::Tensor>& tensors) {
+  std::map<const void*, at::Tensor> storages;
   std::vector<at::Tensor> zeros;
-  for (const auto& t : tensors) zeros.push_back(torch::zeros_like(t));
+  for (const auto& t : tensors) {
+    auto& storage = storages[t.storage().unsafeGetStorageImpl()];
+    if (!storage.defined()) {
+      storage = torch::zeros({static_cast<int64_t>(t.storage().nbytes()) / t.element_size()}, t.options());
+    }
+    zeros.push_back(storage.as_strided(t.sizes(), t.strides(), t.storage_offset()));
+  }
   return zeros;
 }
 
@@ -114,18 +127,28 @@ std::vector<reducers::ParameterInfo> parameterInfos(const SyncContext& context, 
   return parameters;
 }
 
+// A fragment's reducer: over `channel` (a second group, for exchanges on a thread of their own)
+// when there is one, over the worker's communicator otherwise.
+std::unique_ptr<reducers::Reducer> fragmentReducer(const SyncContext& context, const std::vector<size_t>& indices,
+                                                   comm::Communicator* channel) {
+  if (channel) return context.make_reducer_over(*channel, parameterInfos(context, indices));
+  return context.make_reducer(parameterInfos(context, indices));
+}
+
 // One fragment: a slice of the model synced as diloco syncs the whole model, through a reducer of
 // its own (reducers keep per-tensor state by position), and the averaged Δ of its last send held
-// back until it is applied.
+// back until it is applied. Its send goes from, and its average comes back into, buffers of its own
+// (in_flight): the trainer's gradient buffers are overwritten by the steps its exchange overlaps.
 struct Fragment {
   Fragment(const SyncContext& context, const std::vector<size_t>& indices, const std::vector<at::Tensor>& global,
-           const OuterSgdOptions& outer, std::string prefix)
+           const OuterSgdOptions& outer, std::string prefix, comm::Communicator* channel,
+           const std::vector<at::Tensor>& in_flight_all)
       : indices(indices),
         prefix(std::move(prefix)),
-        reducer(context.make_reducer(parameterInfos(context, indices))),
+        reducer(fragmentReducer(context, indices, channel)),
         slice(pick(context.names, indices), pick(context.params, indices), pick(global, indices),
               pick(context.buffers.gradients, indices), pick(context.buffers.memories, indices), *reducer, outer),
-        in_flight(zerosLike(slice.global)) {}
+        in_flight(pick(in_flight_all, indices)) {}
 
   const std::vector<size_t> indices;
   const std::string prefix;  // of its checkpoint entries
@@ -133,6 +156,10 @@ struct Fragment {
   GlobalSlice slice;
   const std::vector<at::Tensor> in_flight;  // the averaged Δ of its last send, until applied
   int64_t applies_at = kNone;               // the step after which in_flight is applied
+  uint64_t bits = 0;                        // what its last exchange sent, once it is done
+  // What every exchange of it sent so far, learnt from its first one in this process; an
+  // exchange in the background reports these at its sending step.
+  std::optional<uint64_t> known_bits;
 
   static constexpr int64_t kNone = -1;
 };
@@ -142,10 +169,15 @@ class StreamingDiloco : public GlobalModelSync {
   explicit StreamingDiloco(const SyncContext& context)
       : StreamingDiloco(context, streamingSchema().read(context.config.sync.settings)) {}
 
+  // A sample reads the memories and the reducer's costs, which an exchange in flight writes.
   std::optional<SyncSample> sample() const override {
+    settle();
     return sampleOf(exchange_, memories_, lossless_, error_feedback_);
   }
-  LayerSample layerSample() const override { return layerSampleOf(exchange_, memories_, lossless_, lastCosts()); }
+  LayerSample layerSample() const override {
+    settle();
+    return layerSampleOf(exchange_, memories_, lossless_, lastCosts());
+  }
 
   void saveState(TensorMap& state) const override;
   bool checksEntry(const std::string& name) const override {
@@ -174,13 +206,25 @@ class StreamingDiloco : public GlobalModelSync {
         error_feedback_(context.config.optimizer.memory),
         lossless_(context.lossless_reducer),
         names_(context.names),
-        memories_(context.buffers.memories) {
+        memories_(context.buffers.memories),
+        reducer_name_(context.config.reducer.name),
+        channel_(channelOf(context, options)) {
     const auto groups = streamingFragments(names_, options_.fragments);
     checkSchedule(options_);
+    const auto in_flight_all = zerosLaidOutAs(context.buffers.gradients);
     for (size_t p = 0; p < groups.size(); ++p) {
       fragments_.push_back(std::make_unique<Fragment>(context, groups[p], global_, outerSgdOf(options_),
-                                                      kPrefix + std::string("fragment") + std::to_string(p) + "/"));
+                                                      kPrefix + std::string("fragment") + std::to_string(p) + "/",
+                                                      channel_.get(), in_flight_all));
     }
+    if (channel_) background_ = std::make_unique<BackgroundExchange>();
+  }
+
+  // The second group the fragments' exchanges run on, in the background, while the worker computes
+  // its next τ steps; none at τ = 0 (nothing to hide) or where the worker cannot make one.
+  static std::unique_ptr<comm::Communicator> channelOf(const SyncContext& context, const StreamingOptions& options) {
+    if (options.delay == 0 || !context.make_reducer_over) return nullptr;
+    return context.comm.sibling("streaming-diloco");
   }
 
   bool sendsAfter(int64_t step) const override {
@@ -188,14 +232,44 @@ class StreamingDiloco : public GlobalModelSync {
   }
 
   // The sending fragment's pseudo-gradients through its reducer, as diloco sends the whole model,
-  // and their average kept in flight until step + τ. Returns the bits sent.
+  // their average kept in flight until step + τ. The exchange runs in the background until then
+  // when the fragment's bits are known (after its first exchange, which blocks, as do all at
+  // τ = 0 and without a second group). Returns the bits sent.
   uint64_t outerStep(int64_t step) override {
     last_sender_ = streamingSender(step, options_.every, options_.fragments);
     Fragment& f = *fragments_[*last_sender_];
-    const uint64_t bits = f.slice.sendPseudoGradients(lossless_, error_feedback_);
-    copyInto(f.in_flight, f.slice.gradients);
     f.applies_at = step + options_.delay;
-    return bits;
+    const auto* sends = &f.slice.preparePseudoGradients(lossless_, error_feedback_, f.in_flight);
+    auto exchange = [&f, sends] {
+      torch::NoGradGuard no_grad;  // a thread's own setting
+      f.bits = f.reducer->reduce(*sends, f.in_flight, f.slice.memories);
+    };
+    if (!background_ || !f.known_bits) {
+      exchange();
+      finish(f);
+      return f.bits;
+    }
+    background_->start(exchange);
+    in_background_ = &f;
+    return *f.known_bits;
+  }
+
+  // Waits for the exchange in the background, if any; its failure is rethrown here.
+  void settle() const {
+    if (background_) background_->wait();
+  }
+
+  // After a fragment's exchange: its average checked, and its bits the same as every earlier one's
+  // (those its sending step reported).
+  void finish(Fragment& f) const {
+    f.slice.checkAveraged(f.in_flight);
+    if (f.known_bits && *f.known_bits != f.bits) {
+      throw std::runtime_error("streaming-diloco: reducer " + reducer_name_ + " sent " + std::to_string(f.bits) +
+                               " bits for a fragment whose earlier sends were " + std::to_string(*f.known_bits) +
+                               " bits; an exchange in the background reports its bits as it starts, so it needs "
+                               "them the same at every send (sync.delay: 0 exchanges without overlap)");
+    }
+    f.known_bits = f.bits;
   }
 
   // The fragments whose result lands at `step`: the outer step on their part of θ_g, and the
@@ -204,6 +278,10 @@ class StreamingDiloco : public GlobalModelSync {
     torch::NoGradGuard no_grad;
     for (auto& f : fragments_) {
       if (f->applies_at != step) continue;
+      if (in_background_ == f.get()) {
+        settle();
+        finish(*std::exchange(in_background_, nullptr));
+      }
       f->slice.outerStep(f->in_flight);
       for (size_t k = 0; k < f->slice.params.size(); ++k) {
         f->slice.params[k].detach().lerp_(f->slice.global[k], 1.0 - options_.mix_alpha);
@@ -237,11 +315,18 @@ class StreamingDiloco : public GlobalModelSync {
   const bool lossless_;
   const std::vector<std::string>& names_;
   const std::vector<at::Tensor>& memories_;
+  const std::string reducer_name_;
+  // Declared in the order they depend on each other: the fragments' reducers talk over the
+  // channel, and the background thread, which runs their exchanges, goes first.
+  std::unique_ptr<comm::Communicator> channel_;
   std::vector<std::unique_ptr<Fragment>> fragments_;
-  std::optional<size_t> last_sender_;  // the fragment that sent at the last sync
+  std::unique_ptr<BackgroundExchange> background_;  // with a channel
+  Fragment* in_background_ = nullptr;               // whose exchange runs there, until applied
+  std::optional<size_t> last_sender_;               // the fragment that sent at the last sync
 };
 
 void StreamingDiloco::saveState(TensorMap& state) const {
+  settle();  // what is in flight is saved once it is done
   for (size_t i = 0; i < names_.size(); ++i) state[kPrefix + std::string("global/") + names_[i]] = global_[i];
   for (const auto& f : fragments_) {
     const GlobalSlice& slice = f->slice;

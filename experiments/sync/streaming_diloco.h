@@ -18,9 +18,12 @@ namespace gcrun::experiments {
 // averaged Δ waits τ steps (sync.delay); then the outer SGD (outer_sgd.h, one per fragment) updates
 // θ_g's fragment and the worker's fragment becomes α·θ + (1 − α)·θ_g (sync.mix_alpha). With F = 1,
 // τ = 0 and α = 0 it is diloco, step for step: both are a GlobalModelSync whose sync is a GlobalSlice's.
-// The overlap is in the schedule only: the reduce itself runs, blocking, at the step that sends,
-// and its result is held back τ steps. Measured times therefore include the whole reduce; what
-// overlapping it with τ steps would save is for the time model (outputs/performance) to cost.
+// At τ >= 1 the exchange runs in the background (BackgroundExchange, a thread of the strategy's
+// own) over a second group (Communicator::sibling, its reducers made by
+// SyncContext::make_reducer_over) from the sending step until its result is applied, from buffers
+// of the fragment's own: the same snapshot and the same step of application as a blocking
+// exchange, so the same models bit for bit. A fragment's first exchange in a process blocks, to
+// learn the bits its sending steps report; so do all at τ = 0 and without a second group.
 // The strategy does not use SyncContext::reducer: every fragment reduces through its own.
 // Checkpoint entries: streaming-diloco/global/<parameter>, and per fragment p under
 // streaming-diloco/fragment<p>/: memory/<parameter>, reducer/<entry>, momentum/<parameter>,

@@ -24,6 +24,9 @@ namespace gcrun::experiments {
 // Makes a reducer of the resolved experiment's kind (reducer.name, its settings, the run's seed,
 // reducer.granularity) for `parameters`, as the worker made SyncContext::reducer for the model.
 using ReducerMaker = std::function<std::unique_ptr<reducers::Reducer>(std::vector<reducers::ParameterInfo> parameters)>;
+// The same over another communicator of the worker's (Communicator::sibling).
+using ReducerOverMaker = std::function<std::unique_ptr<reducers::Reducer>(
+    comm::Communicator& comm, std::vector<reducers::ParameterInfo> parameters)>;
 
 // What a strategy works with, built once by the trainer; every reference outlives the synchronizer.
 struct SyncContext {
@@ -43,6 +46,9 @@ struct SyncContext {
   std::function<void(size_t)> before_send;
   // For a strategy that reduces parts of the model through reducers of their own.
   ReducerMaker make_reducer;
+  // For a strategy that reduces on a thread of its own, over a second group (comm.sibling()).
+  // Empty: none; such a strategy then reduces on `comm`, blocking.
+  ReducerOverMaker make_reducer_over = {};
 };
 
 // How a strategy that sends through the trainer's reducer (every-step's gradients, diloco's and

@@ -67,7 +67,7 @@ struct Trainer::State : TrainerDeps {
                                                        task.embeddingParameters(), comm.size(), total_steps})),
         sync(sync_spec.make(SyncContext{config, sync_comm, reducer, lossless_reducer, task.localGradientClipNorm(),
                                         params, names, buffers, [this](size_t i) { optimizer->beforeSend(i); },
-                                        make_reducer})),
+                                        make_reducer, make_reducer_over})),
         instruments(timer, trace) {}
 
   std::vector<at::Tensor> params;

@@ -57,6 +57,8 @@ struct TrainerDeps {
   // Another reducer as `reducer` was made, over sync_comm, for a strategy that reduces parts of the
   // model through reducers of their own (SyncContext::make_reducer).
   ReducerMaker make_reducer;
+  // The same over another communicator (SyncContext::make_reducer_over).
+  ReducerOverMaker make_reducer_over;
   // sync.strategy's: what keeps the workers' models in agreement.
   const SynchronizerSpec& sync_spec;
   // optimizer.name's: what steps along the synchronized gradients.

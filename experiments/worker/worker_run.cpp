@@ -113,14 +113,22 @@ std::unique_ptr<comm::Communicator> tracedIfOn(comm::Communicator& comm, trace::
   return std::make_unique<TracedCommunicator>(comm, trace);
 }
 
-// The resolved experiment's reducer (granularity applied) over `comm`, for any of the model's parameters.
-ReducerMaker reducerMaker(const ResolvedExperiment& experiment, comm::Communicator& comm) {
-  return [&experiment, &comm](std::vector<reducers::ParameterInfo> parameters) {
+// The resolved experiment's reducer (granularity applied) over a communicator, for any of the
+// model's parameters.
+ReducerOverMaker reducerMakerOver(const ResolvedExperiment& experiment) {
+  return [&experiment](comm::Communicator& comm, std::vector<reducers::ParameterInfo> parameters) {
     const auto& config = experiment.config;
     return reducers::withGranularity(
         experiment.reducer.make(
             reducers::ReducerContext{comm, config.reducer, static_cast<uint64_t>(config.seed), std::move(parameters)}),
         config.reducer);
+  };
+}
+
+// The same over `comm`.
+ReducerMaker reducerMaker(const ResolvedExperiment& experiment, comm::Communicator& comm) {
+  return [make = reducerMakerOver(experiment), &comm](std::vector<reducers::ParameterInfo> parameters) {
+    return make(comm, std::move(parameters));
   };
 }
 
@@ -169,8 +177,9 @@ WorkerRun::WorkerRun(const ResolvedExperiment& experiment, const RunOptions& opt
       checkpoints_(run_dir_, comm, comm.device()),
       trainer_(TrainerDeps{config_, *inputs_.task, inputs_.batches_per_epoch, comm, *inputs_.reducer,
                            traced_comm_ ? *traced_comm_ : comm, experiment.reducer.lossless,
-                           reducerMaker(experiment, traced_comm_ ? *traced_comm_ : comm), experiment.sync,
-                           experiment.optimizer, timer_, checkpoints_, role, stopRequestOf(stop_signal_), trace_}),
+                           reducerMaker(experiment, traced_comm_ ? *traced_comm_ : comm), reducerMakerOver(experiment),
+                           experiment.sync, experiment.optimizer, timer_, checkpoints_, role,
+                           stopRequestOf(stop_signal_), trace_}),
       record_(run_dir_, leader_) {
   trace.setRunDirectory(run_dir_);
 #ifdef GCRUN_WITH_CUDA

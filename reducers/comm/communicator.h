@@ -37,6 +37,13 @@ class Communicator {
   virtual void broadcast(at::Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
 
+  // Another group of the same ranks, whose collectives are apart from this one's: a second thread
+  // of the worker may run collectives on it while the first runs them here (on one group, two
+  // threads' calls could interleave in a different order on different ranks). Every rank calls it
+  // with the same `name`, in the same order: building a group waits for all its members. Null
+  // where this communicator cannot make one (then such work stays on this group, blocking).
+  virtual std::unique_ptr<Communicator> sibling(const std::string& /*name*/) { return nullptr; }
+
   // Where this group's collectives take their tensors: the current CUDA device for NCCL.
   c10::Device device() const { return backend() == "nccl" ? c10::Device(c10::kCUDA, -1) : c10::Device(c10::kCPU); }
 };

@@ -1,9 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -39,8 +44,11 @@ SettingValues settingsOf(const Streaming& s) {
 // A worker of `strategy` with `params` (named `names`), whose context reducer is built as
 // streaming-diloco builds its fragments' (so diloco's matches a single fragment's).
 struct Worker {
+  // `background`: the context offers reducers over a second group, so that streaming-diloco's
+  // exchanges may run in the background (on `comm.sibling()`), as a worker's context does.
   Worker(comm::Communicator& comm, const std::string& strategy, const SettingValues& settings,
-         const std::string& reducer_name, std::vector<at::Tensor> initial, std::vector<std::string> parameter_names)
+         const std::string& reducer_name, std::vector<at::Tensor> initial, std::vector<std::string> parameter_names,
+         bool background = false)
       : params(std::move(initial)), names(std::move(parameter_names)), buffers(params) {
     config.sync.strategy = strategy;
     config.sync.settings = settings;
@@ -50,8 +58,14 @@ struct Worker {
     const auto make_reducer = testing::reducerMaker(comm, config);
     reducer = make_reducer(infos);
     const bool lossless = reducers::reducerRegistry().at(reducer_name).factory.lossless;
-    sync = synchronizerRegistry().at(strategy).factory.make(
-        SyncContext{config, comm, *reducer, lossless, 0.0, params, names, buffers, [](size_t) {}, make_reducer});
+    ReducerOverMaker make_reducer_over;
+    if (background) {
+      make_reducer_over = [this](comm::Communicator& other, std::vector<reducers::ParameterInfo> parameters) {
+        return testing::reducerMaker(other, config)(std::move(parameters));
+      };
+    }
+    sync = synchronizerRegistry().at(strategy).factory.make(SyncContext{
+        config, comm, *reducer, lossless, 0.0, params, names, buffers, [](size_t) {}, make_reducer, make_reducer_over});
   }
 
   ExperimentConfig config;
@@ -71,8 +85,8 @@ std::vector<at::Tensor> threeModules() {
 const std::vector<std::string> kThreeModuleNames{"in.weight", "in.bias", "hidden.weight", "hidden.bias", "out.weight"};
 
 Worker threeModuleWorker(comm::Communicator& comm, const std::string& strategy, const SettingValues& settings,
-                         const std::string& reducer) {
-  return Worker(comm, strategy, settings, reducer, threeModules(), kThreeModuleNames);
+                         const std::string& reducer, bool background = false) {
+  return Worker(comm, strategy, settings, reducer, threeModules(), kThreeModuleNames, background);
 }
 
 // Step `step` (1-based) of SGD on data drawn from (rank, step); whether the step synced.
@@ -254,6 +268,134 @@ TEST(StreamingDiloco, ResumesWithAFragmentInFlightBitForBit) {
       ASSERT_EQ(restored_end.count(name), 1u) << name;
       EXPECT_TRUE(torch::equal(tensor, restored_end.at(name))) << name;
     }
+  });
+}
+
+// Steps 1..16 of two workers in lockstep on one group, H = 8, F = 2, τ as given: one whose
+// context offers no second group (a ForwardingCommunicator makes none), so its exchanges block at
+// their sending steps as before, and one whose exchanges run in the background from their second
+// send on. They send the same bits at the same steps and end with the same models and state, bit
+// for bit.
+class OverlappedExchange : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
+
+TEST_P(OverlappedExchange, GivesTheBlockingExchangesModelBitForBit) {
+  const auto& [reducer, delay] = GetParam();
+  testing::runRanks(2, [&, reducer = reducer, delay = delay](comm::Communicator& comm) {
+    const auto settings = settingsOf({8, 2, delay, 0.5});
+    testing::ForwardingCommunicator without_second_group(comm);
+    auto blocking = threeModuleWorker(without_second_group, "streaming-diloco", settings, reducer);
+    auto overlapped = threeModuleWorker(comm, "streaming-diloco", settings, reducer, /*background=*/true);
+    for (int64_t step = 1; step <= 16; ++step) {
+      const bool synced = trainStep(blocking, step, comm.rank());
+      ASSERT_EQ(trainStep(overlapped, step, comm.rank()), synced) << "step " << step;
+      if (synced) EXPECT_EQ(overlapped.sync->lastSync()->bits, blocking.sync->lastSync()->bits) << "step " << step;
+    }
+    for (size_t i = 0; i < blocking.params.size(); ++i) {
+      EXPECT_TRUE(torch::equal(blocking.params[i], overlapped.params[i])) << kThreeModuleNames[i];
+    }
+    TensorMap blocking_state, overlapped_state;
+    blocking.sync->saveState(blocking_state);
+    overlapped.sync->saveState(overlapped_state);
+    ASSERT_EQ(blocking_state.size(), overlapped_state.size());
+    for (const auto& [name, tensor] : blocking_state) {
+      ASSERT_EQ(overlapped_state.count(name), 1u) << name;
+      EXPECT_TRUE(torch::equal(tensor, overlapped_state.at(name))) << name;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(ReducersAndDelays, OverlappedExchange,
+                         ::testing::Combine(::testing::Values("exact", "fp16", "powersgd"),
+                                            ::testing::Values(int64_t{1}, int64_t{2})));
+
+// A gate that a test closes and opens, and the collectives that found it closed.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool open = true;
+  int held = 0;  // collectives that waited behind it
+
+  void set(bool value) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      open = value;
+    }
+    changed.notify_all();
+  }
+  // Waits (at most 20 s) for it to open.
+  void pass() {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!open) ++held;
+    changed.notify_all();
+    if (!changed.wait_for(lock, std::chrono::seconds(20), [this] { return open; })) {
+      throw std::runtime_error("the gate stayed closed");
+    }
+  }
+  // Whether a collective waits behind it (within 10 s).
+  bool holdsOne() {
+    std::unique_lock<std::mutex> lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(10), [this] { return held > 0; });
+  }
+};
+
+// `inner`'s second groups, whose collectives first pass the gate.
+class GatedSiblings : public testing::ForwardingCommunicator {
+ public:
+  GatedSiblings(comm::Communicator& inner, Gate& gate) : ForwardingCommunicator(inner), inner_(inner), gate_(gate) {}
+  std::unique_ptr<comm::Communicator> sibling(const std::string& name) override {
+    return std::make_unique<Gated>(inner_.sibling(name), gate_);
+  }
+
+ private:
+  class Gated : public testing::ForwardingCommunicator {
+   public:
+    Gated(std::unique_ptr<comm::Communicator> own, Gate& gate)
+        : ForwardingCommunicator(*own), own_(std::move(own)), gate_(gate) {}
+    void allreduceSum(at::Tensor& tensor) override {
+      gate_.pass();
+      own_->allreduceSum(tensor);
+    }
+    std::unique_ptr<comm::PendingCollective> allreduceSumAsync(at::Tensor& tensor) override {
+      gate_.pass();
+      return own_->allreduceSumAsync(tensor);
+    }
+    std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
+      gate_.pass();
+      return own_->allgather(tensor);
+    }
+
+   private:
+    std::unique_ptr<comm::Communicator> own_;
+    Gate& gate_;
+  };
+
+  comm::Communicator& inner_;
+  Gate& gate_;
+};
+
+// H = 4, F = 2, τ = 1: each fragment's first exchange (steps 2 and 4) blocks, which tells its bits;
+// fragment 0's second, after step 6, starts on the second group and is still waiting to send when
+// the step returns, while the worker computes step 7, at whose end it lands.
+TEST(StreamingDiloco, ExchangesInTheBackgroundWhileTheWorkerComputes) {
+  testing::runRanks(2, [](comm::Communicator& comm) {
+    Gate gate;
+    GatedSiblings gated(comm, gate);
+    auto w = threeModuleWorker(gated, "streaming-diloco", settingsOf({4, 2, 1, 0.5}), "exact", /*background=*/true);
+    for (int64_t step = 1; step <= 5; ++step) trainStep(w, step, comm.rank());
+    const auto global_before = [&] {
+      w.sync->beforeEvaluation();
+      auto copy = w.params[0].detach().clone();
+      w.sync->afterEvaluation();
+      return copy;
+    }();
+    gate.set(false);
+    EXPECT_TRUE(trainStep(w, 6, comm.rank()));
+    EXPECT_TRUE(gate.holdsOne()) << "fragment 0's exchange did not start in the background";
+    gate.set(true);
+    EXPECT_FALSE(trainStep(w, 7, comm.rank()));
+    w.sync->beforeEvaluation();
+    EXPECT_FALSE(torch::equal(w.params[0], global_before)) << "fragment 0's result did not land after step 7";
+    w.sync->afterEvaluation();
   });
 }
 
