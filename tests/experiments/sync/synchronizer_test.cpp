@@ -274,7 +274,8 @@ TEST_P(EveryStrategy, RefusesCountsNoRunCouldHaveSaved) {
   EXPECT_GE(counts, 4u) << "local-sgd's steps, the outer steps, a fragment's step of application";
 }
 
-INSTANTIATE_TEST_SUITE_P(Reducers, EveryStrategy, ::testing::Values("exact", "powersgd", "two-bit-topk", "dct-topk", "fp8", "fp4", "int8"),
+INSTANTIATE_TEST_SUITE_P(Reducers, EveryStrategy,
+                         ::testing::Values("exact", "powersgd", "two-bit-topk", "dct-topk", "fp8", "fp4", "int8"),
                          [](const auto& info) {
                            auto name = info.param;
                            for (auto& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
