@@ -105,7 +105,7 @@ TEST(Plugins, ThePluginDeclaresItsOwnSetting) {
   // The reducer itself refuses a level that could overflow, naming the key.
   TempDir dir;
   const auto overflow = gcrun("experiment fashion-sgd " + kPlugin +
-                              " --set reducer.name=int8 --set reducer.int8_levels=127 --set task.synthetic=true"
+                              " --set reducer.name=int8-sum --set reducer.int8_levels=127 --set task.synthetic=true"
                               " --set training.max_steps=1 --output-dir " +
                               dir.file("run"));
   EXPECT_EQ(overflow.exit_code, 2) << overflow.output;
@@ -113,9 +113,9 @@ TEST(Plugins, ThePluginDeclaresItsOwnSetting) {
 }
 
 TEST(Plugins, ShowAcceptsThePluginOption) {
-  const auto result = gcrun("show fashion-sgd " + kPlugin + " --set reducer.name=int8");
+  const auto result = gcrun("show fashion-sgd " + kPlugin + " --set reducer.name=int8-sum");
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(contains(result.output, "int8-sum")) << result.output;
+  EXPECT_TRUE(contains(result.output, "name: int8-sum")) << result.output;
 }
 
 void expectUserError(const CommandResult& result, const std::string& part) {
