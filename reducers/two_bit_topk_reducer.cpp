@@ -1,5 +1,6 @@
 #include <ATen/ATen.h>
 
+#include "reducers/allgather_parts.h"
 #include "reducers/builtin_reducers.h"
 #include "reducers/two_bit_topk.h"
 
@@ -45,22 +46,16 @@ class TwoBitTopKReducer : public Reducer {
       // send[i] is read for the last time: memory[i] may be the same tensor.
       memory[i].copy_(send[i] - decodeTwoBitTopK(payload, layouts_[i]).view_as(send[i]));
     }
-    const auto message = at::cat(parts);
-    // Gloo can hang on empty tensors; only a model without elements has an empty message.
-    const auto messages =
-        message.numel() > 0 ? comm_.allgather(message) : std::vector<at::Tensor>(comm_.size(), message);
+    uint64_t bits = 0;
+    const auto messages = allgatherParts(comm_, parts, bits);
     for (size_t i = 0; i < out.size(); ++i) out[i].zero_();
     for (const auto& worker : messages) {
-      int64_t offset = 0;
       for (size_t i = 0; i < out.size(); ++i) {
-        const auto bytes = static_cast<int64_t>(twoBitTopKBits(layouts_[i]) / 8);
-        const auto payload = unpackTwoBitTopK(worker.narrow(0, offset, bytes), layouts_[i]);
-        out[i].add_(decodeTwoBitTopK(payload, layouts_[i]).view_as(out[i]));
-        offset += bytes;
+        out[i].add_(decodeTwoBitTopK(unpackTwoBitTopK(worker[i], layouts_[i]), layouts_[i]).view_as(out[i]));
       }
     }
     for (const auto& o : out) o.div_(comm_.size());
-    return bitsOf(message);
+    return bits;
   }
 
   std::vector<TensorCost> lastCosts() const override {
