@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -17,21 +18,54 @@ struct EncodedRows {
   at::Tensor positions, codes, levels;
 };
 
-// The positions of each row's k largest `magnitudes`, as a stable descending sort's first k: by
-// descending magnitude, of equal magnitudes the lower index first. Found from topk's k-th value
-// instead of a sort of the whole row (a chunk of 4096 keeps 82): what lies above it is kept, and of
-// the ties at it, the lowest indices; only the k kept are sorted. NaN compares with nothing, so a
-// row with NaN takes the full sort.
-at::Tensor topPositions(const at::Tensor& magnitudes, int64_t k) {
-  if (magnitudes.isnan().any().item<bool>()) {
-    return std::get<1>(magnitudes.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true)).narrow(1, 0, k);
+// Of each row of `tied` (bool), how many are true: a byte loop, as a bool tensor's sum would first
+// widen every element to int64.
+std::vector<int64_t> countPerRow(const at::Tensor& tied) {
+  const auto bytes = tied.contiguous();
+  const int64_t rows = bytes.size(0), width = bytes.size(1);
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data_ptr<bool>());
+  std::vector<int64_t> counts(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t count = 0;
+    for (int64_t j = 0; j < width; ++j) count += data[r * width + j];
+    counts[r] = count;
   }
-  const auto threshold = std::get<0>(magnitudes.topk(k, 1)).narrow(1, k - 1, 1);
+  return counts;
+}
+
+// What a stable descending sort keeps first, from the k-th value: all above it and, of the ties at
+// it, the lowest indices (a running count along each row). Ascending positions.
+at::Tensor keptByTieRule(const at::Tensor& magnitudes, const at::Tensor& threshold, int64_t k) {
   const auto above = magnitudes.gt(threshold);
   const auto tied = magnitudes.eq(threshold);
   const auto ties_kept = above.sum(1, /*keepdim=*/true).neg().add(k);
   const auto keep = above.logical_or(tied.logical_and(tied.cumsum(1).le(ties_kept)));
-  const auto ascending = keep.nonzero().select(1, 1).view({-1, k});
+  return keep.nonzero().select(1, 1).view({-1, k});
+}
+
+// The positions of each row's k largest `magnitudes`, as a stable descending sort's first k: by
+// descending magnitude, of equal magnitudes the lower index first. Found with topk instead of a
+// sort of the whole row (a chunk of 4096 keeps 82); only the k kept are sorted. topk's choice among
+// values tied at the k-th is unspecified, so a row where such ties are not all kept (rare with real
+// gradients) takes the tie rule. NaN compares with nothing, so magnitudes with NaN (which topk, as
+// sort, ranks above all others: it shows among the kept) take the full sort.
+at::Tensor topPositions(const at::Tensor& magnitudes, int64_t k) {
+  const auto [values, indices] = magnitudes.topk(k, 1);
+  if (values.isnan().any().item<bool>()) {
+    return std::get<1>(magnitudes.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true)).narrow(1, 0, k);
+  }
+  const auto threshold = values.narrow(1, k - 1, 1);
+  const auto tied_in_row = countPerRow(magnitudes.eq(threshold));
+  const auto tied_in_kept = countPerRow(values.eq(threshold));
+  std::vector<int64_t> ambiguous;
+  for (size_t r = 0; r < tied_in_row.size(); ++r) {
+    if (tied_in_row[r] != tied_in_kept[r]) ambiguous.push_back(static_cast<int64_t>(r));
+  }
+  auto ascending = std::get<0>(indices.sort(/*dim=*/1));
+  if (!ambiguous.empty()) {
+    const auto rows = at::tensor(ambiguous, at::kLong);
+    ascending.index_copy_(0, rows, keptByTieRule(magnitudes.index_select(0, rows), threshold.index_select(0, rows), k));
+  }
   const auto order = std::get<1>(magnitudes.gather(1, ascending).sort(/*stable=*/true, 1, /*descending=*/true));
   return ascending.gather(1, order);
 }
@@ -97,16 +131,20 @@ TwoBitTopK encodeTwoBitTopK(const at::Tensor& values, const TwoBitTopKLayout& la
   return {at::cat(positions), at::cat(codes), at::cat(levels).to(at::kFloat)};
 }
 
-at::Tensor decodeTwoBitTopK(const TwoBitTopK& payload, const TwoBitTopKLayout& layout) {
-  auto dense = at::zeros({layout.numel}, at::kFloat);
-  const int64_t kept = layout.kept();
-  if (kept == 0) return dense;
+KeptValues decodeKept(const TwoBitTopK& payload, const TwoBitTopKLayout& layout) {
+  if (layout.kept() == 0) return {at::empty({0}, at::kLong), at::empty({0}, at::kFloat)};
   const auto codes = payload.codes.to(at::kLong);
   const auto upper = codes.div(2, "floor").unsqueeze(1);
   const auto chunk_of_kept = chunkOfEachKept(layout);
   const auto magnitudes = payload.levels.index_select(0, chunk_of_kept).gather(1, upper).squeeze(1);
-  const auto values = at::where(codes.remainder(2).eq(1), magnitudes.neg(), magnitudes);
-  dense.index_put_({payload.positions.add(chunk_of_kept.mul(layout.chunk))}, values);
+  return {payload.positions.add(chunk_of_kept.mul(layout.chunk)),
+          at::where(codes.remainder(2).eq(1), magnitudes.neg(), magnitudes)};
+}
+
+at::Tensor decodeTwoBitTopK(const TwoBitTopK& payload, const TwoBitTopKLayout& layout) {
+  auto dense = at::zeros({layout.numel}, at::kFloat);
+  const auto kept = decodeKept(payload, layout);
+  if (kept.positions.numel() > 0) dense.index_put_({kept.positions}, kept.values);
   return dense;
 }
 

@@ -36,8 +36,13 @@ struct TwoBitTopK {
 
 // `values` flattened, encoded as above.
 TwoBitTopK encodeTwoBitTopK(const at::Tensor& values, const TwoBitTopKLayout& layout);
-// The dense float32 tensor of layout.numel elements that `payload` stands for: zero where nothing
-// was kept.
+// What `payload` stands for, sparse: each kept value's position in the flattened tensor (int64) and
+// its decoded float32 value, in payload order; each position once.
+struct KeptValues {
+  at::Tensor positions, values;
+};
+KeptValues decodeKept(const TwoBitTopK& payload, const TwoBitTopKLayout& layout);
+// The same, dense: float32, layout.numel elements, zero where nothing was kept.
 at::Tensor decodeTwoBitTopK(const TwoBitTopK& payload, const TwoBitTopKLayout& layout);
 
 // The published format on the wire (Templar's pack_12bit_indices for chunks of 4096), uint8 bytes:

@@ -2,6 +2,7 @@
 
 #include "reducers/allgather_parts.h"
 #include "reducers/builtin_reducers.h"
+#include "reducers/tensor_buffer.h"
 #include "reducers/two_bit_topk.h"
 
 namespace gcrun::reducers {
@@ -43,15 +44,21 @@ class TwoBitTopKReducer : public Reducer {
     for (size_t i = 0; i < send.size(); ++i) {
       const auto payload = encodeTwoBitTopK(send[i], layouts_[i]);
       parts.push_back(packTwoBitTopK(payload, layouts_[i]));
-      // send[i] is read for the last time: memory[i] may be the same tensor.
-      memory[i].copy_(send[i] - decodeTwoBitTopK(payload, layouts_[i]).view_as(send[i]));
+      // Memory = send - decode(own), computed where something was kept: elsewhere x - 0 is x.
+      const auto kept = decodeKept(payload, layouts_[i]);
+      const auto lost = send[i].reshape({-1}).index_select(0, kept.positions).sub(kept.values);
+      memory[i].copy_(send[i]);  // send[i] is read for the last time: memory[i] may be the same tensor
+      withFlat(memory[i], [&](const at::Tensor& flat) { flat.index_put_({kept.positions}, lost); });
     }
     uint64_t bits = 0;
     const auto messages = allgatherParts(comm_, parts, bits);
+    // The decodes added in rank order at the kept positions of each: the sums 0 + d_0 + d_1 + ...
+    // of a dense addition, whose other terms are zeros.
     for (size_t i = 0; i < out.size(); ++i) out[i].zero_();
     for (const auto& worker : messages) {
       for (size_t i = 0; i < out.size(); ++i) {
-        out[i].add_(decodeTwoBitTopK(unpackTwoBitTopK(worker[i], layouts_[i]), layouts_[i]).view_as(out[i]));
+        const auto kept = decodeKept(unpackTwoBitTopK(worker[i], layouts_[i]), layouts_[i]);
+        withFlat(out[i], [&](const at::Tensor& flat) { flat.index_add_(0, kept.positions, kept.values); });
       }
     }
     for (const auto& o : out) o.div_(comm_.size());

@@ -38,12 +38,8 @@ TEST(TwoBitTopK, KeepsEachChunksLargestMagnitudesAtTwoLevels) {
   EXPECT_TRUE(torch::equal(payload.levels, torch::tensor({2.5, 5.0, 7.0, 7.0}, torch::kFloat).view({2, 2})));
 }
 
-// The kept positions are a stable descending sort's first k, whatever the ties: magnitudes drawn
-// from five values make every chunk's k-th magnitude a tie of many, broken by the lower index.
-TEST(TwoBitTopK, KeepsWhatAStableSortKeepsAmongManyTies) {
-  const TwoBitTopKLayout layout{3 * 64 + 10, 64, 0.2};
-  torch::manual_seed(3);
-  const auto values = torch::randint(-2, 3, {layout.numel}, torch::kFloat).mul(1.5);
+// The kept positions are a stable descending sort's first k of each chunk.
+void expectStableSortsFirstK(const at::Tensor& values, const TwoBitTopKLayout& layout) {
   const auto payload = encodeTwoBitTopK(values, layout);
   std::vector<at::Tensor> expected;
   for (int64_t start = 0; start < layout.numel; start += layout.chunk) {
@@ -54,10 +50,31 @@ TEST(TwoBitTopK, KeepsWhatAStableSortKeepsAmongManyTies) {
   EXPECT_TRUE(torch::equal(payload.positions, torch::cat(expected)));
 }
 
+// Whatever the ties: magnitudes drawn from five values make every chunk's k-th magnitude a tie of
+// many, broken by the lower index; distinct normal draws have none (topk's own choice is kept);
+// draws rounded to one decimal tie at the k-th in some chunks and not in others.
+TEST(TwoBitTopK, KeepsWhatAStableSortKeepsAmongManyTies) {
+  const TwoBitTopKLayout layout{3 * 64 + 10, 64, 0.2};
+  torch::manual_seed(3);
+  expectStableSortsFirstK(torch::randint(-2, 3, {layout.numel}, torch::kFloat).mul(1.5), layout);
+}
+
+TEST(TwoBitTopK, KeepsWhatAStableSortKeepsWithAndWithoutTies) {
+  const TwoBitTopKLayout layout{40 * 256 + 100, 256, 0.05};
+  torch::manual_seed(4);
+  const auto normal = torch::randn({layout.numel});
+  expectStableSortsFirstK(normal, layout);
+  expectStableSortsFirstK(normal.mul(10).round().div(10), layout);
+}
+
 // NaN has no place among the magnitudes' order but the sort's (largest): it is kept first.
 TEST(TwoBitTopK, KeepsNanAsTheLargestMagnitude) {
   const auto payload = encodeTwoBitTopK(torch::tensor({1.0f, NAN, -3.0f, 2.0f}), TwoBitTopKLayout{4, 4, 0.5});
   EXPECT_TRUE(torch::equal(payload.positions, torch::tensor({1, 2}, torch::kLong)));
+  torch::manual_seed(5);
+  const auto with_nan = torch::randn({200});
+  with_nan[150] = NAN;
+  expectStableSortsFirstK(with_nan, TwoBitTopKLayout{200, 64, 0.05});
 }
 
 TEST(TwoBitTopK, DecodesToTheLevelsWithTheirSignsAndZeroElsewhere) {
