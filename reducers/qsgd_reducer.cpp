@@ -96,12 +96,14 @@ ReducerSpec qsgdSpec() {
         context.comm, std::make_unique<QsgdCodec>(qsgdSettings().read(context.options.settings).quantization_levels,
                                                   workerGenerator(context.seed, context.comm.rank())));
   };
-  return {make,
-          CollectiveKind::all_gather,
-          qsgdSettings().specs(),
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          ""};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_gather,
+                   qsgdSettings().specs(),
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   ""};
+  spec.contractive = false;
+  return spec;
 }
 
 }  // namespace gcrun::reducers

@@ -132,6 +132,12 @@ struct ReducerSpec {
   bool lossless = false;
   // Whether the report and gcrun predict compare the other reducers with this one, and as what.
   Baseline baseline = Baseline::none;
+  // False for unbiased stochastic quantizers whose error ||C(x) - x|| may exceed ||x|| (QSGD at few
+  // levels, TernGrad): error feedback assumes a contractive compressor, and with one that is not the
+  // memory can grow without bound (QSGD at 15 levels diverged within a few syncs on the GPT:
+  // bench/qsgd-finding.md). A run with optimizer.memory on is warned, not refused: at many levels
+  // QSGD's error is small.
+  bool contractive = true;
 };
 
 // The reducers gcrun knows; the built-ins are registered on first use. User code adds its own with

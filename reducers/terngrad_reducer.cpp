@@ -76,8 +76,10 @@ ReducerSpec ternGradSpec() {
     return makeAllGatherReducer(context.comm,
                                 std::make_unique<TernGradCodec>(workerGenerator(context.seed, context.comm.rank())));
   };
-  return {make, CollectiveKind::all_gather, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket},
-          ""};
+  ReducerSpec spec{
+      make, CollectiveKind::all_gather, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
+  spec.contractive = false;
+  return spec;
 }
 
 }  // namespace gcrun::reducers

@@ -172,4 +172,13 @@ ResolvedExperiment resolve(const ExperimentConfig& config, const ConfigKeys& key
   return lookUp(config, keys);
 }
 
+std::string errorFeedbackWarning(const ResolvedExperiment& experiment) {
+  const auto& config = experiment.config;
+  if (!config.optimizer.memory || experiment.reducer.contractive) return "";
+  return "optimizer.memory: reducer '" + config.reducer.name +
+         "' is an unbiased stochastic quantizer whose error can exceed the gradient itself; error feedback "
+         "may then grow without bound (QSGD at 15 levels diverged within a few syncs: bench/qsgd-finding.md). "
+         "It needs no error feedback: set optimizer.memory=false";
+}
+
 }  // namespace gcrun::experiments

@@ -47,6 +47,10 @@ struct ResolvedExperiment {
 // file, key or value at fault, before anything is written.
 ResolvedExperiment resolveExperiment(const ExperimentRequest& request);
 
+// The warning a run of `experiment` deserves before it starts: error feedback (optimizer.memory) on a
+// reducer that is not contractive (ReducerSpec::contractive); "" when none.
+std::string errorFeedbackWarning(const ResolvedExperiment& experiment);
+
 // The configuration layered: defaults < preset `preset` < `config_file` (if not empty) < each
 // `key=value` of `assignments`, in order; then validated. Its `sources` says which layer gave each
 // key its value (the preset as "preset NAME", the file as "--config FILE:LINE"). For `gcrun show`

@@ -195,6 +195,7 @@ void WorkerRun::logStart(const outputs::RunInfo& info) const {
                                                   info.processes, info.simulated_workers);
   spdlog::info("{}: {} workers{} on {}, {} parameters, reducer {}, run directory {}", config_.experiment, comm_.size(),
                simulated, comm_.backend(), info.num_parameters, config_.reducer.name, run_dir_);
+  if (const auto warning = errorFeedbackWarning(experiment_); !warning.empty()) spdlog::warn(warning);
   if (config_.task.synthetic) {
     spdlog::info(
         "synthetic data: random samples of the real shapes, evaluated on small synthetic held-out splits; its "
