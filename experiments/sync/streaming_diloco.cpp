@@ -17,6 +17,7 @@
 #include "experiments/sync/sync_settings.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/sync_schedule.h"
+#include "reducers/comm/collective_step.h"
 
 namespace gcrun::experiments {
 
@@ -249,7 +250,10 @@ class StreamingDiloco : public GlobalModelSync {
       finish(f);
       return f.bits;
     }
-    background_->start(exchange);
+    background_->start([exchange, step] {
+      const comm::CollectiveStepScope traced_as(step);  // a trace's background collectives of `step`
+      exchange();
+    });
     in_background_ = &f;
     return *f.known_bits;
   }

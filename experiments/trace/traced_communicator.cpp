@@ -9,6 +9,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "reducers/comm/collective_step.h"
+
 namespace gcrun::experiments {
 namespace {
 
@@ -64,7 +66,36 @@ class TracedPending : public comm::PendingCollective {
   std::optional<size_t> index_;  // the recorded collective, until its wait returns
 };
 
+// The same on a background thread: the collective is recorded whole once its wait returns.
+class BackgroundPending : public comm::PendingCollective {
+ public:
+  BackgroundPending(std::unique_ptr<comm::PendingCollective> inner, trace::WorkerTrace& trace,
+                    trace::Collective collective)
+      : inner_(std::move(inner)), trace_(trace), collective_(std::move(collective)) {}
+
+  void wait() override {
+    collective_.wait_us = trace_.now();
+    inner_->wait();
+    collective_.done_us = trace_.now();
+    trace_.background(std::move(collective_));
+  }
+
+ private:
+  std::unique_ptr<comm::PendingCollective> inner_;
+  trace::WorkerTrace& trace_;
+  trace::Collective collective_;
+};
+
 }  // namespace
+
+TracedCommunicator::TracedCommunicator(std::unique_ptr<comm::Communicator> own, trace::WorkerTrace& trace)
+    : own_(std::move(own)), inner_(*own_), trace_(trace) {}
+
+std::unique_ptr<comm::Communicator> TracedCommunicator::sibling(const std::string& name) {
+  auto group = inner_.sibling(name);
+  if (!group) return nullptr;
+  return std::unique_ptr<TracedCommunicator>(new TracedCommunicator(std::move(group), trace_));
+}
 
 template <class Call>
 auto TracedCommunicator::blocking(CollectiveKind kind, const at::Tensor* tensor, Call&& call) {
@@ -72,8 +103,14 @@ auto TracedCommunicator::blocking(CollectiveKind kind, const at::Tensor* tensor,
   const double issued_us = trace_.now();
   auto finish = [&] {
     const double done_us = trace_.now();
-    trace_.issued({kind, bytesOf(tensor), inner_.size(), 0, false, issued_us, issued_us, done_us, dataTypeOf(tensor)},
-                  done_us);
+    const auto background = comm::collectiveStep();
+    const trace::Collective collective{kind,      bytesOf(tensor), inner_.size(), background.value_or(0), false,
+                                       issued_us, issued_us,       done_us,       dataTypeOf(tensor)};
+    if (background) {
+      trace_.background(collective);
+    } else {
+      trace_.issued(collective, done_us);
+    }
   };
   if constexpr (std::is_void_v<decltype(call())>) {
     call();
@@ -94,9 +131,12 @@ std::unique_ptr<comm::PendingCollective> TracedCommunicator::allreduceSumAsync(a
   const double issued_us = trace_.now();
   auto pending = inner_.allreduceSumAsync(tensor);
   const double returned_us = trace_.now();
-  const auto index = trace_.issued(
-      {CollectiveKind::all_reduce, bytesOf(&tensor), inner_.size(), 0, true, issued_us, 0, 0, dataTypeOf(&tensor)},
-      returned_us);
+  const auto background = comm::collectiveStep();
+  const trace::Collective collective{
+      CollectiveKind::all_reduce, bytesOf(&tensor), inner_.size(), background.value_or(0), true, issued_us, 0, 0,
+      dataTypeOf(&tensor)};
+  if (background) return std::make_unique<BackgroundPending>(std::move(pending), trace_, collective);
+  const auto index = trace_.issued(collective, returned_us);
   return std::make_unique<TracedPending>(std::move(pending), trace_, index);
 }
 

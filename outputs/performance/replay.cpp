@@ -32,7 +32,34 @@ Predicted medianStep(const StepsOfAll& steps, int workers, const network::Networ
   return {each[each.size() / 2], relativeSpread(totals)};
 }
 
+// Whether a traced exchange of the run ran in the background (CollectiveOp::background).
+bool ranInBackground(const StepsOfAll& syncs) {
+  for (const auto& programs : syncs) {
+    for (const auto& op : programs.front()->collectives) {
+      if (op.background) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+StepPrediction overlappedStep(const StepPrediction& local, const std::vector<StepPrediction>& syncs,
+                              StepPrediction amortised, int64_t every, const SyncSchedule& schedule) {
+  std::vector<double> exchanges;
+  double mean = 0;
+  for (const auto& sync : syncs) {
+    exchanges.push_back(std::max(0.0, sync.exposed_comm_ms - local.exposed_comm_ms));
+    mean += exchanges.back() / static_cast<double>(syncs.size());
+  }
+  // A window shorter than a period: the fragments it did not trace cost the mean.
+  exchanges.resize(static_cast<size_t>(std::min(schedule.fragments, every)), mean);
+  const double share = static_cast<double>(schedule.fragments) / static_cast<double>(every);
+  const double exposed = streamingExposedMsPerStep(local.total_ms, exchanges, every, schedule.delay);
+  amortised.total_ms += exposed - share * mean;
+  amortised.exposed_comm_ms = std::max(0.0, amortised.exposed_comm_ms + exposed - share * mean);
+  return amortised;
+}
 
 std::vector<StepPrediction> replaySteps(const StepsOfAll& steps, int workers, const network::NetworkProfile& network,
                                         const ComputeScale& scale) {
@@ -65,7 +92,7 @@ Predicted slowestMeanLocalStep(const StepsOfAll& local, int workers, const netwo
 }
 
 Predicted predictWithNoise(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
-                           const ComputeBasis& compute, int64_t sync_every) {
+                           const ComputeBasis& compute, int64_t sync_every, SyncCosting costing) {
   // Under a shared profile the spread left is the exchange's own (its codec and waits), the one
   // that tells methods apart.
   const auto replay = computeReplay(timeline, compute);
@@ -77,9 +104,15 @@ Predicted predictWithNoise(const RunTimeline& timeline, int workers, const netwo
   }
   if (!schedule.periodic) return medianStep(kinds.local, workers, network, replay.scale);
   auto predicted = slowestMeanLocalStep(kinds.local, workers, network, replay.scale);
-  const auto syncs = predictEach(kinds.sync, workers, network, replay.scale);
-  predicted.step =
-      amortisedStep(predicted.step, syncs, sync_every > 0 ? sync_every : schedule.every, schedule.fragments);
+  const int64_t every = sync_every > 0 ? sync_every : schedule.every;
+  const auto amortised =
+      amortisedStep(predicted.step, predictEach(kinds.sync, workers, network, replay.scale), every, schedule.fragments);
+  const bool overlaps =
+      schedule.overlapped && schedule.delay > 0 && (costing == SyncCosting::overlapped || ranInBackground(kinds.sync));
+  // The exchanges in their order of sending: the queue on the link follows it.
+  predicted.step = overlaps ? overlappedStep(predicted.step, replaySteps(kinds.sync, workers, network, replay.scale),
+                                             amortised, every, schedule)
+                            : amortised;
   return predicted;
 }
 

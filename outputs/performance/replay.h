@@ -28,14 +28,29 @@ struct Predicted {
 Predicted slowestMeanLocalStep(const StepsOfAll& local, int workers, const network::NetworkProfile& network,
                                const ComputeScale& scale);
 
+// How a periodic run's sync steps are costed: each blocking at its step (amortisedStep), or, for
+// a schedule that lets them overlap (SyncSchedule::overlapped, tau >= 1), each in the background
+// until its use tau steps later, queued behind the others on the link (streamingExposedMsPerStep).
+enum class SyncCosting {
+  as_run,      // overlapped where the trace shows the run's exchanges ran in the background
+  overlapped,  // overlapped wherever the schedule allows it (predict's "overlapped ms" what-if)
+};
+
 // predictRun with the spread of the steps it came from (its noise).
 Predicted predictWithNoise(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
-                           const ComputeBasis& compute, int64_t sync_every);
+                           const ComputeBasis& compute, int64_t sync_every, SyncCosting costing = SyncCosting::as_run);
+
+// A periodic step with its exchanges overlapped: `amortised` (local and syncs spread over `every`
+// steps, each sync blocking) less the exchanges' exposed time, plus what the background schedule
+// leaves exposed. An exchange is a sync step's exposed communication beyond the local step's.
+StepPrediction overlappedStep(const StepPrediction& local, const std::vector<StepPrediction>& syncs,
+                              StepPrediction amortised, int64_t every, const SyncSchedule& schedule);
 
 // The run's time per step at `workers` on `network` (the building block of the rows): the
 // median of its traced steps (predictStep over the workers' programs of each); for a run that
 // syncs models, the slowest worker's mean local step (workers meet only at syncs) with the traced
-// sync steps spread over `sync_every` steps (amortisedStep; 0: the run's own H).
+// sync steps spread over `sync_every` steps (amortisedStep; 0: the run's own H), overlapped where
+// the run's exchanges ran in the background (SyncCosting::as_run).
 StepPrediction predictRun(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
                           const ComputeBasis& compute = {}, int64_t sync_every = 0);
 

@@ -36,12 +36,39 @@ std::map<int64_t, std::vector<const trace::Collective*>> collectivesByStep(const
   return steps;
 }
 
-// A point where the worker's timeline meets a collective.
+// A point where the worker's timeline meets a collective; `idle`: where it waited for a background
+// collective of another step's (its time is neither compute nor this step's collective).
 struct Mark {
   double start_us, end_us;  // end: when the worker goes on
   StepItem::Kind kind;
   size_t collective;
+  bool idle = false;
 };
+
+// The background collectives (trace::Collective::background), by when they were done.
+std::vector<const trace::Collective*> backgroundByEnd(const trace::WorkerTimeline& worker) {
+  std::vector<const trace::Collective*> background;
+  for (const auto& c : worker.collectives) {
+    if (c.background) background.push_back(&c);
+  }
+  std::sort(background.begin(), background.end(),
+            [](const trace::Collective* a, const trace::Collective* b) { return a->done_us < b->done_us; });
+  return background;
+}
+
+// A step's sync waits for the background exchange that ends within it: from the later of the
+// span's start and the exchange's issue to its end the worker is idle.
+void addIdleMarks(const std::vector<const trace::Collective*>& background, const StepSpans& spans, int64_t step,
+                  std::vector<Mark>& marks) {
+  if (!spans.sync) return;
+  const double start = spans.sync->start_us, end = spans.sync->end_us();
+  auto c = std::lower_bound(background.begin(), background.end(), start,
+                            [](const trace::Collective* x, double t) { return x->done_us < t; });
+  for (; c != background.end() && (*c)->done_us <= end; ++c) {
+    if ((*c)->step != step)
+      marks.push_back({std::max(start, (*c)->issued_us), (*c)->done_us, StepItem::Kind::wait, 0, true});
+  }
+}
 
 class Builder {
  public:
@@ -112,6 +139,7 @@ std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool 
                                       const OptimizerTimes* shared_optimizer_us) {
   static const std::vector<const trace::Collective*> kNone;
   const auto collectives = collectivesByStep(worker);
+  const auto background = backgroundByEnd(worker);
   std::vector<StepProgram> programs;
   for (auto [step, spans] : spansByStep(worker)) {
     if (shared_optimizer_us) spans.optimizer.reset();
@@ -124,23 +152,30 @@ std::vector<StepProgram> stepPrograms(const trace::WorkerTimeline& worker, bool 
     const auto own = collectives.find(step);
     for (const auto* collective : own == collectives.end() ? kNone : own->second) {
       const auto& c = *collective;
-      if (c.issued_us < begin || c.done_us > end || c.kind == CollectiveKind::barrier) continue;
+      if (c.kind == CollectiveKind::barrier) continue;
+      if (!c.background && (c.issued_us < begin || c.done_us > end)) continue;
       const size_t index = program.collectives.size();
       const bool swap = summable && c.kind == CollectiveKind::all_gather && c.group_size == 2;
-      program.collectives.push_back({c.kind, double(c.bytes), swap, c.dtype});
-      if (c.async) {
+      program.collectives.push_back({c.kind, double(c.bytes), swap, c.dtype, c.background});
+      if (c.background) {
+        // The step started it and went on; replayed as a call the step waits for, the blocking
+        // exchange that the time model then hides behind the steps until its use.
+        const double at = std::clamp(c.issued_us, begin, end);
+        marks.push_back({at, at, StepItem::Kind::call, index});
+      } else if (c.async) {
         marks.push_back({c.issued_us, c.issued_us, StepItem::Kind::issue, index});
         marks.push_back({c.wait_us, c.done_us, StepItem::Kind::wait, index});
       } else {
         marks.push_back({c.issued_us, c.done_us, StepItem::Kind::call, index});
       }
     }
+    addIdleMarks(background, spans, step, marks);
     std::stable_sort(marks.begin(), marks.end(), [](const Mark& a, const Mark& b) { return a.start_us < b.start_us; });
     const Builder builder(spans, between_spans);
     double cursor = begin;
     for (const auto& mark : marks) {
       builder.computeBetween(cursor, std::max(cursor, mark.start_us), program.items);
-      program.items.push_back({mark.kind, StepItem::Part::compute, 0, mark.collective});
+      if (!mark.idle) program.items.push_back({mark.kind, StepItem::Part::compute, 0, mark.collective});
       cursor = std::max(cursor, mark.end_us);
     }
     builder.computeBetween(cursor, end, program.items);

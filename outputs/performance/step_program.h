@@ -35,6 +35,9 @@ struct CollectiveOp {
   // traced at 2 workers, as an all-reduce of the same bytes and dtype at any other count.
   bool stands_for_sum = false;
   DataType dtype = DataType::float32;  // the elements, as traced: a reduction's cost depends on it
+  // Ran in the background (trace::Collective::background): replayed as a call at the step that
+  // started it, and hidden behind the steps until its use by the overlapped schedule (replay.h).
+  bool background = false;
   CollectiveKind kindAt(int workers) const {
     return stands_for_sum && workers != 2 ? CollectiveKind::all_reduce : kind;
   }

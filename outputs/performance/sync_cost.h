@@ -16,7 +16,7 @@ StepPrediction amortisedStep(const StepPrediction& local, const std::vector<Step
                              int64_t fragments);
 
 // The time of a run whose schedule overlaps its sends (SyncSchedule::overlapped) with its
-// exchanges in the background (what its schedule allows, not what gcrun's blocking sends do):
+// exchanges in the background (streaming-diloco at tau >= 1):
 // fragment f's exchange of `exchange_ms` starts at its step, after
 // the exchanges queued before it on the network, and must be done `delay` steps later, when its
 // average is applied; a worker waits for what is not. Fragments send at steps spaced H/F apart,

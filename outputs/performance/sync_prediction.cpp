@@ -25,29 +25,12 @@ double bytesPerSync(const StepKinds& kinds) {
   return bytes;
 }
 
-// The time per step of a schedule that may overlap its sends, with its exchanges in the background: the amortised step
-// less its exposed communication, plus what the queue of fragment exchanges still exposes.
+// The time per step of a schedule that may overlap its sends, with its exchanges in the background
+// (replay.h's SyncCosting::overlapped), whether or not the run's own did.
 std::optional<double> overlappedMs(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,
                                    const ComputeBasis& compute, int64_t every) {
   if (!timeline.schedule.overlapped || !timeline.schedule.periodic) return std::nullopt;
-  const auto replay = computeReplay(timeline, compute);
-  const auto& replayed = replay.of(timeline);
-  const auto& schedule = replayed.schedule;
-  const auto kinds = kindsOf(commonSteps(replayed), schedule);
-  const auto middle = slowestMeanLocalStep(kinds.local, workers, network, replay.scale).step;
-  std::vector<double> exchanges;
-  for (const auto& sync : replaySteps(kinds.sync, workers, network, replay.scale)) {
-    exchanges.push_back(std::max(0.0, sync.exposed_comm_ms - middle.exposed_comm_ms));
-  }
-  const auto fragments = static_cast<size_t>(std::min(schedule.fragments, every));
-  double mean = 0;
-  for (const double ms : exchanges) mean += ms / exchanges.size();
-  exchanges.resize(fragments, mean);  // a window shorter than a period: the others like the mean
-  const auto amortised =
-      predictWithNoise(replayed, workers, network, replay.alike ? ComputeBasis{} : compute, every).step;
-  const double share = static_cast<double>(schedule.fragments) / static_cast<double>(every);
-  const double without_waits = amortised.total_ms - share * mean;
-  return without_waits + streamingExposedMsPerStep(middle.total_ms, exchanges, every, schedule.delay);
+  return predictWithNoise(timeline, workers, network, compute, every, SyncCosting::overlapped).step.total_ms;
 }
 
 }  // namespace

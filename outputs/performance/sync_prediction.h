@@ -17,9 +17,9 @@ struct SyncColumns {
   // bytes at the network's bandwidth; a run that exchanges every step at H = 1. None on one worker
   // or a network without a bandwidth.
   std::optional<double> cu_formula;
-  // A schedule whose sends may overlap compute (SyncSchedule::overlapped): the time per step if
-  // each exchange ran in the background until its use `delay` steps later
-  // (streamingExposedMsPerStep); gcrun's own sends block.
+  // A schedule whose sends may overlap compute (SyncSchedule::overlapped): the time per step with
+  // each exchange in the background until its use `delay` steps later (streamingExposedMsPerStep),
+  // whether or not the run's own exchanges ran so.
   std::optional<double> overlapped_ms;
 };
 SyncColumns syncColumns(const RunTimeline& timeline, int workers, const network::NetworkProfile& network,

@@ -14,8 +14,8 @@ WorkerTrace::Span::~Span() {
 }
 
 void WorkerTrace::setStep(int64_t step) {
-  step_ = step;
-  recording_ = recorder_.window() && recorder_.window()->contains(step);
+  step_.store(step, std::memory_order_relaxed);
+  recording_.store(recorder_.window() && recorder_.window()->contains(step), std::memory_order_relaxed);
 }
 
 double WorkerTrace::now() const { return recorder_.now(); }
@@ -25,17 +25,23 @@ bool WorkerTrace::stopped() const { return recorder_.truncated(); }
 void WorkerTrace::end(const char* name, double start_us) {
   const double end_us = now();
   if (!recorder_.reserve(kEventsPerSpan)) return;
-  timeline_.spans.push_back({name, step_, start_us, end_us - start_us});
+  timeline_.spans.push_back({name, step(), start_us, end_us - start_us});
   if (name == kReduce) addCodecSpans(start_us, end_us);  // the same pointer: only reduce()'s span
 }
 
+void WorkerTrace::clearCommBusy() {
+  std::lock_guard<std::mutex> lock(collectives_mutex_);
+  comm_busy_.clear();
+}
+
 void WorkerTrace::addCodecSpans(double start_us, double end_us) {
+  std::lock_guard<std::mutex> lock(collectives_mutex_);
   std::sort(comm_busy_.begin(), comm_busy_.end());
   double free_from = start_us;
   auto addUntil = [&](double until) {
     until = std::min(until, end_us);
     if (until > free_from && recorder_.reserve(kEventsPerSpan)) {
-      timeline_.spans.push_back({"codec", step_, free_from, until - free_from});
+      timeline_.spans.push_back({"codec", step(), free_from, until - free_from});
     }
   };
   for (const auto& [busy_start, busy_end] : comm_busy_) {
@@ -48,17 +54,27 @@ void WorkerTrace::addCodecSpans(double start_us, double end_us) {
 
 std::optional<size_t> WorkerTrace::issued(Collective collective, double call_end_us) {
   if (!recording() || !recorder_.reserve(kEventsPerCollective)) return std::nullopt;
-  collective.step = step_;
+  collective.step = step();
+  std::lock_guard<std::mutex> lock(collectives_mutex_);
   comm_busy_.emplace_back(collective.issued_us, call_end_us);
   timeline_.collectives.push_back(std::move(collective));
   return timeline_.collectives.size() - 1;
 }
 
 void WorkerTrace::waited(size_t index, double wait_us, double done_us) {
+  std::lock_guard<std::mutex> lock(collectives_mutex_);
   auto& collective = timeline_.collectives.at(index);
   collective.wait_us = wait_us;
   collective.done_us = done_us;
   if (collective.async) comm_busy_.emplace_back(wait_us, done_us);
+}
+
+// Not among the reduce's busy times: the worker did not wait for it there.
+void WorkerTrace::background(Collective collective) {
+  if (!recording() || !recorder_.reserve(kEventsPerCollective)) return;
+  collective.background = true;
+  std::lock_guard<std::mutex> lock(collectives_mutex_);
+  timeline_.collectives.push_back(std::move(collective));
 }
 
 Recorder::Recorder(Options options) : options_(std::move(options)) {}

@@ -18,7 +18,8 @@ namespace gcrun::trace {
 
 class Recorder;
 
-// One logical worker's recording (timeline.h), used from that worker's thread only. Outside the
+// One logical worker's recording (timeline.h), used from that worker's thread, and for
+// background() from one thread of its besides (its collectives are guarded). Outside the
 // recorder's window of steps, and once the recorder's bound is reached, it records nothing and
 // reads no clock: a run without output.trace pays one comparison per span.
 class WorkerTrace {
@@ -43,8 +44,8 @@ class WorkerTrace {
 
   // What is recorded from now on belongs to `step` (1-based; an evaluation: the step it follows).
   void setStep(int64_t step);
-  bool recording() const { return recording_ && !stopped(); }
-  int64_t step() const { return step_; }
+  bool recording() const { return recording_.load(std::memory_order_relaxed) && !stopped(); }
+  int64_t step() const { return step_.load(std::memory_order_relaxed); }
   // Microseconds since the recorder's origin.
   double now() const;
 
@@ -55,7 +56,7 @@ class WorkerTrace {
   // The "reduce" span. As it ends, its time outside the collective calls and waits recorded
   // meanwhile becomes "codec" spans: the reducer's own encode and decode.
   Span reduce() {
-    comm_busy_.clear();
+    clearCommBusy();
     return span(kReduce);
   }
 
@@ -64,7 +65,11 @@ class WorkerTrace {
   std::optional<size_t> issued(Collective collective, double call_end_us);
   // The wait for collective `index` ran from `wait_us` to `done_us`.
   void waited(size_t index, double wait_us, double done_us);
+  // A collective the worker's background thread ran from its issue to its end, for the step
+  // `collective.step` (Collective::background).
+  void background(Collective collective);
 
+  // Once the worker's threads are done.
   const WorkerTimeline& timeline() const { return timeline_; }
 
  private:
@@ -73,11 +78,15 @@ class WorkerTrace {
   bool stopped() const;
   void end(const char* name, double start_us);
   void addCodecSpans(double start_us, double end_us);
+  void clearCommBusy();
 
   Recorder& recorder_;
   WorkerTimeline timeline_;
-  int64_t step_ = 0;
-  bool recording_ = false;
+  // Set by the worker's thread, read by its background thread too.
+  std::atomic<int64_t> step_{0};
+  std::atomic<bool> recording_{false};
+  // Guards timeline_.collectives and comm_busy_, which both threads write.
+  std::mutex collectives_mutex_;
   // This step's collective calls and waits, [start, end] in microseconds.
   std::vector<std::pair<double, double>> comm_busy_;
 };

@@ -37,6 +37,10 @@ struct Collective {
   double wait_us = 0;                  // when the worker began to wait for it
   double done_us = 0;                  // when the wait returned
   DataType dtype = DataType::float32;  // the tensor's elements (a barrier: float32)
+  // Run by another thread of the worker over a second group (streaming-diloco's exchange), from
+  // its issue to its end while the worker's steps went on; its step is the one the worker was in
+  // when it was issued.
+  bool background = false;
 };
 
 struct WorkerTimeline {

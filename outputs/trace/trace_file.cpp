@@ -47,10 +47,14 @@ void addWorker(const WorkerTimeline& worker, int pid, int64_t& next_id, Json& ev
     begin["args"] = {
         {"kind", kind},   {"bytes", c.bytes}, {"dtype", dataTypeName(c.dtype)},    {"group_size", c.group_size},
         {"step", c.step}, {"async", c.async}, {"wait_us", microseconds(c.wait_us)}};
+    // A background collective's wait was its thread's, not the worker's: no wait slice.
+    if (c.background) begin["args"]["background"] = true;
     events.push_back(std::move(begin));
-    auto wait = event("X", "wait " + kind, kWait, pid, tid, c.wait_us);
-    wait["dur"] = microseconds(c.done_us - c.wait_us);
-    events.push_back(std::move(wait));
+    if (!c.background) {
+      auto wait = event("X", "wait " + kind, kWait, pid, tid, c.wait_us);
+      wait["dur"] = microseconds(c.done_us - c.wait_us);
+      events.push_back(std::move(wait));
+    }
     auto end = event("e", kind, kCollective, pid, tid, c.done_us);
     end["id"] = id;
     events.push_back(std::move(end));
@@ -194,7 +198,8 @@ Collective collectiveStartedBy(const Json& e, size_t i, double ts, const TraceRe
                     ts,
                     reader.time(args, "wait_us", i),
                     ts,
-                    dataType(reader, args, i)};
+                    dataType(reader, args, i),
+                    outputs::boolOr(args, "background", false)};
 }
 
 // Every worker's phases and collectives, in tid order; a collective's "b" and "e" are paired by id.

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -16,8 +17,10 @@
 
 #include "experiments/setup/resolved_experiment.h"
 #include "experiments/sync/streaming_diloco.h"
+#include "experiments/trace/traced_communicator.h"
 #include "experiments/worker/runner.h"
 #include "hyperparams/base/errors.h"
+#include "outputs/trace/recorder.h"
 #include "tests/support/multi_rank.h"
 #include "tests/support/reducer_fixtures.h"
 #include "tests/support/temp_dir.h"
@@ -396,6 +399,46 @@ TEST(StreamingDiloco, ExchangesInTheBackgroundWhileTheWorkerComputes) {
     w.sync->beforeEvaluation();
     EXPECT_FALSE(torch::equal(w.params[0], global_before)) << "fragment 0's result did not land after step 7";
     w.sync->afterEvaluation();
+  });
+}
+
+// Under output.trace the same exchange is a background collective of step 6, issued by the
+// exchange's thread while step 7 computes (a "forward" span, during which the gate holds it) and
+// done after that compute. Its issue is the thread's, which may start the collective only once the
+// worker is already in step 7: it is not bound to precede the span's start.
+TEST(StreamingDiloco, TracesTheExchangeSpanningTheNextStepsCompute) {
+  testing::runRanks(2, [](comm::Communicator& comm) {
+    trace::Recorder::Options options;
+    options.window = StepWindow{1, 8};
+    trace::Recorder recorder(options);
+    auto& trace = recorder.worker(comm.rank());
+    Gate gate;
+    GatedSiblings gated(comm, gate);
+    TracedCommunicator traced(gated, trace);
+    auto w = threeModuleWorker(traced, "streaming-diloco", settingsOf({4, 2, 1, 0.5}), "exact", /*background=*/true);
+    for (int64_t step = 1; step <= 6; ++step) {
+      if (step == 6) gate.set(false);
+      trace.setStep(step);
+      trainStep(w, step, comm.rank());
+    }
+    trace.setStep(7);
+    {
+      const auto compute = trace.span("forward");
+      ASSERT_TRUE(gate.holdsOne());
+    }
+    gate.set(true);
+    trainStep(w, 7, comm.rank());
+    const auto& timeline = trace.timeline();
+    const auto forward = std::find_if(timeline.spans.begin(), timeline.spans.end(),
+                                      [](const trace::Span& s) { return s.name == "forward" && s.step == 7; });
+    ASSERT_NE(forward, timeline.spans.end());
+    int spanning = 0;
+    for (const auto& c : timeline.collectives) {
+      if (!c.background) continue;
+      EXPECT_EQ(c.step, 6) << "only fragment 0's second exchange runs in the background";
+      if (c.issued_us < forward->end_us() && c.done_us > forward->end_us()) ++spanning;
+    }
+    EXPECT_EQ(spanning, 1);
   });
 }
 

@@ -245,6 +245,38 @@ TEST(StepProgram, ATimelineBecomesComputeIssuesCallsAndWaits) {
   EXPECT_NEAR(predicted.total_ms, 60 + 52 + 5 + 1000 * (kLatency + 100 / kBandwidth) + 5 + 10, 1e-9);
 }
 
+// streaming-diloco's exchange in the background: step 6 (0-100 ms) starts it in its sync span
+// (90-100 ms), its thread issues it at 102 ms, and step 7 (100-260 ms) waits for it in its sync
+// span (200-260 ms) until 250 ms. Step 6 replays it as a call at its end, the time model's to
+// hide; step 7's wait for it is neither compute nor a collective of its own.
+TEST(StepProgram, ABackgroundExchangeIsACallOfItsStepAndItsWaitIsNoCompute) {
+  trace::WorkerTimeline worker;
+  const auto step = [&](int64_t at, double from_ms, double compute_to_ms, double to_ms) {
+    const auto span = [&](const char* name, double a, double b) {
+      worker.spans.push_back({name, at, 1000 * a, 1000 * (b - a)});
+    };
+    span("batch", from_ms, to_ms);
+    span("forward", from_ms, from_ms + 10);
+    span("backward", from_ms + 10, compute_to_ms);
+    span("reduce", compute_to_ms, compute_to_ms);
+    span("sync", compute_to_ms, to_ms);
+  };
+  step(6, 0, 90, 100);
+  step(7, 100, 200, 260);
+  trace::Collective exchange{CollectiveKind::all_reduce, 4000, 2, 6, false, 102e3, 102e3, 250e3};
+  exchange.background = true;
+  worker.collectives.push_back(exchange);
+  const auto programs = stepPrograms(worker, true, false);
+  ASSERT_EQ(programs.size(), 2u);
+  ASSERT_EQ(programs[0].collectives.size(), 1u);
+  EXPECT_TRUE(programs[0].collectives[0].background);
+  ASSERT_FALSE(programs[0].items.empty());
+  EXPECT_EQ(programs[0].items.back().kind, Kind::call);
+  EXPECT_NEAR(programs[0].compute_us(), 100e3, 1e-6);
+  EXPECT_TRUE(programs[1].collectives.empty());
+  EXPECT_NEAR(programs[1].compute_us(), 160e3 - 50e3, 1e-6);  // the wait, 200-250 ms, left out
+}
+
 TEST(StepProgram, ATwoWorkerSwapOfSummableMessagesIsAnAllReduceElsewhere) {
   const auto swapped = stepPrograms(timeline(), true, true).front();
   ASSERT_TRUE(swapped.collectives[1].stands_for_sum);

@@ -180,6 +180,46 @@ TEST(SyncPrediction, LocalSgdsWarmUpStepsAreLeftOut) {
   EXPECT_EQ(syncScheduleOf(run).warmup_steps, 2);
 }
 
+// Two workers over steps 1-16 of streaming-diloco with H = 8, F = 1, tau = 2: 100 ms of compute
+// per step, and after steps 8 and 16 an exchange that costs 300 ms on the link, traced as run in
+// the background (`background`) or blocking.
+RunTimeline streamingRun(bool background) {
+  RunTimeline timeline;
+  timeline.schedule = {"streaming-diloco", true, 8, 1, 2, true};
+  const double bytes = (0.3 - 2 * kLatency) * kBandwidth;  // allReduceMs(bytes) = 300
+  for (int w = 0; w < 2; ++w) {
+    std::vector<StepProgram> steps;
+    for (int64_t step = 1; step <= 16; ++step) {
+      steps.push_back(step % 8 == 0 ? blockingStep(step, 100, 0, bytes) : localStep(step, 100));
+      if (step % 8 == 0) steps.back().collectives.front().background = background;
+    }
+    timeline.workers.push_back(steps);
+  }
+  return timeline;
+}
+
+// The exchange starts after step 8 (at 800 ms) and is waited for after step 10 (at 1000 ms): 200
+// of its 300 ms hide behind steps 9 and 10, 100 ms are exposed once per 8 steps. Blocking, all
+// 300 ms are.
+TEST(SyncPrediction, ABackgroundExchangeCostsWhatItsDelayDoesNotHide) {
+  PredictOptions options;
+  options.networks = {network::linkProfile(kBandwidth, kLatency)};
+  options.workers = {2};
+  const auto overlapped = predictRuns({runOf("streaming", "exact", "streaming-diloco")}, {streamingRun(true)}, options);
+  ASSERT_EQ(overlapped.size(), 1u);
+  EXPECT_NEAR(overlapped[0].predicted.total_ms, 100 + 100.0 / 8, 1e-9);
+  EXPECT_NEAR(overlapped[0].predicted.exposed_comm_ms, 100.0 / 8, 1e-9);
+  EXPECT_NEAR(*overlapped[0].overlapped_ms, 100 + 100.0 / 8, 1e-9);
+  // A run whose exchanges blocked is costed blocking; what overlap would give stays beside it.
+  const auto blocking = predictRuns({runOf("streaming", "exact", "streaming-diloco")}, {streamingRun(false)}, options);
+  EXPECT_NEAR(blocking[0].predicted.total_ms, 100 + 300.0 / 8, 1e-9);
+  EXPECT_NEAR(*blocking[0].overlapped_ms, 100 + 100.0 / 8, 1e-9);
+  // At H = 4 the same exchange every 4 steps: still 100 ms exposed per send.
+  options.sync_every = {4};
+  const auto at4 = predictRuns({runOf("streaming", "exact", "streaming-diloco")}, {streamingRun(true)}, options);
+  EXPECT_NEAR(at4[0].predicted.total_ms, 100 + 100.0 / 4, 1e-9);
+}
+
 TEST(SyncPrediction, APeriodicTimelineWithoutASyncStepIsRefused) {
   const auto run = runOf("diloco", "exact", "diloco");
   // loadRunTimeline names the run (a UserError, tested end to end); a timeline made otherwise
