@@ -298,6 +298,9 @@ std::vector<outputs::Plot> matrixHeatMaps(const std::vector<PredictionRow>& rows
   const auto matrices = predictionMatrices(rows, quality);
   for (size_t i = 0; i < matrices.size(); ++i) {
     auto plot = matrixHeatMap(matrices[i], i == 0 ? "speedup-matrix" : fmt::format("speedup-matrix-{}", i + 1));
+    if (quality.kind == QualityRule::Kind::target) {  // the cells compare time to the target
+      plot.title = "fastest method by workers and network: predicted time to the target, speedup over exact";
+    }
     if (matrices.size() > 1) plot.title += ": " + matrices[i].runs;
     plots.push_back(std::move(plot));
   }

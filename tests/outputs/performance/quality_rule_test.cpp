@@ -123,6 +123,7 @@ TEST(QualityRule, WithATargetTheMatrixComparesTimeToIt) {
   EXPECT_EQ(rule.whyOutside(rows[1]), "did not reach test.accuracy >= 0.65");
   EXPECT_EQ(onlyCell(rows, rule), "rank4-seed1 2.5x");
   EXPECT_TRUE(contains(rule.sentence, "predicted time to test.accuracy >= 0.65 (--target)")) << rule.sentence;
+  EXPECT_TRUE(contains(matrixHeatMaps(rows, rule)[0].title, "predicted time to the target"));
   // Exact did not reach it: no time to compare with, the fastest is named by its time.
   rows[0].predicted_time_to_target_s.reset();
   EXPECT_EQ(onlyCell(rows, qualityRule(rows, QualityTolerance{}, target)),
