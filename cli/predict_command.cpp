@@ -41,6 +41,7 @@ struct PredictFlags {
   std::string target;
   std::vector<std::string> sync_every;
   std::string target_cu;
+  std::string quality_tolerance;
   std::string compute_profile = "shared";
   std::string output_dir = ".";
 };
@@ -74,7 +75,12 @@ void addComputeAndOutputFlags(CLI::App& command, PredictFlags& flags) {
   command.add_option("--target-cu", flags.target_cu,
                      "Recommend, per worker count and network, the cheapest configuration whose compute "
                      "utilisation reaches this share (above 0 up to 1, e.g. 0.9)");
-  command.add_option("--target", flags.target, "METRIC=VALUE, e.g. test.accuracy=0.9: predicted time to reach it");
+  command.add_option("--target", flags.target,
+                     "METRIC=VALUE, e.g. test.accuracy=0.9: predicted time to reach it; the matrix then compares "
+                     "time to it");
+  command.add_option("--quality-tolerance", flags.quality_tolerance,
+                     "How far below the best final metric a method may train and still be named fastest: a share "
+                     "(0.01, the default: 1 point of accuracy, 1% of a loss), or off (speed per step alone)");
   command.add_option("--output", flags.output_dir, "Where predict.md, predict.csv and plots/ go (default: .)");
 }
 
@@ -105,6 +111,9 @@ performance::PredictOptions parseOptions(const PredictFlags& flags) {
     options.sync_every.push_back(performance::parseSyncEvery(every, "--sync-every"));
   }
   if (!flags.target_cu.empty()) options.target_cu = performance::parseTargetCu(flags.target_cu, "--target-cu");
+  if (!flags.quality_tolerance.empty()) {
+    options.quality = performance::parseQualityTolerance(flags.quality_tolerance, "--quality-tolerance");
+  }
   options.shared_compute = performance::parseComputeProfile(flags.compute_profile, "--compute-profile");
   options.networks = networksOf(flags);
   return options;
@@ -114,7 +123,8 @@ performance::PredictOptions parseOptions(const PredictFlags& flags) {
 void printPrediction(const performance::PredictResult& result, const performance::PredictionFiles& files,
                      bool with_target) {
   const auto table = performance::predictionTable(result.rows, with_target);
-  std::fputs((performance::matrixMarkdown(result.rows) + "\n" + outputs::markdownTable(table)).c_str(), stdout);
+  std::fputs((performance::matrixMarkdown(result.rows, result.quality) + "\n" + outputs::markdownTable(table)).c_str(),
+             stdout);
   for (const auto& file : files.files) std::printf("  %s\n", oneLine(file).c_str());
   for (const auto& line : result.skipped) std::printf("skipped: %s\n", oneLine(line).c_str());
   for (const auto& line : result.mismatches) std::printf("compute: %s\n", oneLine(line).c_str());

@@ -49,6 +49,7 @@ struct StudySpec {
     std::vector<int64_t> sync_every;  // what-ifs over H for runs that sync models
     std::optional<double> target_cu;  // recommend the cheapest configuration reaching it
     std::string headline;
+    std::string quality_tolerance;  // as gcrun predict --quality-tolerance takes it; "" for the default
   };
   std::optional<Prediction> predict;
 };

@@ -15,6 +15,9 @@ void addPrediction(const StudySpec::Prediction& prediction, const outputs::Study
   options.workers = prediction.workers;
   options.sync_every = prediction.sync_every;
   options.target_cu = prediction.target_cu;
+  if (!prediction.quality_tolerance.empty()) {
+    options.quality = performance::parseQualityTolerance(prediction.quality_tolerance, "predict.quality_tolerance");
+  }
   const double latency = units::parseDuration(prediction.latency, "predict.latency");
   for (const auto& bandwidth : prediction.bandwidths) {
     options.networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "predict.bandwidth"), latency));

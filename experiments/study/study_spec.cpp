@@ -70,7 +70,7 @@ void assignmentsOf(const YAML::Node& node, const std::string& where, std::vector
 }
 
 // predict: {workers: [2, 16], bandwidth: [1gbit, 10gbit], latency: 20us, sync_every: [8, 32],
-//           target_cu: 0.9, headline: "workers=16,bandwidth=10gbit"}
+//           target_cu: 0.9, headline: "workers=16,bandwidth=10gbit", quality_tolerance: 0.02}
 StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& source) {
   const std::string where = source + ": predict";
   if (!node.IsMap()) throw UserError(where + " must be a mapping of workers, bandwidth, latency and headline");
@@ -106,9 +106,12 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
     } else if (key == "headline") {
       prediction.headline = text(value, where + ".headline");
       performance::parseProjection(prediction.headline, where + ".headline");
+    } else if (key == "quality_tolerance") {
+      prediction.quality_tolerance = text(value, where + ".quality_tolerance");
+      performance::parseQualityTolerance(prediction.quality_tolerance, where + ".quality_tolerance");
     } else {
       throw UserError(where + ": unknown key '" + clipForMessage(key) +
-                      "'; it has workers, bandwidth, latency, sync_every, target_cu, headline");
+                      "'; it has workers, bandwidth, latency, sync_every, target_cu, headline, quality_tolerance");
     }
   }
   if (prediction.workers.empty() || prediction.bandwidths.empty()) {

@@ -45,6 +45,17 @@ double parseTargetCu(const std::string& text, const std::string& what) {
   return *value;
 }
 
+QualityTolerance parseQualityTolerance(const std::string& text, const std::string& what) {
+  if (text == "off") return {false, kDefaultQualityTolerance};
+  const auto value = parseDecimal(text);
+  if (!value || *value < 0 || *value > 1) {
+    throw UserError(what + ": '" + clipForMessage(text, 60) +
+                    "' is not a quality tolerance; expected off or a share from 0 up to 1, e.g. 0.02 (2 points of "
+                    "accuracy, 2% of a loss)");
+  }
+  return {true, *value};
+}
+
 bool parseComputeProfile(const std::string& text, const std::string& what) {
   if (text == "shared" || text == "own") return text == "shared";
   throw UserError(what + ": '" + clipForMessage(text, 60) + "' is not a compute profile; expected shared or own");

@@ -40,10 +40,21 @@ struct PredictGrid {
   std::optional<outputs::Target> target;  // steps and time to reach it, at a run's own H
 };
 
+// --quality-tolerance: how much worse than the best configuration's final metric a method may
+// train and still be named fastest (quality_rule.h). A share: points of a metric where higher is
+// better (0.01 = 1 point of accuracy), a share of the best value where lower is better (0.01 = 1%
+// of the loss); never tighter than the best configuration's spread over its seeds.
+inline constexpr double kDefaultQualityTolerance = 0.01;
+struct QualityTolerance {
+  bool weighed = true;  // false: --quality-tolerance off, speed per step alone
+  double share = kDefaultQualityTolerance;
+};
+
 // `gcrun predict`'s options, each parsed once where they are read; each step of a prediction
 // takes the part it needs.
 struct PredictOptions : PredictGrid, ComputeChoice {
   std::optional<double> target_cu;  // --target-cu: recommend the cheapest configuration reaching it
+  QualityTolerance quality;         // --quality-tolerance
 };
 
 // --compute-ms-per-batch and --predict compute_ms: a plain decimal above 0 up to this.
@@ -55,6 +66,8 @@ int parseWorkerCount(const std::string& text, const std::string& what);
 int64_t parseSyncEvery(const std::string& text, const std::string& what);
 // --target-cu: a compute utilisation above 0 up to 1.
 double parseTargetCu(const std::string& text, const std::string& what);
+// --quality-tolerance: "off", or a share from 0 up to 1, e.g. 0.02.
+QualityTolerance parseQualityTolerance(const std::string& text, const std::string& what);
 // --compute-profile: "shared" (true) or "own" (false).
 bool parseComputeProfile(const std::string& text, const std::string& what);
 

@@ -94,6 +94,9 @@ PredictionRow predictRow(const RowContext& context, size_t i, int64_t every, int
   row.reducer = reducerOf(run);
   row.strategy = timeline.schedule.strategy;
   row.comparison = comparisonOf(run);
+  row.configuration = run.name.empty() ? row.run : run.name;
+  row.metric = run.metric;
+  row.final_value = run.final_value;
   if (timeline.schedule.periodic) row.sync_every = every;
   row.workers = workers;
   row.network = network.name;

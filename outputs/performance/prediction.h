@@ -53,6 +53,11 @@ struct PredictionRow {
   // many steps at the predicted time per batch, and the run's measured wall-clock time to it.
   std::optional<int64_t> steps_to_target;
   std::optional<double> predicted_time_to_target_s, measured_time_to_target_s;
+  // What the quality rule weighs (quality_rule.h): the run's configuration (its seeds share it),
+  // its main metric and that metric's final value, where it has one.
+  std::string configuration;
+  std::string metric;
+  std::optional<double> final_value;
 };
 
 // Every run x H x worker count x network of `grid`, in that order, each run replaying its compute

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <spdlog/fmt/fmt.h>
@@ -33,8 +34,8 @@ MatrixCell cellOf(const PredictionRow& method, MatrixCell::Verdict verdict) {
   return {verdict, methodOf(method), method.speedup_vs_exact, isFp16(method) ? std::nullopt : method.speedup_vs_fp16};
 }
 
-// The verdict over one worker count and network's rows of one comparison.
-MatrixCell judge(const std::vector<const PredictionRow*>& rows) {
+// The verdict by speed over one worker count and network's rows of one comparison.
+MatrixCell judgeSpeed(const std::vector<const PredictionRow*>& rows) {
   const bool has_exact =
       std::any_of(rows.begin(), rows.end(), [](const auto* row) { return row->speedup_vs_exact.has_value(); });
   if (!has_exact) {
@@ -55,40 +56,138 @@ MatrixCell judge(const std::vector<const PredictionRow*>& rows) {
   return cellOf(*best, speedup > 1 ? MatrixCell::Verdict::faster : MatrixCell::Verdict::exact);
 }
 
+// Under a target rule the rows that reached it, each with its time to the target as its time and
+// its speedups against the baselines' times to it (none where a baseline did not reach it).
+std::vector<PredictionRow> timedToTarget(const std::vector<const PredictionRow*>& rows) {
+  std::optional<double> exact_s, fp16_s;
+  for (const auto* row : rows) {
+    if (isExact(*row)) exact_s = row->predicted_time_to_target_s;
+    if (isFp16(*row)) fp16_s = row->predicted_time_to_target_s;
+  }
+  std::vector<PredictionRow> timed;
+  for (const auto* row : rows) {
+    if (!row->predicted_time_to_target_s) continue;
+    const double seconds = *row->predicted_time_to_target_s;
+    auto copy = *row;
+    copy.predicted.total_ms = 1000 * seconds;
+    copy.speedup_vs_exact = exact_s && seconds > 0 ? std::optional<double>(*exact_s / seconds) : std::nullopt;
+    copy.speedup_vs_fp16 = fp16_s && seconds > 0 ? std::optional<double>(*fp16_s / seconds) : std::nullopt;
+    timed.push_back(std::move(copy));
+  }
+  return timed;
+}
+
+double fastestMs(const std::vector<const PredictionRow*>& rows) {
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const auto* row : rows) fastest = std::min(fastest, row->predicted.total_ms);
+  return fastest;
+}
+
+// Notes the fastest row outside the quality rule where it is faster than every row within it.
+void noteOutside(const std::vector<const PredictionRow*>& within, const std::vector<const PredictionRow*>& outside,
+                 const QualityRule& quality, MatrixCell& cell) {
+  if (outside.empty()) return;
+  const auto* fastest = *std::min_element(outside.begin(), outside.end(), [](const auto* a, const auto* b) {
+    return a->predicted.total_ms < b->predicted.total_ms;
+  });
+  if (fastest->predicted.total_ms >= fastestMs(within)) return;
+  cell.outside = MatrixCell::Outside{methodOf(*fastest), fastest->speedup_vs_exact, *quality.whyOutside(*fastest)};
+}
+
+// The verdict over one worker count and network's rows of one comparison: the fastest among the
+// rows the quality rule lets be named, and the fastest of the others where it is faster still.
+MatrixCell judge(const std::vector<const PredictionRow*>& rows, const QualityRule& quality) {
+  const bool by_target = quality.kind == QualityRule::Kind::target;
+  const auto timed = by_target ? timedToTarget(rows) : std::vector<PredictionRow>{};
+  std::vector<const PredictionRow*> within, outside;
+  if (by_target) {
+    for (const auto& row : timed) within.push_back(&row);
+  } else {
+    for (const auto* row : rows) (isExact(*row) || !quality.whyOutside(*row) ? within : outside).push_back(row);
+  }
+  const bool has_outside_method = by_target ? timed.size() < rows.size() : !outside.empty();
+  if (within.empty()) {
+    MatrixCell none{MatrixCell::Verdict::none_within, "", std::nullopt, std::nullopt};
+    none.exact_outside = true;
+    return none;
+  }
+  auto cell = judgeSpeed(within);
+  if (cell.verdict == MatrixCell::Verdict::only_exact && has_outside_method) {
+    cell.verdict = MatrixCell::Verdict::none_within;
+  }
+  cell.exact_outside = cell.verdict == MatrixCell::Verdict::no_exact &&
+                       std::any_of(rows.begin(), rows.end(), [](const auto* row) { return isExact(*row); });
+  noteOutside(within, outside, quality, cell);
+  return cell;
+}
+
 // "1.9x (1.3x over fp16)": a method's speedups over exact and fp16.
 std::string speedupText(const MatrixCell& cell) {
   return times(*cell.speedup_vs_exact) +
          (cell.speedup_vs_fp16 ? " (" + times(*cell.speedup_vs_fp16) + " over fp16)" : "");
 }
 
-// The cell's label in the heat map, one or two lines.
+// "exact" where every method is outside the quality rule and exact is not, else "no run".
+std::string noneWithinText(const MatrixCell& cell) {
+  return std::string(cell.exact_outside ? "no run" : "exact:") + " no method passes the quality rule";
+}
+
+// "powersgd-rank1: 7.99x, but 4.9 points lower", or "" where nothing is noted.
+std::string outsideText(const MatrixCell& cell) {
+  if (!cell.outside) return "";
+  const auto& outside = *cell.outside;
+  return outside.method + ": " + (outside.speedup_vs_exact ? times(*outside.speedup_vs_exact) : "faster") + ", but " +
+         outside.why;
+}
+
+std::string noExactText(const MatrixCell& cell) {
+  return cell.exact_outside ? "exact outside the quality rule" : "no exact run";
+}
+
+// The cell's label in the heat map, one to four lines.
 std::vector<std::string> heatLabel(const MatrixCell& cell) {
+  std::vector<std::string> label;
   switch (cell.verdict) {
     case MatrixCell::Verdict::faster:
-      return {cell.method, speedupText(cell)};
+      label = {cell.method, speedupText(cell)};
+      break;
     case MatrixCell::Verdict::no_difference:
-      return {"no difference", cell.method + " " + times(*cell.speedup_vs_exact)};
+      label = {"no difference", cell.method + " " + times(*cell.speedup_vs_exact)};
+      break;
     case MatrixCell::Verdict::exact:
-      return {"exact", "next: " + cell.method + " " + times(*cell.speedup_vs_exact)};
+      label = {"exact", "next: " + cell.method + " " + times(*cell.speedup_vs_exact)};
+      break;
     case MatrixCell::Verdict::only_exact:
-      return {"only exact"};
+      label = {"only exact"};
+      break;
+    case MatrixCell::Verdict::none_within:
+      label = {cell.exact_outside ? "no run" : "exact", "no method passes"};
+      break;
     case MatrixCell::Verdict::no_run:
       return {};
     case MatrixCell::Verdict::no_exact:
+      label = {cell.method, noExactText(cell)};
       break;
   }
-  return {cell.method, "no exact run"};
+  if (cell.outside) {  // two lines: one would be wider than the cell
+    const auto& outside = *cell.outside;
+    const auto speedup = outside.speedup_vs_exact ? " " + times(*outside.speedup_vs_exact) : "";
+    label.push_back("(" + outside.method + speedup + ",");
+    label.push_back("but " + outside.why + ")");
+  }
+  return label;
 }
 
 }  // namespace
 
 const char kMatrixLegend[] =
-    "Fastest method by worker count (rows) and network (columns): each cell names the fastest run with its "
-    "predicted speedup over exact (and over fp16 where there is an fp16 run); \"no difference\" when that speedup "
-    "is within the prediction's noise of 1, \"exact\" when exact is faster than every method (with the next "
-    "fastest).";
+    "Fastest method by worker count (rows) and network (columns): each cell names the fastest run that passes the "
+    "quality rule, with its predicted speedup over exact (and over fp16 where there is an fp16 run); \"no "
+    "difference\" when that speedup is within the prediction's noise of 1, \"exact\" when exact is faster than "
+    "every method (with the next fastest); after a semicolon, a faster run that the quality rule leaves out, and "
+    "why.";
 
-std::vector<PredictionMatrix> predictionMatrices(const std::vector<PredictionRow>& rows) {
+std::vector<PredictionMatrix> predictionMatrices(const std::vector<PredictionRow>& rows, const QualityRule& quality) {
   struct Collected {
     std::vector<std::string> runs;
     std::vector<int> workers;
@@ -113,7 +212,7 @@ std::vector<PredictionMatrix> predictionMatrices(const std::vector<PredictionRow
       for (size_t n = 0; n < from.networks.size(); ++n) {
         const auto found = from.cells.find({w, n});
         line.push_back(found == from.cells.end() ? MatrixCell{MatrixCell::Verdict::no_run, "", {}, {}}
-                                                 : judge(found->second));
+                                                 : judge(found->second, quality));
       }
       matrix.cells.push_back(std::move(line));
     }
@@ -122,7 +221,10 @@ std::vector<PredictionMatrix> predictionMatrices(const std::vector<PredictionRow
   return matrices;
 }
 
-std::string cellText(const MatrixCell& cell) {
+namespace {
+
+// The answer alone, without the note of a method outside the quality rule.
+std::string answerText(const MatrixCell& cell) {
   switch (cell.verdict) {
     case MatrixCell::Verdict::faster:
       return cell.method + " " + speedupText(cell);
@@ -132,13 +234,22 @@ std::string cellText(const MatrixCell& cell) {
       return "exact (next: " + cell.method + " " + times(*cell.speedup_vs_exact) + ")";
     case MatrixCell::Verdict::only_exact:
       return "only exact";
+    case MatrixCell::Verdict::none_within:
+      return noneWithinText(cell);
     case MatrixCell::Verdict::no_run:
       return "";
     case MatrixCell::Verdict::no_exact:
       break;
   }
   const auto fp16 = cell.speedup_vs_fp16 ? " " + times(*cell.speedup_vs_fp16) + " over fp16" : "";
-  return cell.method + fp16 + " (no exact run)";
+  return cell.method + fp16 + " (" + noExactText(cell) + ")";
+}
+
+}  // namespace
+
+std::string cellText(const MatrixCell& cell) {
+  const auto answer = answerText(cell);
+  return cell.outside ? answer + "; " + outsideText(cell) : answer;
 }
 
 outputs::TextTable matrixTable(const PredictionMatrix& matrix) {
@@ -153,10 +264,10 @@ outputs::TextTable matrixTable(const PredictionMatrix& matrix) {
   return table;
 }
 
-std::string matrixMarkdown(const std::vector<PredictionRow>& rows) {
-  const auto matrices = predictionMatrices(rows);
+std::string matrixMarkdown(const std::vector<PredictionRow>& rows, const QualityRule& quality) {
+  const auto matrices = predictionMatrices(rows, quality);
   if (matrices.empty()) return "";
-  std::string out = outputs::markdownText(kMatrixLegend) + "\n\n";
+  std::string out = outputs::markdownText(kMatrixLegend) + "\n\n" + outputs::markdownText(quality.sentence) + "\n\n";
   for (const auto& matrix : matrices) {
     if (matrices.size() > 1) out += outputs::markdownText("Runs " + matrix.runs + ":") + "\n\n";
     out += outputs::markdownTable(matrixTable(matrix)) + "\n";
@@ -182,11 +293,14 @@ outputs::Plot matrixHeatMap(const PredictionMatrix& matrix, const std::string& n
   return plot;
 }
 
-std::vector<outputs::Plot> matrixHeatMaps(const std::vector<PredictionRow>& rows) {
+std::vector<outputs::Plot> matrixHeatMaps(const std::vector<PredictionRow>& rows, const QualityRule& quality) {
   std::vector<outputs::Plot> plots;
-  const auto matrices = predictionMatrices(rows);
+  const auto matrices = predictionMatrices(rows, quality);
   for (size_t i = 0; i < matrices.size(); ++i) {
     auto plot = matrixHeatMap(matrices[i], i == 0 ? "speedup-matrix" : fmt::format("speedup-matrix-{}", i + 1));
+    if (quality.kind == QualityRule::Kind::target) {  // the cells compare time to the target
+      plot.title = "fastest method by workers and network: predicted time to the target, speedup over exact";
+    }
     if (matrices.size() > 1) plot.title += ": " + matrices[i].runs;
     plots.push_back(std::move(plot));
   }

@@ -11,6 +11,7 @@
 #include "outputs/performance/collective_cost.h"
 #include "outputs/performance/compute_basis.h"
 #include "outputs/performance/prediction_matrix.h"
+#include "outputs/performance/quality_rule.h"
 #include "outputs/performance/recommendation.h"
 #include "outputs/report/safe_text.h"
 
@@ -138,7 +139,7 @@ std::vector<outputs::Plot> predictionPlots(const std::vector<outputs::RunData>& 
   if (worker_counts.empty()) worker_counts.push_back(runs.front().world_size);
   for (const int workers : worker_counts) plots.push_back(timeVsBandwidthPlot(runs, timelines, rows, options, workers));
   plots.push_back(metricVsTimePlot(runs, timelines, rows, worker_counts.front(), options.networks.front().name));
-  for (auto& heat_map : matrixHeatMaps(rows)) plots.push_back(std::move(heat_map));
+  for (auto& heat_map : matrixHeatMaps(rows, qualityRule(rows, options))) plots.push_back(std::move(heat_map));
   return plots;
 }
 
@@ -162,11 +163,12 @@ PredictionFiles writePrediction(const std::vector<outputs::RunData>& runs, const
   const auto plots_dir = dir.sub("plots", true);
   const auto rendered = outputs::renderPlots(predictionPlots(runs, timelines, rows, options), plots_dir);
   written.note = rendered.note;
-  std::string md = "# gcrun predict\n\n" + matrixMarkdown(rows) + "\n" + std::string(kAssumptions) + "\n\n";
+  const auto quality = qualityRule(rows, options);
+  std::string md = "# gcrun predict\n\n" + matrixMarkdown(rows, quality) + "\n" + std::string(kAssumptions) + "\n\n";
   md += bulletList("Compute", computeMismatches(runs, timelines));
   if (options.target_cu) {
     md += bulletList(fmt::format("Recommended for CU {:.2f}", *options.target_cu),
-                     recommendationLines(rows, options.target_cu));
+                     recommendationLines(rows, options.target_cu, quality));
   }
   if (with_target) {
     md += outputs::markdownText(fmt::format("Target: {} {} {}.", options.target->metric,
@@ -217,7 +219,8 @@ PredictResult predictDirectories(const std::vector<std::string>& paths, const Pr
   const auto& [runs, timelines, untraced] = result.traced;
   result.rows = predictRows(runs, replayedRuns(timelines, computeBases(runs, timelines, options)), options);
   result.mismatches = computeMismatches(runs, timelines);
-  result.recommendations = recommendationLines(result.rows, options.target_cu);
+  result.quality = qualityRule(result.rows, options);
+  result.recommendations = recommendationLines(result.rows, options.target_cu, result.quality);
   return result;
 }
 

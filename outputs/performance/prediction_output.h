@@ -5,6 +5,7 @@
 
 #include "outputs/performance/prediction.h"
 #include "outputs/performance/prediction_table.h"
+#include "outputs/performance/quality_rule.h"
 #include "outputs/performance/recommendation.h"
 #include "outputs/report/plots.h"
 #include "outputs/report/summary.h"
@@ -25,7 +26,7 @@ struct PredictionFiles {
   std::string note;                // why plots are missing, if they are
 };
 
-// Writes predict.md (opening with the fastest-method matrices, matrixMarkdown, then the runs whose
+// Writes predict.md (opening with the fastest-method matrices and the quality rule, matrixMarkdown, then the runs whose
 // compute differs beyond the noise and the recommendations, then the full table), predict.csv and
 // plots/ into `output_dir` (created), through files::Directory: a symlink planted there is
 // replaced, never written through.
@@ -47,6 +48,7 @@ struct PredictResult {
   std::vector<PredictionRow> rows;
   std::vector<std::string> skipped;
   std::vector<std::string> mismatches;       // computeMismatches
+  QualityRule quality;                       // which methods the answer may name (quality_rule.h)
   std::vector<std::string> recommendations;  // recommendationLines
 };
 PredictResult predictDirectories(const std::vector<std::string>& paths, const PredictOptions& options);

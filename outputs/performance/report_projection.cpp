@@ -81,13 +81,14 @@ outputs::ReportSection predictionSection(const std::vector<PredictionRow>& rows,
 std::vector<outputs::ReportSection> matrixSections(const std::vector<PredictionRow>& rows,
                                                    const PredictOptions& options) {
   std::vector<outputs::ReportSection> sections;
-  const auto matrices = predictionMatrices(rows);
-  const auto heat_maps = matrixHeatMaps(rows);
+  const auto quality = qualityRule(rows, options);
+  const auto matrices = predictionMatrices(rows, quality);
+  const auto heat_maps = matrixHeatMaps(rows, quality);
   for (size_t i = 0; i < matrices.size(); ++i) {
     outputs::ReportSection section;
     section.title = "Does compression pay? The fastest method";
     if (matrices.size() > 1) section.title += ": " + matrices[i].runs;
-    section.text = kMatrixLegend;
+    section.text = std::string(kMatrixLegend) + "\n" + quality.sentence;
     section.table = matrixTable(matrices[i]);
     section.plots = {heat_maps[i]};
     section.leading = true;
@@ -95,7 +96,7 @@ std::vector<outputs::ReportSection> matrixSections(const std::vector<PredictionR
   }
   // The recommendation answers the time question too: it goes with the first matrix.
   if (!sections.empty()) {
-    for (const auto& line : recommendationLines(rows, options.target_cu))
+    for (const auto& line : recommendationLines(rows, options.target_cu, quality))
       sections.front().text += "\nRecommended: " + line + ".";
   }
   return sections;

@@ -30,7 +30,8 @@ outputs::ReportProjection projectRuns(const TracedRuns& traced, const Projection
 outputs::ReportSection predictionSection(const std::vector<PredictionRow>& rows, const PredictOptions& options);
 
 // The sections that open a study's report: per comparison, the fastest-method matrix with its
-// heat map (prediction_matrix.h); with options.target_cu the first carries the recommendations.
+// heat map (prediction_matrix.h) and the quality rule's sentence; with options.target_cu the first
+// carries the recommendations.
 std::vector<outputs::ReportSection> matrixSections(const std::vector<PredictionRow>& rows,
                                                    const PredictOptions& options);
 

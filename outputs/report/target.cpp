@@ -7,6 +7,10 @@
 
 namespace gcrun::outputs {
 
+bool lowerIsBetter(const std::string& metric) {
+  return metric.find("loss") != std::string::npos || metric.find("perplexity") != std::string::npos;
+}
+
 Target parseTarget(const std::string& text, const std::string& what) {
   static const std::regex form(R"(([A-Za-z0-9_]+\.[A-Za-z0-9_.]+)=([-+0-9.eE]+))");
   std::smatch match;
@@ -16,8 +20,7 @@ Target parseTarget(const std::string& text, const std::string& what) {
       const double value = std::stod(match[2].str(), &used);
       if (used == match[2].str().size() && std::isfinite(value)) {
         const auto metric = match[1].str();
-        const bool lower = metric.find("loss") != std::string::npos || metric.find("perplexity") != std::string::npos;
-        return {metric, value, lower};
+        return {metric, value, lowerIsBetter(metric)};
       }
     } catch (const std::exception&) {
       // not a number: the error below names the form

@@ -15,6 +15,9 @@ struct Target {
   bool lower_is_better = false;
 };
 
+// Whether a smaller value of `metric` is better: a loss or a perplexity.
+bool lowerIsBetter(const std::string& metric);
+
 // Throws UserError naming `what` (the flag) and the accepted form.
 Target parseTarget(const std::string& text, const std::string& what);
 

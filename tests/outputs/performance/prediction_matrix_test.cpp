@@ -67,7 +67,7 @@ TEST(PredictionMatrix, NamesTheFastestMethodPerCell) {
   for (auto& row : rows) {  // at 2 workers on 10gbit exact wins: fp16 is slower there
     if (row.workers == 2 && row.network == "10gbit/20us" && row.run == "fp16") row.speedup_vs_exact = 0.9;
   }
-  const auto matrices = predictionMatrices(rows);
+  const auto matrices = predictionMatrices(rows, QualityRule{});
   ASSERT_EQ(matrices.size(), 1u);
   const auto& matrix = matrices[0];
   EXPECT_EQ(matrix.runs, "exact, fp16, powersgd-rank2, topk");
@@ -89,7 +89,7 @@ TEST(PredictionMatrix, ASpeedupWithinTheNoiseIsNoDifference) {
   const auto cell = [](double vs_exact, double noise) {
     const std::vector<PredictionRow> rows = {rowOf("exact", 2, "1gbit/20us", 1),
                                              rowOf("rank2", 2, "1gbit/20us", vs_exact, {}, noise)};
-    return cellText(predictionMatrices(rows)[0].cells[0][0]);
+    return cellText(predictionMatrices(rows, QualityRule{})[0].cells[0][0]);
   };
   EXPECT_EQ(cell(1.04, 0.05), "no difference");
   EXPECT_EQ(cell(0.96, 0.05), "no difference");
@@ -104,17 +104,17 @@ TEST(PredictionMatrix, EachComparisonHasItsOwnMatrix) {
   rows.push_back(rowOf("gpt-exact", 2, "1gbit/20us", 1, {}, 0, gpt));
   rows.back().break_even_vs_exact.reset();  // the baseline of its comparison
   rows.push_back(rowOf("gpt-rank4", 2, "1gbit/20us", 2.5, {}, 0, gpt));
-  const auto matrices = predictionMatrices(rows);
+  const auto matrices = predictionMatrices(rows, QualityRule{});
   ASSERT_EQ(matrices.size(), 2u);
   EXPECT_EQ(matrices[1].runs, "gpt-exact, gpt-rank4");
   EXPECT_EQ(matrices[1].networks, (std::vector<std::string>{"1gbit/20us"}));
   // No fp16 run in the GPT comparison: its cell says nothing about fp16.
   EXPECT_EQ(cellText(matrices[1].cells[0][0]), "gpt-rank4 2.5x");
-  const auto heat_maps = matrixHeatMaps(rows);
+  const auto heat_maps = matrixHeatMaps(rows, QualityRule{});
   ASSERT_EQ(heat_maps.size(), 2u);
   EXPECT_EQ(heat_maps[0].name, "speedup-matrix");
   EXPECT_EQ(heat_maps[1].name, "speedup-matrix-2");
-  const auto md = matrixMarkdown(rows);
+  const auto md = matrixMarkdown(rows, QualityRule{});
   EXPECT_LT(md.find("Runs exact, fp16"), md.find("Runs gpt-exact, gpt-rank4")) << md;
   EXPECT_EQ(matrixSections(rows, {}).size(), 2u);
 }
@@ -125,7 +125,7 @@ TEST(PredictionMatrix, WithoutExactTheFastestByTimeIsNamed) {
   rows[1].predicted.total_ms = 60;
   rows[1].speedup_vs_fp16 = 80.0 / 60;
   rows[1].break_even_vs_fp16 = 1e9;
-  const auto matrix = predictionMatrices(rows)[0];
+  const auto matrix = predictionMatrices(rows, QualityRule{})[0];
   EXPECT_EQ(cellText(matrix.cells[0][0]), "rank2 1.33x over fp16 (no exact run)");
   const auto heat_map = matrixHeatMap(matrix, "m");
   ASSERT_EQ(heat_map.cells.size(), 1u);
@@ -133,7 +133,7 @@ TEST(PredictionMatrix, WithoutExactTheFastestByTimeIsNamed) {
 }
 
 TEST(PredictionMatrix, HeatMapCellsAreTheBestSpeedupsLabelledByMethod) {
-  const auto matrix = predictionMatrices(fourRuns())[0];
+  const auto matrix = predictionMatrices(fourRuns(), QualityRule{})[0];
   const auto plot = matrixHeatMap(matrix, "speedup-matrix");
   EXPECT_EQ(plot.x_tics, (std::vector<std::string>{"100mbit/20us", "10gbit/20us"}));
   EXPECT_EQ(plot.y_tics, (std::vector<std::string>{"2", "16"}));
@@ -149,7 +149,7 @@ TEST(PredictionMatrix, HeatMapCellsAreTheBestSpeedupsLabelledByMethod) {
 TEST(PredictionMatrix, NamesFromRunsAreEscapedInMarkdownAndHtml) {
   const std::vector<PredictionRow> rows = {rowOf("exact", 2, "1gbit/20us", 1),
                                            rowOf("<b>x|[y]</b>", 2, "1gbit/20us", 3)};
-  const auto md = outputs::markdownTable(matrixTable(predictionMatrices(rows)[0]));
+  const auto md = outputs::markdownTable(matrixTable(predictionMatrices(rows, QualityRule{})[0]));
   EXPECT_TRUE(contains(md, "&lt;b&gt;x\\|\\[y\\]&lt;/b&gt; 3x")) << md;
   EXPECT_FALSE(contains(md, "<b>")) << md;
   TempDir dir;
@@ -168,7 +168,8 @@ TEST(PredictionMatrix, HeatMapLabelsReachGnuplotAsText) {
   const auto mark = dir.file("mark");
   const std::string name = "x' ; system('touch " + mark + "1') ; '`touch " + mark + "2`@m";
   const std::vector<PredictionRow> rows = {rowOf("exact", 2, "1gbit/20us", 1), rowOf(name, 2, "1gbit/20us", 2)};
-  const auto rendered = outputs::renderPlots(matrixHeatMaps(rows), files::Directory::open(dir.file("plots"), true));
+  const auto rendered =
+      outputs::renderPlots(matrixHeatMaps(rows, QualityRule{}), files::Directory::open(dir.file("plots"), true));
   EXPECT_TRUE(rendered.note.empty()) << rendered.note << readFile(dir.file("plots/gnuplot.log"));
   EXPECT_FALSE(std::filesystem::exists(mark + "1"));
   EXPECT_FALSE(std::filesystem::exists(mark + "2"));

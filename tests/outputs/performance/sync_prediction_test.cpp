@@ -289,14 +289,14 @@ TEST(Recommendation, TheCheapestConfigurationReachingTheTargetCu) {
   options.sync_every = {1, 4, 16, 64};
   const auto rows = predictRuns(runs, timelines, options);
   // Exact: CU 10 / (10 + 32.04) = 0.24; diloco at H: 10 / (10 + 32.04 / H) -> 0.24, 0.56, 0.83, 0.95.
-  const auto picked = recommend(rows, 0.8);
+  const auto picked = recommend(rows, 0.8, QualityRule{});
   ASSERT_EQ(picked.size(), 1u);
   ASSERT_TRUE(picked[0].pick.has_value());
   EXPECT_EQ(*rows[*picked[0].pick].sync_every, 16);
   EXPECT_NE(recommendationLine(picked[0], rows, 0.8).find("run diloco (diloco H=16, exact) reaches CU 0.83"),
             std::string::npos)
       << recommendationLine(picked[0], rows, 0.8);
-  const auto none = recommend(rows, 0.99);
+  const auto none = recommend(rows, 0.99, QualityRule{});
   EXPECT_FALSE(none[0].pick.has_value());
   EXPECT_EQ(*rows[none[0].highest_cu].sync_every, 64);
   EXPECT_NE(recommendationLine(none[0], rows, 0.99).find("no configuration reaches CU 0.99"), std::string::npos);
