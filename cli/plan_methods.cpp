@@ -15,6 +15,7 @@
 #include "reducers/planned_bits.h"
 #include "tasks/language_model.h"
 #include "tasks/models/gpt.h"
+#include "tasks/models/rnn_model.h"
 
 namespace gcrun::cli {
 namespace {
@@ -22,6 +23,8 @@ namespace {
 // Beyond any model trained today by far; a size from a typo (task.width=1e9) is refused here.
 constexpr double kMaxPlannedParameters = 1e15;
 constexpr double kMaxPlannedTensors = 1e6;
+constexpr char kVocabularyFromData[] =
+    "the vocabulary of real word-level data is decided by the data; give it with --vocabulary-size N";
 
 struct PlanConfiguration {
   std::string name;
@@ -86,9 +89,7 @@ PlannedModel plannedModelOf(const experiments::ResolvedExperiment& experiment, c
     const auto s = tasks::languageModelSettings().read(config.task.settings);
     const double vocabulary =
         request.vocabulary > 0 ? double(request.vocabulary) : size.parameters.front().shape.front();
-    if (vocabulary < 1) {
-      throw UserError("the vocabulary of word-level data is decided by the data; give it with --vocabulary-size N");
-    }
+    if (vocabulary < 1) throw UserError(kVocabularyFromData);
     size = tasks::models::GptModel::size({int64_t(vocabulary), s.context, s.layers, s.heads, s.width, s.bias, 0});
     // Kaplan et al.'s N leaves out the embeddings (wte, wpe).
     model.non_embedding_parameters = size.parameterCount() - (vocabulary + double(s.context)) * double(s.width);
@@ -96,6 +97,10 @@ PlannedModel plannedModelOf(const experiments::ResolvedExperiment& experiment, c
     model.context = s.context;
     model.width = s.width;
     model.batch_size = config.training.batch_size;
+  } else if (config.task.name == "wikitext2" && !config.task.synthetic) {
+    // wikiText2ModelSize counts a real corpus's vocabulary as empty until its files are read.
+    if (request.vocabulary < 1) throw UserError(kVocabularyFromData);
+    size = tasks::models::RnnModel::size(double(request.vocabulary));
   }
   model.parameters = size.parameterCount();
   double tensors = 0;

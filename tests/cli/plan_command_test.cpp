@@ -151,6 +151,7 @@ TEST_F(PlanCommand, RefusesBadInputInOneLineBeforePlanning) {
   std::ofstream(dir_.file("topk.yaml")) << "- {name: topk, set: {reducer.name: topk}}\n";
   expectRefused(runCommand(plan + " --configurations " + dir_.file("topk.yaml")), "reducer.name");
   expectRefused(runCommand(kLimit + kGcrun + " plan fashion-sgd --device-flops 1e15 --mfu 0.5"), "--device-flops");
+  expectRefused(runCommand(kLimit + kGcrun + " plan wikitext-sgd"), "--vocabulary-size");
   EXPECT_FALSE(std::filesystem::exists(dir_.file("refused")));
 }
 
