@@ -44,7 +44,7 @@ completion::Catalogue catalogueFor(const std::vector<std::string>& words) {
   }
   completion::Catalogue catalogue;
   for (const auto& preset : experiments::listPresets()) {
-    for (const char* command : {"experiment", "show"}) catalogue.positionals[command].push_back(preset.name);
+    for (const char* command : {"experiment", "show", "plan"}) catalogue.positionals[command].push_back(preset.name);
   }
   for (const auto& study : experiments::listStudies()) catalogue.positionals["study"].push_back(study.name);
   catalogue.positionals["completion"] = {"bash", "zsh"};

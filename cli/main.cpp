@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   gcrun::cli::addStudyCommand(app, exit_code);
   gcrun::cli::addReportCommand(app);
   gcrun::cli::addPredictCommand(app);
+  gcrun::cli::addPlanCommand(app);
   gcrun::cli::addCompletionCommand(app);
 
   try {

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "reducers/reducer.h"
 
@@ -29,6 +31,23 @@ ReducerSpec dctTopKSpec();
 ReducerSpec fp8Spec();
 ReducerSpec fp4Spec();
 ReducerSpec int8Spec();
+
+// What one worker's reduce() sends per call, in bits, for float32 tensors of `shapes` (layer
+// granularity, after any warm-up such as powersgd's start_iter), worked out by the code that
+// counts the reducer's messages (its lastCosts()); `gcrun plan` asks through plannedBits().
+using TensorShapes = std::vector<std::vector<int64_t>>;
+inline uint64_t elementCount(const std::vector<int64_t>& shape) {
+  uint64_t elements = 1;
+  for (int64_t side : shape) elements *= static_cast<uint64_t>(side);
+  return elements;
+}
+uint64_t exactPlannedBits(const ReducerOptions& options, const TensorShapes& shapes);
+uint64_t powerSgdPlannedBits(const ReducerOptions& options, const TensorShapes& shapes);
+uint64_t fp16PlannedBits(const ReducerOptions& options, const TensorShapes& shapes);
+uint64_t bf16PlannedBits(const ReducerOptions& options, const TensorShapes& shapes);
+uint64_t fp8PlannedBits(const ReducerOptions& options, const TensorShapes& shapes);
+uint64_t fp4PlannedBits(const ReducerOptions& options, const TensorShapes& shapes);
+uint64_t int8PlannedBits(const ReducerOptions& options, const TensorShapes& shapes);
 
 // The plain all-reduce average; PowerSGD also uses it for its first reducer.start_iter steps.
 std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context);

@@ -110,4 +110,11 @@ ReducerSpec exactSpec() {
           Baseline::full_precision};
 }
 
+// Each tensor travels whole in float32, in its bucket (lastCosts()).
+uint64_t exactPlannedBits(const ReducerOptions& /*options*/, const TensorShapes& shapes) {
+  uint64_t bits = 0;
+  for (const auto& shape : shapes) bits += 8 * sizeof(float) * elementCount(shape);
+  return bits;
+}
+
 }  // namespace gcrun::reducers

@@ -17,6 +17,11 @@ const hyperparams::SettingsSchema<Fp4Options>& fp4Settings() {
   return schema;
 }
 
+std::unique_ptr<GradientCodec> fp4Codec(const SettingValues& settings) {
+  const auto options = fp4Settings().read(settings);
+  return makeMinifloatCodec(e3m0(), groupOf(options.scale, options.scale_block));
+}
+
 }  // namespace
 
 // Streaming DiLoCo's outer gradients in 4-bit floats (Douillard et al., arXiv 2501.18512): E3M0,
@@ -30,8 +35,7 @@ const hyperparams::SettingsSchema<Fp4Options>& fp4Settings() {
 // Bits: 4 per element (the last byte padded) plus 32 per scale.
 ReducerSpec fp4Spec() {
   const auto make = [](const ReducerContext& context) {
-    const auto options = fp4Settings().read(context.options.settings);
-    return makeAllGatherReducer(context.comm, makeMinifloatCodec(e3m0(), groupOf(options.scale, options.scale_block)));
+    return makeAllGatherReducer(context.comm, fp4Codec(context.options.settings));
   };
   return {make,
           CollectiveKind::all_gather,
@@ -39,6 +43,10 @@ ReducerSpec fp4Spec() {
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},
           ""};
+}
+
+uint64_t fp4PlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
+  return codecPlannedBits(*fp4Codec(options.settings), shapes);
 }
 
 }  // namespace gcrun::reducers

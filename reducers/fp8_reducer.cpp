@@ -20,6 +20,11 @@ const hyperparams::SettingsSchema<Fp8Options>& fp8Settings() {
   return schema;
 }
 
+std::unique_ptr<GradientCodec> fp8Codec(const SettingValues& settings) {
+  const auto options = fp8Settings().read(settings);
+  return makeMinifloatCodec(options.format == "e5m2" ? e5m2() : e4m3(), groupOf(options.scale, options.scale_block));
+}
+
 }  // namespace
 
 // 8-bit floats with amax scaling, as torchft's FP8 all-reduce (torchft/quantization.py) sends them.
@@ -36,9 +41,7 @@ const hyperparams::SettingsSchema<Fp8Options>& fp8Settings() {
 // per scale. Memory = send - decode(own codes): the error feedback of makeAllGatherReducer.
 ReducerSpec fp8Spec() {
   const auto make = [](const ReducerContext& context) {
-    const auto options = fp8Settings().read(context.options.settings);
-    return makeAllGatherReducer(context.comm, makeMinifloatCodec(options.format == "e5m2" ? e5m2() : e4m3(),
-                                                                 groupOf(options.scale, options.scale_block)));
+    return makeAllGatherReducer(context.comm, fp8Codec(context.options.settings));
   };
   return {make,
           CollectiveKind::all_gather,
@@ -46,6 +49,10 @@ ReducerSpec fp8Spec() {
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},
           ""};
+}
+
+uint64_t fp8PlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
+  return codecPlannedBits(*fp8Codec(options.settings), shapes);
 }
 
 }  // namespace gcrun::reducers

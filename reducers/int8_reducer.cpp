@@ -114,4 +114,8 @@ ReducerSpec int8Spec() {
           ""};
 }
 
+uint64_t int8PlannedBits(const ReducerOptions& /*options*/, const TensorShapes& shapes) {
+  return codecPlannedBits(MinMaxCodec(), shapes);
+}
+
 }  // namespace gcrun::reducers

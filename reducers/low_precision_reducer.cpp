@@ -285,4 +285,15 @@ ReducerSpec bf16Spec() {
           ""};
 }
 
+// A tensor travels whole, at 16 bits an element (lastCosts()).
+uint64_t fp16PlannedBits(const ReducerOptions& /*options*/, const TensorShapes& shapes) {
+  uint64_t bits = 0;
+  for (const auto& shape : shapes) bits += 8 * sizeof(at::Half) * elementCount(shape);
+  return bits;
+}
+
+uint64_t bf16PlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
+  return fp16PlannedBits(options, shapes);
+}
+
 }  // namespace gcrun::reducers

@@ -22,12 +22,22 @@ struct MatrixShape {
   int64_t rows = 0, cols = 0, rank = 0;
 };
 
-inline MatrixShape matrixShape(const at::Tensor& tensor, int64_t requested_rank) {
+inline MatrixShape matrixShapeOf(const std::vector<int64_t>& sizes, int64_t requested_rank) {
   MatrixShape shape;
-  shape.rows = tensor.size(0);
-  shape.cols = tensor.numel() / shape.rows;
+  shape.rows = sizes.front();
+  int64_t elements = 1;
+  for (int64_t side : sizes) elements *= side;
+  shape.cols = elements / shape.rows;
   shape.rank = std::min({shape.rows, shape.cols, requested_rank});
   return shape;
+}
+inline MatrixShape matrixShape(const at::Tensor& tensor, int64_t requested_rank) {
+  return matrixShapeOf(tensor.sizes().vec(), requested_rank);
+}
+
+// What a float32 rank-r factorisation sends per round: P [rows, r] and Q [cols, r].
+inline uint64_t lowRankBits(const MatrixShape& shape) {
+  return 32 * static_cast<uint64_t>(shape.rank) * static_cast<uint64_t>(shape.rows + shape.cols);
 }
 
 // Gram-Schmidt on the columns of p ([n, r], or a batch [b, n, r] of independent matrices), in

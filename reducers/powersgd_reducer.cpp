@@ -40,6 +40,12 @@ const hyperparams::SettingsSchema<PowerSgdOptions>& powerSgdSettings() {
   return schema;
 }
 
+// reducer.min_compression_rate's rule: a matrix is compressed only if that saves enough.
+bool powerSgdCompresses(const MatrixShape& s, double min_compression_rate) {
+  return static_cast<double>(s.rows) * static_cast<double>(s.cols) >
+         min_compression_rate * static_cast<double>(s.rank) * static_cast<double>(s.rows + s.cols);
+}
+
 // The reference's RankKReducer (powersgd.md 1.6), step by step:
 //  - tensors with ndim <= 1 (biases, norm scales) travel uncompressed, flat-packed, and keep zero
 //    memory; every other tensor is viewed as M = [shape0, rest] and compressed at rank
@@ -128,9 +134,7 @@ class PowerSgdReducer : public Reducer {
   std::vector<TensorCost> lastCosts() const override {
     if (last_exact_) return exact_->lastCosts();
     const auto rounds = static_cast<uint64_t>(n_power_iterations_) + 1;
-    const auto element_bits = static_cast<uint64_t>(8 * p_flat_.element_size());
-    return split_.costs(
-        [&](size_t k) { return rounds * element_bits * static_cast<uint64_t>(ps_[k].numel() + qs_[k].numel()); });
+    return split_.costs([&](size_t k) { return rounds * lowRankBits(split_.shapes()[k]); });
   }
 
   // The generator, the call count, and the warm-start queries once drawn.
@@ -164,10 +168,7 @@ class PowerSgdReducer : public Reducer {
     at::Tensor p, q;              // [members, n, r] and [members, m, r]
   };
 
-  bool worthCompressing(const MatrixShape& s) const {
-    return static_cast<double>(s.rows) * static_cast<double>(s.cols) >
-           min_compression_rate_ * static_cast<double>(s.rank) * static_cast<double>(s.rows + s.cols);
-  }
+  bool worthCompressing(const MatrixShape& s) const { return powerSgdCompresses(s, min_compression_rate_); }
 
   void allocate(const std::vector<at::Tensor>& like) {
     split_ = MatrixSplit(like, rank_, [this](const MatrixShape& shape) { return worthCompressing(shape); });
@@ -252,6 +253,25 @@ ReducerSpec powerSgdSpec() {
           true,
           {Granularity::layer, Granularity::model, Granularity::bucket},
           "RankKReducer"};
+}
+
+// Per step after start_iter: each compressed matrix's P and Q once per round (lastCosts()), the
+// other tensors whole in float32 (MatrixSplit's vectors).
+uint64_t powerSgdPlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
+  const auto settings = powerSgdSettings().read(options.settings);
+  const auto rounds = static_cast<uint64_t>(settings.n_power_iterations) + 1;
+  uint64_t bits = 0;
+  for (const auto& shape : shapes) {
+    if (shape.size() >= 2) {
+      const MatrixShape matrix = matrixShapeOf(shape, settings.rank);
+      if (powerSgdCompresses(matrix, settings.min_compression_rate)) {
+        bits += rounds * lowRankBits(matrix);
+        continue;
+      }
+    }
+    bits += 32 * elementCount(shape);
+  }
+  return bits;
 }
 
 }  // namespace gcrun::reducers

@@ -129,4 +129,16 @@ at::Generator workerGenerator(uint64_t seed, int rank) {
   return at::detail::createCPUGenerator(seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(rank) + 1));
 }
 
+uint64_t codecPlannedBits(const GradientCodec& codec, const std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<int64_t> counts;
+  for (const auto& shape : shapes) {
+    int64_t elements = 1;
+    for (int64_t side : shape) elements *= side;
+    counts.push_back(elements);
+  }
+  uint64_t bits = 0;
+  for (uint64_t tensor_bits : codec.bitsByTensor(counts)) bits += tensor_bits;
+  return bits;
+}
+
 }  // namespace gcrun::reducers

@@ -37,6 +37,10 @@ class GradientCodec {
 // feedback works and the mean over ranks of (send - memory) is the output. Bits: 8 * message bytes.
 std::unique_ptr<Reducer> makeAllGatherReducer(Communicator& comm, std::unique_ptr<GradientCodec> codec);
 
+// What makeAllGatherReducer sends per call with `codec` for tensors of `shapes`: the codec's
+// bitsByTensor (lastCosts()), added up.
+uint64_t codecPlannedBits(const GradientCodec& codec, const std::vector<std::vector<int64_t>>& shapes);
+
 // Bit packing shared by the codecs: code i (0 <= code < 2^bits) occupies stream bits
 // [i * bits, (i + 1) * bits), least significant bit first; stream bit j is bit (j % 8) of byte
 // j / 8, and the last byte is zero-padded. So ceil(count * bits / 8) bytes.

@@ -298,6 +298,9 @@ void checkLanguageModelInput(const TaskContext& context, int world_size) {
 // then 3 B T V of logits, and makes the T^2 causal mask.
 ModelSize languageModelSize(const TaskOptions& options, int64_t batch_size) {
   const auto settings = languageModelSettings().read(options.settings);
+  // What the task refuses of its settings alone, so that a plan (and the memory check) meets it
+  // without the data.
+  checkOptions(options, settings, batch_size);
   const bool chars = settings.level == "char";
   const int64_t vocabulary =
       options.synthetic ? (chars ? kSyntheticCharVocabulary : kSyntheticWordVocabulary) : (chars ? 256 : 0);

@@ -9,6 +9,7 @@
 #include "experiments/optimizers/optimizer.h"
 #include "experiments/setup/embedded_yaml.h"
 #include "experiments/setup/memory_estimate.h"
+#include "experiments/setup/plan_resolution.h"
 #include "experiments/setup/resumed_run.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/config_io.h"
@@ -58,8 +59,9 @@ void checkDevice(const ExperimentConfig& config, Backend backend) {
   }
 }
 
-// Every name `config` gives looked up, of a config already validated over `keys`.
-ResolvedExperiment lookUp(ExperimentConfig config, const ConfigKeys& keys) {
+// Every name `config` gives looked up, of a config already validated over `keys`; with
+// `check_memory`, a run this machine could not hold is refused.
+ResolvedExperiment lookUp(ExperimentConfig config, const ConfigKeys& keys, bool check_memory = true) {
   ResolvedExperiment experiment;
   experiment.backend = backendFor(config);
   checkDevice(config, experiment.backend);
@@ -74,7 +76,7 @@ ResolvedExperiment lookUp(ExperimentConfig config, const ConfigKeys& keys) {
   experiment.trace_window = parseStepWindow(config.output.trace);
   experiment.config_yaml = hyperparams::toYaml(config, keys);
   experiment.config = std::move(config);
-  checkMemory(experiment, machineMemoryBytes());
+  if (check_memory) checkMemory(experiment, machineMemoryBytes());
   return experiment;
 }
 
@@ -179,6 +181,12 @@ std::string errorFeedbackWarning(const ResolvedExperiment& experiment) {
          "' is an unbiased stochastic quantizer whose error can exceed the gradient itself; error feedback "
          "may then grow without bound (QSGD at 15 levels diverged within a few syncs: bench/qsgd-finding.md). "
          "It needs no error feedback: set optimizer.memory=false";
+}
+
+ResolvedExperiment resolveForPlan(const ExperimentConfig& config) {
+  const auto keys = configKeys();
+  hyperparams::validate(config, keys);
+  return lookUp(config, keys, /*check_memory=*/false);
 }
 
 }  // namespace gcrun::experiments

@@ -1,4 +1,5 @@
 #include "experiments/study/study.h"
+#include "experiments/study/study_text.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -225,6 +226,13 @@ StudySpec parse(const std::string& yaml, StudySpec spec) {
 }
 
 }  // namespace
+
+StudySpec parseStudyText(const std::string& yaml, const std::string& source) {
+  StudySpec spec;
+  spec.name = source;
+  spec.source = source;
+  return parse(yaml, spec);
+}
 
 StudySpec loadStudy(const std::string& name_or_file) {
   for (const auto& study : embeddedStudies()) {

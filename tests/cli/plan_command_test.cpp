@@ -1,0 +1,158 @@
+// `gcrun plan` through the binary: the parameter count of the shape-only model is what `gcrun
+// experiment` builds, the planned bits per step are what a short run of every planned reducer and
+// strategy sends, the files are written, and bad input is one line and exit 2 before anything.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tests/support/command.h"
+#include "tests/support/refusal.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using gcrun::testing::contains;
+using gcrun::testing::expectRefused;
+using gcrun::testing::readFile;
+using gcrun::testing::runCommand;
+using gcrun::testing::TempDir;
+
+const std::string kGcrun = GCRUN_BINARY_PATH;
+const std::string kLimit = "timeout 300 ";
+const std::string kTiny =
+    " --set task.synthetic=true --set training.batch_size=8 --set task.test_batch_size=500"
+    " --set output.sinks=[jsonl] --set training.max_steps=2 --set distributed.simulated_workers=2";
+const std::string kGpt = " --set task.layers=2 --set task.width=32 --set task.heads=2 --set task.context=16";
+
+// A number after `"key": ` in run.json.
+double jsonNumber(const std::string& json, const std::string& key) {
+  std::smatch match;
+  const std::regex pattern("\"" + key + "\": *([0-9.e+]+)");
+  if (!std::regex_search(json, match, pattern)) return -1;
+  return std::stod(match[1]);
+}
+
+// plan.csv's cell `column` of the row of `configuration` whose network is `network`.
+std::string csvCell(const std::string& csv, const std::string& configuration, const std::string& column) {
+  std::stringstream lines(csv);
+  std::string header, line;
+  std::getline(lines, header);
+  std::vector<std::string> names;
+  std::stringstream header_cells(header);
+  for (std::string cell; std::getline(header_cells, cell, ',');) names.push_back(cell);
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+    if (cells.empty() || cells[0] != configuration || cells[10] != "") continue;
+    for (size_t i = 0; i < names.size() && i < cells.size(); ++i) {
+      if (names[i] == column) return cells[i];
+    }
+  }
+  return "";
+}
+
+class PlanCommand : public ::testing::Test {
+ protected:
+  TempDir dir_;
+};
+
+TEST_F(PlanCommand, CountsTheParametersGcrunExperimentBuilds) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"fashion-sgd", ""},
+      {"cifar-sgd", " --set task.architecture=vgg16"},
+      {"fashion-resnet18-powersgd-rank2", ""},
+      {"brown-gpt-nanogpt", kGpt},
+  };
+  for (const auto& [preset, sets] : cases) {
+    const auto run_dir = dir_.file(preset);
+    const auto run = runCommand(kLimit + kGcrun + " experiment " + preset + kTiny + sets + " --output-dir " + run_dir);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const auto plan = runCommand(kLimit + kGcrun + " plan " + preset + kTiny + sets + " --workers 2 --cu-targets 0.5" +
+                                 " --output " + dir_.file(preset + "-plan"));
+    ASSERT_EQ(plan.exit_code, 0) << plan.output;
+    const auto built = jsonNumber(readFile(run_dir + "/run.json"), "num_parameters");
+    EXPECT_TRUE(contains(plan.output, preset + ": " + std::to_string(int64_t(built)) + " parameters")) << plan.output;
+  }
+}
+
+// Each planned reducer under each planned strategy, two steps of two simulated workers: the bits
+// the run counted are the plan's bits per step times the steps (diloco and streaming-diloco sync
+// every 2 steps, streaming-diloco in 2 fragments: both fragments send once).
+TEST_F(PlanCommand, PlansTheBitsARunSends) {
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> configurations;
+  for (const std::string reducer : {"exact", "fp16", "bf16", "powersgd", "fp8", "fp4", "int8"}) {
+    configurations.push_back({"every-step-" + reducer, {{"reducer.name", reducer}}});
+    configurations.push_back(
+        {"diloco-" + reducer, {{"sync.strategy", "diloco"}, {"sync.every", "2"}, {"reducer.name", reducer}}});
+    configurations.push_back({"streaming-" + reducer,
+                              {{"sync.strategy", "streaming-diloco"},
+                               {"sync.every", "2"},
+                               {"sync.fragments", "2"},
+                               {"sync.delay", "0"},
+                               {"reducer.name", reducer}}});
+  }
+  std::string yaml;
+  for (const auto& [name, sets] : configurations) {
+    yaml += "- name: " + name + "\n  set:\n";
+    for (const auto& [key, value] : sets) yaml += "    " + key + ": " + value + "\n";
+  }
+  std::ofstream(dir_.file("configurations.yaml")) << yaml;
+  const auto plan =
+      runCommand(kLimit + kGcrun + " plan brown-gpt-nanogpt" + kTiny + kGpt + " --configurations " +
+                 dir_.file("configurations.yaml") + " --workers 2 --cu-targets 0.5 --output " + dir_.file("plan"));
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const auto csv = readFile(dir_.file("plan/plan.csv"));
+  for (const auto& [name, sets] : configurations) {
+    std::string assignments;
+    for (const auto& [key, value] : sets) assignments += " --set " + key + "=" + value;
+    const auto run_dir = dir_.file(name);
+    const auto run = runCommand(kLimit + kGcrun + " experiment brown-gpt-nanogpt" + kTiny + kGpt + assignments +
+                                " --output-dir " + run_dir);
+    ASSERT_EQ(run.exit_code, 0) << name << run.output;
+    const double sent = jsonNumber(readFile(run_dir + "/run.json"), "bits_sent");
+    EXPECT_EQ(sent, 2 * std::stod(csvCell(csv, name, "bits_per_step"))) << name;
+  }
+}
+
+TEST_F(PlanCommand, WritesTheMatrixTheTableAndTheCsv) {
+  const auto plan = runCommand(kLimit + kGcrun + " plan brown-gpt-nanogpt" + kGpt + " --workers 2,8 --bandwidth 1gbit" +
+                               " --cu-targets 0.5,0.9 --output " + dir_.file("plan"));
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_TRUE(contains(plan.output, "| diloco-fp4 | 8 |")) << plan.output;
+  const auto md = readFile(dir_.file("plan/plan.md"));
+  EXPECT_LT(md.find("CU 0.9: Gbit/s"), md.find("## Per network"));
+  EXPECT_LT(md.find("## Per network"), md.find("## Assumptions"));
+  const auto csv = readFile(dir_.file("plan/plan.csv"));
+  EXPECT_EQ(csv.rfind("configuration,strategy,reducer,sync_every,fragments,delay,workers,network,step_ms,cu,"
+                      "cu_target,bandwidth_gbit",
+                      0),
+            0u);
+  // 13 configurations x 2 worker counts, each on one network and at two targets, and the header.
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 13 * 2 * (1 + 2));
+}
+
+TEST_F(PlanCommand, RefusesBadInputInOneLineBeforePlanning) {
+  const std::string plan = kLimit + kGcrun + " plan brown-gpt-nanogpt --output " + dir_.file("refused");
+  expectRefused(runCommand(plan + " --step-time 0ms"), "--step-time");
+  expectRefused(runCommand(plan + " --device-flops 1e15 --mfu 1.5"), "--mfu");
+  expectRefused(runCommand(plan + " --device-flops 1e15 --mfu 0"), "--mfu");
+  expectRefused(runCommand(plan + " --cu-targets 0.5,1"), "--cu-targets");
+  expectRefused(runCommand(plan + " --cu-targets 0"), "--cu-targets");
+  expectRefused(runCommand(plan + " --set task.heads=3"), "task.heads");
+  expectRefused(runCommand(plan + " --set task.no_such_key=1"), "task.no_such_key");
+  expectRefused(runCommand(plan + " --set task.width=100000000 --set task.layers=1000000"), "1e15 parameters");
+  std::ofstream(dir_.file("demo.yaml")) << "- {name: demo, set: {sync.strategy: demo}}\n";
+  expectRefused(runCommand(plan + " --configurations " + dir_.file("demo.yaml")), "sync.strategy");
+  std::ofstream(dir_.file("topk.yaml")) << "- {name: topk, set: {reducer.name: topk}}\n";
+  expectRefused(runCommand(plan + " --configurations " + dir_.file("topk.yaml")), "reducer.name");
+  expectRefused(runCommand(kLimit + kGcrun + " plan fashion-sgd --device-flops 1e15 --mfu 0.5"), "--device-flops");
+  expectRefused(runCommand(kLimit + kGcrun + " plan wikitext-sgd"), "--vocabulary-size");
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("refused")));
+}
+
+}  // namespace
