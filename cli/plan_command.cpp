@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/network_flags.h"
 #include "cli/plan_methods.h"
 #include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
@@ -32,19 +33,6 @@ struct PlanFlags {
   std::vector<std::string> cu_targets = {"0.5,0.8,0.9,0.95,0.99"};
   std::string output_dir = ".";
 };
-
-// The items of comma-separated flag values, an empty item refused.
-std::vector<std::string> planItems(const std::vector<std::string>& values, const std::string& flag) {
-  std::vector<std::string> items;
-  for (const auto& value : values) {
-    std::stringstream stream(value + ",");
-    for (std::string item; std::getline(stream, item, ',');) {
-      if (item.empty()) throw UserError(flag + ": '" + clipForMessage(value, 60) + "' has an empty item");
-      items.push_back(item);
-    }
-  }
-  return items;
-}
 
 // A number in (low, high] (or (low, high) when `below_high`), else one line naming the flag.
 double planNumber(const std::string& text, const std::string& flag, double low, double high, bool below_high,
@@ -84,18 +72,6 @@ void addPlanFlags(CLI::App& command, PlanFlags& flags) {
   command.add_option("--cu-targets", flags.cu_targets,
                      "Compute utilisations to find the bandwidth for, each in (0, 1) (default 0.5,0.8,0.9,0.95,0.99)");
   command.add_option("--output", flags.output_dir, "Where plan.md, plan.csv and plots/ go (default: .)");
-}
-
-std::vector<network::NetworkProfile> planNetworks(const PlanFlags& flags) {
-  std::vector<network::NetworkProfile> networks;
-  for (const auto& path : flags.networks) networks.push_back(network::loadProfile(path));
-  auto bandwidths = planItems(flags.bandwidths, "--bandwidth");
-  if (bandwidths.empty() && networks.empty()) bandwidths = {"1gbit", "10gbit", "100gbit"};
-  const double latency = units::parseDuration(flags.latency, "--latency");
-  for (const auto& bandwidth : bandwidths) {
-    networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "--bandwidth"), latency));
-  }
-  return networks;
 }
 
 // Seconds of compute per step: --step-time, or a language model's FLOPs per step over
@@ -153,16 +129,16 @@ void addPlanCommand(CLI::App& app) {
   addPlanFlags(*command, *flags);
   command->callback([flags] {
     planning::Plan plan;
-    for (const auto& w : planItems(flags->workers, "--workers")) {
+    for (const auto& w : commaItems(flags->workers, "--workers")) {
       plan.workers.push_back(performance::parseWorkerCount(w, "--workers"));
     }
-    for (const auto& cu : planItems(flags->cu_targets, "--cu-targets")) {
+    for (const auto& cu : commaItems(flags->cu_targets, "--cu-targets")) {
       plan.cu_targets.push_back(planNumber(cu, "--cu-targets", 0, 1, true, "a compute utilisation above 0 below 1"));
     }
     const double ratio = planNumber(flags->backward_ratio, "--backward-ratio", 0, 1e6, false, "a ratio above 0");
     plan.compute.backward_share = ratio / (1 + ratio);
     plan.target_latency_s = units::parseDuration(flags->latency, "--latency");
-    const auto networks = planNetworks(*flags);
+    const auto networks = networksFromFlags(flags->networks, flags->bandwidths, flags->latency);
     auto planned = planConfigurations(flags->request);
     std::string basis;
     plan.compute.step_s = stepSeconds(*flags, planned.model, basis);

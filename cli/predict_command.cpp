@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/network_flags.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/units.h"
@@ -14,20 +15,6 @@
 
 namespace gcrun::cli {
 namespace {
-
-// The items of comma-separated flag values ("2,16" or --workers 2 --workers 16). CLI11's own
-// splitting drops empty items; "2,,16" is a typo to point out instead.
-std::vector<std::string> commaItems(const std::vector<std::string>& values, const std::string& flag) {
-  std::vector<std::string> items;
-  for (const auto& value : values) {
-    std::stringstream stream(value + ",");
-    for (std::string item; std::getline(stream, item, ',');) {
-      if (item.empty()) throw UserError(flag + ": '" + clipForMessage(value, 60) + "' has an empty item");
-      items.push_back(item);
-    }
-  }
-  return items;
-}
 
 // `gcrun predict`'s flags as given, parsed once by parseOptions.
 struct PredictFlags {
@@ -84,19 +71,6 @@ void addComputeAndOutputFlags(CLI::App& command, PredictFlags& flags) {
   command.add_option("--output", flags.output_dir, "Where predict.md, predict.csv and plots/ go (default: .)");
 }
 
-// --network profiles, then the --bandwidth links (1, 10 and 100 Gbit/s without either).
-std::vector<network::NetworkProfile> networksOf(const PredictFlags& flags) {
-  std::vector<network::NetworkProfile> networks;
-  for (const auto& path : flags.networks) networks.push_back(network::loadProfile(path));
-  auto bandwidths = commaItems(flags.bandwidths, "--bandwidth");
-  if (bandwidths.empty() && networks.empty()) bandwidths = {"1gbit", "10gbit", "100gbit"};
-  const double latency = units::parseDuration(flags.latency, "--latency");
-  for (const auto& bandwidth : bandwidths) {
-    networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "--bandwidth"), latency));
-  }
-  return networks;
-}
-
 performance::PredictOptions parseOptions(const PredictFlags& flags) {
   performance::PredictOptions options;
   for (const auto& workers : commaItems(flags.workers, "--workers")) {
@@ -115,7 +89,7 @@ performance::PredictOptions parseOptions(const PredictFlags& flags) {
     options.quality = performance::parseQualityTolerance(flags.quality_tolerance, "--quality-tolerance");
   }
   options.shared_compute = performance::parseComputeProfile(flags.compute_profile, "--compute-profile");
-  options.networks = networksOf(flags);
+  options.networks = networksFromFlags(flags.networks, flags.bandwidths, flags.latency);
   return options;
 }
 
