@@ -35,9 +35,10 @@ inline MatrixShape matrixShape(const at::Tensor& tensor, int64_t requested_rank)
   return matrixShapeOf(tensor.sizes().vec(), requested_rank);
 }
 
-// What a float32 rank-r factorisation sends per round: P [rows, r] and Q [cols, r].
-inline uint64_t lowRankBits(const MatrixShape& shape) {
-  return 32 * static_cast<uint64_t>(shape.rank) * static_cast<uint64_t>(shape.rows + shape.cols);
+// What a rank-r factorisation sends per round: P [rows, r] and Q [cols, r], of `element_bits` each
+// (the gradients' type: 32 for float32).
+inline uint64_t lowRankBits(const MatrixShape& shape, uint64_t element_bits) {
+  return element_bits * static_cast<uint64_t>(shape.rank) * static_cast<uint64_t>(shape.rows + shape.cols);
 }
 
 // Gram-Schmidt on the columns of p ([n, r], or a batch [b, n, r] of independent matrices), in

@@ -134,7 +134,8 @@ class PowerSgdReducer : public Reducer {
   std::vector<TensorCost> lastCosts() const override {
     if (last_exact_) return exact_->lastCosts();
     const auto rounds = static_cast<uint64_t>(n_power_iterations_) + 1;
-    return split_.costs([&](size_t k) { return rounds * lowRankBits(split_.shapes()[k]); });
+    const auto element_bits = static_cast<uint64_t>(8 * p_flat_.element_size());
+    return split_.costs([&](size_t k) { return rounds * lowRankBits(split_.shapes()[k], element_bits); });
   }
 
   // The generator, the call count, and the warm-start queries once drawn.
@@ -265,7 +266,7 @@ uint64_t powerSgdPlannedBits(const ReducerOptions& options, const TensorShapes& 
     if (shape.size() >= 2) {
       const MatrixShape matrix = matrixShapeOf(shape, settings.rank);
       if (powerSgdCompresses(matrix, settings.min_compression_rate)) {
-        bits += rounds * lowRankBits(matrix);
+        bits += rounds * lowRankBits(matrix, 32);
         continue;
       }
     }
