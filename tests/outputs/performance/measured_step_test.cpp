@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tests/support/command.h"
+#include "tests/support/crafted_trace.h"
 #include "tests/support/temp_dir.h"
 
 namespace gcrun {
@@ -27,36 +28,6 @@ std::string read(const std::string& path) {
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
-// One worker's trace of steps 1-8 of 1 ms each, as the recorder writes it; the steps that are a
-// multiple of `every` hold a blocking all-reduce of 4 MB (a sync), the others none.
-std::string periodicTrace(int64_t every) {
-  const std::string where = "\"pid\": 0, \"tid\": 0";
-  std::string events = "{\"name\": \"thread_name\", \"ph\": \"M\", " + where + ", \"args\": {\"name\": \"w\"}}";
-  for (int64_t step = 1; step <= 8; ++step) {
-    const int64_t base = 1000 * (step - 1);
-    const auto span = [&](const char* name, int64_t from, int64_t to) {
-      events += ",\n{\"name\": \"" + std::string(name) + "\", \"cat\": \"phase\", \"ph\": \"X\", " + where +
-                ", \"ts\": " + std::to_string(base + from) + ", \"dur\": " + std::to_string(to - from) +
-                ", \"args\": {\"step\": " + std::to_string(step) + "}}";
-    };
-    span("batch", 0, 1000);
-    span("forward", 0, 100);
-    span("backward", 100, 500);
-    span("reduce", 500, 900);
-    span("optimizer", 900, 1000);
-    if (step % every != 0) continue;
-    const std::string ts = std::to_string(base + 510), id = std::to_string(step);
-    events += ",\n{\"name\": \"c\", \"cat\": \"collective\", \"ph\": \"b\", " + where + ", \"ts\": " + ts +
-              ", \"id\": " + id + ", \"args\": {\"kind\": \"all-reduce\", \"bytes\": 4000000, \"group_size\": 2, " +
-              "\"step\": " + id + ", \"async\": false, \"wait_us\": " + ts + "}}";
-    events += ",\n{\"name\": \"c\", \"cat\": \"collective\", \"ph\": \"e\", " + where +
-              ", \"ts\": " + std::to_string(base + 520) + ", \"id\": " + id + "}";
-  }
-  return "{\"traceEvents\": [" + events +
-         "],\n\"otherData\": {\"gcrun_trace\": 1, \"rank\": 0, \"world_size\": 2, \"reducer\": \"exact\", "
-         "\"backend\": \"gloo\"}}\n";
-}
-
 // A completed 2-worker run whose timer measured a median step of 63 ms and a mean one of 200 ms.
 std::string measuredRun(const TempDir& dir, const std::string& name, const std::string& run_json_extra,
                         const std::string& config, int64_t every) {
@@ -67,7 +38,8 @@ std::string measuredRun(const TempDir& dir, const std::string& name, const std::
   write(run + "/timer_summary.json",
         "{\"batch\": {\"label\": \"batch\", \"median_duration\": 0.063, \"average_duration\": 0.2, "
         "\"n_events\": 99, \"total_time\": 19.8}}\n");
-  write(run + "/trace-rank0.json", periodicTrace(every));
+  write(run + "/trace-rank0.json",
+        testing::craftedTrace([every](int64_t step) -> int64_t { return step % every == 0 ? 4000000 : 0; }));
   return run;
 }
 

@@ -12,6 +12,7 @@
 #include "outputs/performance/recommendation.h"
 #include "outputs/performance/report_projection.h"
 #include "tests/support/command.h"
+#include "tests/support/crafted_trace.h"
 #include "tests/support/temp_dir.h"
 
 namespace gcrun::performance {
@@ -175,34 +176,6 @@ const std::string kGcrun = GCRUN_BINARY_PATH;
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
-// One worker's trace of steps 1-8, each 1 ms of compute then a blocking all-reduce of `bytes`.
-std::string traceOf(int64_t bytes) {
-  const std::string where = "\"pid\": 0, \"tid\": 0";
-  std::string events = "{\"name\": \"thread_name\", \"ph\": \"M\", " + where + ", \"args\": {\"name\": \"w\"}}";
-  for (int64_t step = 1; step <= 8; ++step) {
-    const int64_t base = 1000 * (step - 1);
-    const auto span = [&](const char* name, int64_t from, int64_t to) {
-      events += ",\n{\"name\": \"" + std::string(name) + "\", \"cat\": \"phase\", \"ph\": \"X\", " + where +
-                ", \"ts\": " + std::to_string(base + from) + ", \"dur\": " + std::to_string(to - from) +
-                ", \"args\": {\"step\": " + std::to_string(step) + "}}";
-    };
-    span("batch", 0, 1000);
-    span("forward", 0, 100);
-    span("backward", 100, 500);
-    span("reduce", 500, 900);
-    span("optimizer", 900, 1000);
-    const std::string ts = std::to_string(base + 510), id = std::to_string(step);
-    events += ",\n{\"name\": \"c\", \"cat\": \"collective\", \"ph\": \"b\", " + where + ", \"ts\": " + ts +
-              ", \"id\": " + id + ", \"args\": {\"kind\": \"all-reduce\", \"bytes\": " + std::to_string(bytes) +
-              ", \"group_size\": 2, \"step\": " + id + ", \"async\": false, \"wait_us\": " + ts + "}}";
-    events += ",\n{\"name\": \"c\", \"cat\": \"collective\", \"ph\": \"e\", " + where +
-              ", \"ts\": " + std::to_string(base + 520) + ", \"id\": " + id + "}";
-  }
-  return "{\"traceEvents\": [" + events +
-         "],\n\"otherData\": {\"gcrun_trace\": 1, \"rank\": 0, \"world_size\": 2, \"reducer\": \"exact\", "
-         "\"backend\": \"gloo\"}}\n";
-}
-
 // A completed 2-worker Fashion-MNIST run that sent `bytes` per step and ended at `accuracy`.
 void runDir(const TempDir& dir, const std::string& name, const std::string& reducer, int64_t bytes, double accuracy) {
   const auto run = dir.file("runs/" + name);
@@ -211,7 +184,7 @@ void runDir(const TempDir& dir, const std::string& name, const std::string& redu
   write(run + "/run.json", "{\"status\": \"completed\", \"world_size\": 2, \"baseline\": \"" + std::string(baseline) +
                                "\", \"final_metrics\": {\"test.accuracy\": " + std::to_string(accuracy) + "}}\n");
   write(run + "/config.yaml", "task:\n  name: fashion-mnist\nreducer:\n  name: " + reducer + "\n");
-  write(run + "/trace-rank0.json", traceOf(bytes));
+  write(run + "/trace-rank0.json", testing::craftedTrace([bytes](int64_t) { return bytes; }));
 }
 
 TEST(QualityRulePredict, NamesTheAsGoodMethodAndNotesTheFasterWorseOne) {
