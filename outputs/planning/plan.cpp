@@ -90,7 +90,10 @@ std::vector<outputs::Plot> planPlots(const Plan& plan) {
   std::vector<outputs::Plot> plots;
   for (int workers : plan.workers) {
     outputs::Plot plot{fmt::format("cu-vs-bandwidth-w{}", workers),
-                       fmt::format("Compute utilisation at {} workers", workers), "bandwidth (Gbit/s)", "CU"};
+                       fmt::format("Compute utilisation at {} workers", workers),
+                       "bandwidth (Gbit/s)",
+                       "CU",
+                       {}};
     plot.log_x = true;
     for (const auto& method : plan.methods) {
       outputs::Curve curve{method.configuration, {}};
