@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include <c10/util/accumulate.h>
 #include <fmt/format.h>
 
 #include "experiments/setup/plan_resolution.h"
@@ -135,23 +136,17 @@ double bitsFor(const experiments::ResolvedExperiment& experiment, const std::vec
   return static_cast<double>(*bits);
 }
 
-double planElements(const std::vector<int64_t>& shape) {
-  double elements = 1;
-  for (int64_t side : shape) elements *= static_cast<double>(side);
-  return elements;
-}
-
 // Every step: the gradients in backward order (the reverse of the model's) in buckets of
 // reducer.bucket_mb float32 MiB, each ready when backward has produced its share of the elements.
 void bucketMessages(const experiments::ResolvedExperiment& experiment, const std::vector<std::vector<int64_t>>& shapes,
                     planning::PlannedMethod& method) {
   const double bucket_elements = experiment.config.reducer.bucket_mb * 1024 * 1024 / sizeof(float);
   double total = 0, done = 0, in_bucket = 0;
-  for (const auto& shape : shapes) total += planElements(shape);
+  for (const auto& shape : shapes) total += static_cast<double>(c10::multiply_integers(shape));
   std::vector<std::vector<int64_t>> bucket;
   for (auto it = shapes.rbegin(); it != shapes.rend(); ++it) {
     bucket.push_back(*it);
-    in_bucket += planElements(*it);
+    in_bucket += static_cast<double>(c10::multiply_integers(*it));
     if (in_bucket < bucket_elements && std::next(it) != shapes.rend()) continue;
     done += in_bucket;
     method.message_bits.push_back(bitsFor(experiment, bucket));

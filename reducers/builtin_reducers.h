@@ -4,6 +4,8 @@
 #include <memory>
 #include <vector>
 
+#include <c10/util/accumulate.h>
+
 #include "reducers/reducer.h"
 
 namespace gcrun::reducers {
@@ -37,9 +39,7 @@ ReducerSpec int8Spec();
 // counts the reducer's messages (its lastCosts()); `gcrun plan` asks through plannedBits().
 using TensorShapes = std::vector<std::vector<int64_t>>;
 inline uint64_t elementCount(const std::vector<int64_t>& shape) {
-  uint64_t elements = 1;
-  for (int64_t side : shape) elements *= static_cast<uint64_t>(side);
-  return elements;
+  return static_cast<uint64_t>(c10::multiply_integers(shape));
 }
 uint64_t exactPlannedBits(const ReducerOptions& options, const TensorShapes& shapes);
 uint64_t powerSgdPlannedBits(const ReducerOptions& options, const TensorShapes& shapes);

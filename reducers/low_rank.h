@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 #include "reducers/reducer.h"
 #include "reducers/tensor_buffer.h"
@@ -25,9 +26,7 @@ struct MatrixShape {
 inline MatrixShape matrixShapeOf(const std::vector<int64_t>& sizes, int64_t requested_rank) {
   MatrixShape shape;
   shape.rows = sizes.front();
-  int64_t elements = 1;
-  for (int64_t side : sizes) elements *= side;
-  shape.cols = elements / shape.rows;
+  shape.cols = c10::multiply_integers(sizes) / shape.rows;
   shape.rank = std::min({shape.rows, shape.cols, requested_rank});
   return shape;
 }

@@ -1,6 +1,7 @@
 #include "reducers/quantized_reducer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/accumulate.h>
 
 #include "reducers/bit_stream.h"
 #include "reducers/tensor_buffer.h"
@@ -131,11 +132,7 @@ at::Generator workerGenerator(uint64_t seed, int rank) {
 
 uint64_t codecPlannedBits(const GradientCodec& codec, const std::vector<std::vector<int64_t>>& shapes) {
   std::vector<int64_t> counts;
-  for (const auto& shape : shapes) {
-    int64_t elements = 1;
-    for (int64_t side : shape) elements *= side;
-    counts.push_back(elements);
-  }
+  for (const auto& shape : shapes) counts.push_back(c10::multiply_integers(shape));
   uint64_t bits = 0;
   for (uint64_t tensor_bits : codec.bitsByTensor(counts)) bits += tensor_bits;
   return bits;
