@@ -60,6 +60,11 @@ struct PredictionRow {
   std::optional<double> final_value;
 };
 
+// Whether `row` is a baseline's own row, exact's (fp16's): it has a speedup against that baseline
+// (1) but, unlike the methods compared with it, no break-even bandwidth.
+inline bool isExactBaseline(const PredictionRow& row) { return row.speedup_vs_exact && !row.break_even_vs_exact; }
+inline bool isFp16Baseline(const PredictionRow& row) { return row.speedup_vs_fp16 && !row.break_even_vs_fp16; }
+
 // Every run x H x worker count x network of `grid`, in that order, each run replaying its compute
 // basis (replayedRuns). Each prediction is predictRun's.
 std::vector<PredictionRow> predictRows(const std::vector<outputs::RunData>& runs, const ReplayedRuns& replayed,

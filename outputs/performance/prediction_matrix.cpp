@@ -14,9 +14,6 @@ namespace {
 
 std::string times(double speedup) { return fmt::format("{:.3g}x", speedup); }
 
-bool isExact(const PredictionRow& row) { return row.speedup_vs_exact && !row.break_even_vs_exact; }
-bool isFp16(const PredictionRow& row) { return row.speedup_vs_fp16 && !row.break_even_vs_fp16; }
-
 template <typename T>
 size_t indexOf(std::vector<T>& items, const T& item) {
   const auto found = std::find(items.begin(), items.end(), item);
@@ -31,7 +28,8 @@ std::string methodOf(const PredictionRow& row) {
 }
 
 MatrixCell cellOf(const PredictionRow& method, MatrixCell::Verdict verdict) {
-  return {verdict, methodOf(method), method.speedup_vs_exact, isFp16(method) ? std::nullopt : method.speedup_vs_fp16};
+  return {verdict, methodOf(method), method.speedup_vs_exact,
+          isFp16Baseline(method) ? std::nullopt : method.speedup_vs_fp16};
 }
 
 // The verdict by speed over one worker count and network's rows of one comparison.
@@ -46,7 +44,8 @@ MatrixCell judgeSpeed(const std::vector<const PredictionRow*>& rows) {
   }
   const PredictionRow* best = nullptr;
   for (const auto* row : rows) {
-    if (row->speedup_vs_exact && !isExact(*row) && (!best || *row->speedup_vs_exact > *best->speedup_vs_exact)) {
+    if (row->speedup_vs_exact && !isExactBaseline(*row) &&
+        (!best || *row->speedup_vs_exact > *best->speedup_vs_exact)) {
       best = row;
     }
   }
@@ -61,8 +60,8 @@ MatrixCell judgeSpeed(const std::vector<const PredictionRow*>& rows) {
 std::vector<PredictionRow> timedToTarget(const std::vector<const PredictionRow*>& rows) {
   std::optional<double> exact_s, fp16_s;
   for (const auto* row : rows) {
-    if (isExact(*row)) exact_s = row->predicted_time_to_target_s;
-    if (isFp16(*row)) fp16_s = row->predicted_time_to_target_s;
+    if (isExactBaseline(*row)) exact_s = row->predicted_time_to_target_s;
+    if (isFp16Baseline(*row)) fp16_s = row->predicted_time_to_target_s;
   }
   std::vector<PredictionRow> timed;
   for (const auto* row : rows) {
@@ -103,7 +102,7 @@ MatrixCell judge(const std::vector<const PredictionRow*>& rows, const QualityRul
   if (by_target) {
     for (const auto& row : timed) within.push_back(&row);
   } else {
-    for (const auto* row : rows) (isExact(*row) || !quality.whyOutside(*row) ? within : outside).push_back(row);
+    for (const auto* row : rows) (isExactBaseline(*row) || !quality.whyOutside(*row) ? within : outside).push_back(row);
   }
   const bool has_outside_method = by_target ? timed.size() < rows.size() : !outside.empty();
   if (within.empty()) {
@@ -116,7 +115,7 @@ MatrixCell judge(const std::vector<const PredictionRow*>& rows, const QualityRul
     cell.verdict = MatrixCell::Verdict::none_within;
   }
   cell.exact_outside = cell.verdict == MatrixCell::Verdict::no_exact &&
-                       std::any_of(rows.begin(), rows.end(), [](const auto* row) { return isExact(*row); });
+                       std::any_of(rows.begin(), rows.end(), [](const auto* row) { return isExactBaseline(*row); });
   noteOutside(within, outside, quality, cell);
   return cell;
 }

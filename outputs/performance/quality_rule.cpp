@@ -30,8 +30,6 @@ std::string shortfallText(const std::string& metric, double shortfall, double be
   return fmt::format("{} {:.1f}% higher", metric, 100 * shortfall / std::abs(best));
 }
 
-bool isExactRow(const PredictionRow& row) { return row.speedup_vs_exact && !row.break_even_vs_exact; }
-
 // One configuration's final values over its seeds (one per run directory).
 struct Seeds {
   std::map<std::string, std::optional<double>> by_dir;
@@ -139,7 +137,7 @@ QualityRule qualityRule(const std::vector<PredictionRow>& rows, const QualityTol
     metrics.insert(row.metric);
     auto& seeds = configurations[row.configuration];
     seeds.by_dir[row.dir] = row.metric == metric ? row.final_value : std::nullopt;
-    seeds.exact = seeds.exact || isExactRow(row);
+    seeds.exact = seeds.exact || isExactBaseline(row);
     if (row.final_value && row.metric == metric) weighed.insert(metric);
   }
   if (weighed.empty()) {
