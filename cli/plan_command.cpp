@@ -1,12 +1,15 @@
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/network_flags.h"
 #include "cli/plan_methods.h"
+#include "experiments/bench/reducer_benchmark.h"
 #include "hyperparams/base/decimal.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/sync_schedule.h"
@@ -30,6 +33,8 @@ struct PlanFlags {
   std::string device_flops;
   std::string mfu;
   std::string backward_ratio = "2";
+  std::string codec_scale = "1";
+  bool no_codec_time = false;
   std::vector<std::string> cu_targets = {"0.5,0.8,0.9,0.95,0.99"};
   std::string output_dir = ".";
 };
@@ -69,6 +74,10 @@ void addPlanFlags(CLI::App& command, PlanFlags& flags) {
                      "Instead of --step-time: the device's peak FLOP/s (989e12: H100 bf16), with --mfu");
   command.add_option("--mfu", flags.mfu, "Model FLOPs utilisation with --device-flops, above 0 up to 1");
   command.add_option("--backward-ratio", flags.backward_ratio, "Backward time over forward time (default 2)");
+  command.add_option("--codec-scale", flags.codec_scale,
+                     "The codecs' encode and decode time on the planned devices over this machine's, timed here "
+                     "(gcrun bench reducers' per-element cost; default 1)");
+  command.add_flag("--no-codec-time", flags.no_codec_time, "Leave the codecs' encode and decode time out");
   command.add_option("--cu-targets", flags.cu_targets,
                      "Compute utilisations to find the bandwidth for, each in (0, 1) (default 0.5,0.8,0.9,0.95,0.99)");
   command.add_option("--output", flags.output_dir, "Where plan.md, plan.csv and plots/ go (default: .)");
@@ -99,7 +108,7 @@ double stepSeconds(const PlanFlags& flags, const PlannedModel& model, std::strin
   return tokens * per_token / (flops * mfu);
 }
 
-std::vector<std::string> planAssumptions(const std::string& basis, double backward_share) {
+std::vector<std::string> planAssumptions(const std::string& basis, double backward_share, const std::string& codec) {
   return {basis,
           fmt::format("forward then backward ({:.0f}% of the compute); every step's gradients are ready in reverse "
                       "order during backward, in buckets of reducer.bucket_mb, each exchanged as soon as it is "
@@ -110,8 +119,36 @@ std::vector<std::string> planAssumptions(const std::string& basis, double backwa
           "their schedule and overlap the next sync.delay steps, queued behind each other on one link",
           "messages: each reducer's own bit accounting for the model's tensor shapes (float32 gradients)",
           "collectives: ring all-reduce and all-gather, binomial broadcast, as gcrun predict costs them",
-          "not modelled: the encode/decode time of the codecs, the optimizer's time beyond --step-time, contention "
-          "for a node's link, stragglers, evaluation"};
+          codec,
+          "not modelled: the optimizer's time beyond --step-time, contention for a node's link, stragglers, "
+          "evaluation"};
+}
+
+// Each method's codec time per element: this machine's (gcrun bench reducers' cost, timed once for
+// each reducer and its settings) x --codec-scale; returns the assumption it makes.
+std::string timeCodecs(const PlanFlags& flags, PlannedConfigurations& planned) {
+  const double scale = planNumber(flags.codec_scale, "--codec-scale", 0, 1e6, false, "a factor above 0");
+  if (flags.no_codec_time) return "not modelled: the codecs' encode and decode time (--no-codec-time)";
+  std::vector<std::pair<ReducerOptions, double>> timed;
+  std::vector<std::string> costs;
+  for (size_t i = 0; i < planned.methods.size(); ++i) {
+    const auto& reducer = planned.reducers[i];
+    auto found = std::find_if(timed.begin(), timed.end(), [&](const auto& entry) {
+      return entry.first.name == reducer.name && entry.first.settings == reducer.settings;
+    });
+    if (found == timed.end()) {
+      std::fprintf(stderr, "timing %s's codec on this machine (ResNet-18's gradient shapes)\n", reducer.name.c_str());
+      timed.emplace_back(reducer, experiments::codecSecondsPerElement(reducer));
+      found = std::prev(timed.end());
+      costs.push_back(fmt::format("{} {:.3g} ns", reducer.name, found->second * 1e9));
+    }
+    planned.methods[i].codec_s_per_element = found->second * scale;
+  }
+  return fmt::format(
+      "codec time: each exchange takes its transfer plus its elements x the codec's encode and decode time per "
+      "element, as one worker's reduce() of ResNet-18's gradients took here beyond exact's ({}), x --codec-scale "
+      "{:g}",
+      fmt::join(costs, ", "), scale);
 }
 
 void printPlan(const planning::Plan& plan, const planning::PlanFiles& files) {
@@ -144,10 +181,18 @@ void addPlanCommand(CLI::App& app) {
     plan.compute.step_s = stepSeconds(*flags, planned.model, basis);
     plan.title = fmt::format("{}: {:.0f} parameters ({:.3g})", flags->request.preset, planned.model.parameters,
                              planned.model.parameters);
-    plan.assumptions = planAssumptions(basis, plan.compute.backward_share);
+    const auto codec = timeCodecs(*flags, planned);
+    plan.assumptions = planAssumptions(basis, plan.compute.backward_share, codec);
     plan.methods = std::move(planned.methods);
     planning::computePlan(plan, networks);
     printPlan(plan, planning::writePlan(plan, flags->output_dir));
+    // This machine's CPU codecs are far slower than a GPU's: the user should see what was assumed.
+    if (!flags->no_codec_time) {
+      std::printf(
+          "%s; for other devices give --codec-scale (their codec time over this machine's) or "
+          "--no-codec-time\n",
+          codec.c_str());
+    }
   });
 }
 

@@ -150,6 +150,7 @@ void bucketMessages(const experiments::ResolvedExperiment& experiment, const std
     if (in_bucket < bucket_elements && std::next(it) != shapes.rend()) continue;
     done += in_bucket;
     method.message_bits.push_back(bitsFor(experiment, bucket));
+    method.message_elements.push_back(in_bucket);
     method.ready.push_back(total > 0 ? done / total : 1.0);
     bucket.clear();
     in_bucket = 0;
@@ -166,10 +167,13 @@ void fragmentMessages(const experiments::ResolvedExperiment& experiment,
   }
   for (int64_t p = 0; p < method.fragments; ++p) {
     std::vector<std::vector<int64_t>> fragment;
+    double elements = 0;
     for (size_t i = static_cast<size_t>(p); i < shapes.size(); i += static_cast<size_t>(method.fragments)) {
       fragment.push_back(shapes[i]);
+      elements += static_cast<double>(c10::multiply_integers(shapes[i]));
     }
     method.message_bits.push_back(bitsFor(experiment, fragment));
+    method.message_elements.push_back(elements);
   }
 }
 
@@ -222,6 +226,7 @@ PlannedConfigurations planConfigurations(const PlanRequest& request) {
       const auto model = plannedModelOf(experiment, request, size);
       if (planned.methods.empty()) planned.model = model;
       planned.methods.push_back(plannedMethodOf(configuration.name, experiment, plannedShapesOf(size)));
+      planned.reducers.push_back(experiment.config.reducer);
     } catch (const UserError& e) {
       throw UserError("configuration '" + clipForMessage(configuration.name) + "': " + e.what());
     }

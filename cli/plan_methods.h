@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hyperparams/config.h"
 #include "outputs/planning/plan_model.h"
 
 namespace gcrun::cli {
@@ -31,6 +32,7 @@ struct PlannedModel {
 struct PlannedConfigurations {
   PlannedModel model;  // the first configuration's (they may differ only in how they sync)
   std::vector<planning::PlannedMethod> methods;
+  std::vector<ReducerOptions> reducers;  // each method's reducer settings, for timing its codec
 };
 
 // Every configuration resolved and checked as `gcrun experiment` would (bar the machine's memory),

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/accumulate.h>
 #include <spdlog/fmt/fmt.h>
 #include <torch/nn/module.h>
 
@@ -100,11 +101,7 @@ void measureRank(comm::Communicator& comm, const ShapeSet& set, const reducers::
 
 int64_t elementsOf(const ShapeSet& set) {
   int64_t elements = 0;
-  for (const auto& parameter : set.parameters) {
-    int64_t numel = 1;
-    for (auto size : parameter.shape) numel *= size;
-    elements += numel;
-  }
+  for (const auto& parameter : set.parameters) elements += c10::multiply_integers(parameter.shape);
   return elements;
 }
 
@@ -140,12 +137,15 @@ ReducerBenchmarkRow benchmarkOne(const ShapeSet& set, const std::string& name, i
   return row;
 }
 
+ShapeSet resnet18Shapes() {
+  auto resnet = tasks::models::buildModel("resnet18", {3, 32, 10}, 0);
+  return {"resnet18", reducers::parametersOf(*resnet)};
+}
+
 }  // namespace
 
 std::vector<ShapeSet> paperShapeSets(std::vector<std::string>& notes) {
-  std::vector<ShapeSet> sets;
-  auto resnet = tasks::models::buildModel("resnet18", {3, 32, 10}, 0);
-  sets.push_back({"resnet18", reducers::parametersOf(*resnet)});
+  std::vector<ShapeSet> sets = {resnet18Shapes()};
   if (!tasks::taskRegistry().contains("wikitext2")) {
     notes.push_back("lstm: skipped, no task named wikitext2 is registered");
     return sets;
@@ -180,6 +180,22 @@ std::vector<ReducerBenchmarkRow> benchmarkReducers(const std::vector<ShapeSet>& 
     }
   }
   return rows;
+}
+
+double codecSecondsPerElement(const ReducerOptions& reducer, int repeats) {
+  // A lossless reducer sends what exact sends, as exact does.
+  if (reducers::reducerRegistry().at(reducer.name).factory.lossless) return 0;
+  ReducerBenchmarkOptions options;
+  options.reducers = {reducer.name, "exact"};
+  options.world_sizes = {1};
+  options.repeats = repeats;
+  options.reducer = reducer;
+  const auto set = resnet18Shapes();
+  const auto rows = benchmarkReducers({set}, options);
+  for (const auto& row : rows) {
+    if (row.note.rfind("failed", 0) == 0) throw std::runtime_error("timing " + row.reducer + "'s codec: " + row.note);
+  }
+  return std::max(0.0, rows[0].seconds - rows[1].seconds) / static_cast<double>(elementsOf(set));
 }
 
 std::string formatBenchmarkHeader() {

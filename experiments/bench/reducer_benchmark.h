@@ -55,6 +55,13 @@ std::vector<ReducerBenchmarkRow> benchmarkReducers(const std::vector<ShapeSet>& 
                                                    const ReducerBenchmarkOptions& options,
                                                    const std::function<void(const ReducerBenchmarkRow&)>& on_row = {});
 
+// A reducer's encode and decode time per gradient element on this machine, for `gcrun plan`: one
+// worker's reduce() of ResNet-18's gradient shapes (11.2M elements) less the exact reducer's (the
+// collective's own copy), over the elements; 0 where it is not slower. The median of `repeats`
+// steps after one warm-up. Per element is a simplification: a low-rank codec's cost also grows
+// with its rank and its matrices' sides. A reducer that fails to run is a runtime error.
+double codecSecondsPerElement(const ReducerOptions& reducer, int repeats = 3);
+
 // A fixed-width table: the header line, then one line per row.
 std::string formatBenchmarkHeader();
 std::string formatBenchmarkRow(const ReducerBenchmarkRow& row);

@@ -12,8 +12,14 @@ namespace {
 // Periods simulated before the one measured: enough for the link's queue to settle.
 constexpr int64_t kPeriodsBeforeMeasured = 3;
 
-double messageSeconds(const PlannedMethod& method, const network::NetworkProfile& network, int workers, double bits) {
+double transferSeconds(const PlannedMethod& method, const network::NetworkProfile& network, int workers, double bits) {
   return performance::collectiveSeconds(network, method.collective, bits / 8, workers, method.dtype);
+}
+
+// Message i's exchange: its transfer, then the codec's time for its elements.
+double exchangeSeconds(const PlannedMethod& method, const network::NetworkProfile& network, int workers, size_t i) {
+  const double codec = i < method.message_elements.size() ? method.codec_s_per_element * method.message_elements[i] : 0;
+  return transferSeconds(method, network, workers, method.message_bits[i]) + codec;
 }
 
 // Every step: bucket i's exchange starts once its gradients are ready (during backward) and the
@@ -26,7 +32,7 @@ double everyStepSeconds(const PlannedMethod& method, const ComputeModel& compute
   double link_free = 0;
   for (size_t i = 0; i < method.message_bits.size(); ++i) {
     const double start = std::max(forward + backward * method.ready[i], link_free);
-    link_free = start + messageSeconds(method, network, workers, method.message_bits[i]);
+    link_free = start + exchangeSeconds(method, network, workers, i);
   }
   return std::max(compute.step_s, link_free);
 }
@@ -74,7 +80,7 @@ class PeriodicClock {
   void send(int64_t step, size_t fragment) {
     advanceTo(step);
     const double start = std::max(time_, link_free_);
-    link_free_ = start + messageSeconds(method_, network_, workers_, method_.message_bits[fragment]);
+    link_free_ = start + exchangeSeconds(method_, network_, workers_, fragment);
     if (method_.delay == 0) {
       time_ = link_free_;
     } else {
@@ -113,7 +119,7 @@ StepEstimate estimateStep(const PlannedMethod& method, const ComputeModel& compu
   const double wire = performance::costFactors(method.collective, workers).bytes;
   estimate.average_bit_per_s = wire * estimate.bits_per_step / estimate.step_s;
   for (double bits : method.message_bits) {
-    const double seconds = messageSeconds(method, network, workers, bits);
+    const double seconds = transferSeconds(method, network, workers, bits);
     if (seconds > 0) estimate.peak_bit_per_s = std::max(estimate.peak_bit_per_s, wire * bits / seconds);
   }
   return estimate;

@@ -27,6 +27,11 @@ struct PlannedMethod {
   // one), sent at its own step of the period (sendOffset), `ready` unused.
   std::vector<double> message_bits;
   std::vector<double> ready;
+  // The gradient elements each message carries, and the codec's encode plus decode time per
+  // element (0: not modelled): an exchange takes its transfer plus elements x that, on the
+  // exchange's path (a codec that alone outlasts the compute makes a CU unreachable).
+  std::vector<double> message_elements;
+  double codec_s_per_element = 0;
 };
 
 // A worker's compute per step: forward then backward (backward_share of the time), gradients

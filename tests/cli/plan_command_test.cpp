@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -73,7 +74,7 @@ TEST_F(PlanCommand, CountsTheParametersGcrunExperimentBuilds) {
     const auto run = runCommand(kLimit + kGcrun + " experiment " + preset + kTiny + sets + " --output-dir " + run_dir);
     ASSERT_EQ(run.exit_code, 0) << run.output;
     const auto plan = runCommand(kLimit + kGcrun + " plan " + preset + kTiny + sets + " --workers 2 --cu-targets 0.5" +
-                                 " --output " + dir_.file(preset + "-plan"));
+                                 " --no-codec-time --output " + dir_.file(preset + "-plan"));
     ASSERT_EQ(plan.exit_code, 0) << plan.output;
     const auto built = jsonNumber(readFile(run_dir + "/run.json"), "num_parameters");
     EXPECT_TRUE(contains(plan.output, preset + ": " + std::to_string(int64_t(built)) + " parameters")) << plan.output;
@@ -102,9 +103,9 @@ TEST_F(PlanCommand, PlansTheBitsARunSends) {
     for (const auto& [key, value] : sets) yaml += "    " + key + ": " + value + "\n";
   }
   std::ofstream(dir_.file("configurations.yaml")) << yaml;
-  const auto plan =
-      runCommand(kLimit + kGcrun + " plan brown-gpt-nanogpt" + kTiny + kGpt + " --configurations " +
-                 dir_.file("configurations.yaml") + " --workers 2 --cu-targets 0.5 --output " + dir_.file("plan"));
+  const auto plan = runCommand(kLimit + kGcrun + " plan brown-gpt-nanogpt" + kTiny + kGpt + " --configurations " +
+                               dir_.file("configurations.yaml") +
+                               " --workers 2 --cu-targets 0.5 --no-codec-time --output " + dir_.file("plan"));
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
   const auto csv = readFile(dir_.file("plan/plan.csv"));
   for (const auto& [name, sets] : configurations) {
@@ -121,7 +122,7 @@ TEST_F(PlanCommand, PlansTheBitsARunSends) {
 
 TEST_F(PlanCommand, WritesTheMatrixTheTableAndTheCsv) {
   const auto plan = runCommand(kLimit + kGcrun + " plan brown-gpt-nanogpt" + kGpt + " --workers 2,8 --bandwidth 1gbit" +
-                               " --cu-targets 0.5,0.9 --output " + dir_.file("plan"));
+                               " --cu-targets 0.5,0.9 --no-codec-time --output " + dir_.file("plan"));
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
   EXPECT_TRUE(contains(plan.output, "| diloco-fp4 | 8 |")) << plan.output;
   const auto md = readFile(dir_.file("plan/plan.md"));
@@ -136,6 +137,30 @@ TEST_F(PlanCommand, WritesTheMatrixTheTableAndTheCsv) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 13 * 2 * (1 + 2));
 }
 
+// The codec's time, timed on this machine, lengthens fp8's syncs (and more at --codec-scale 1000);
+// exact's codec costs nothing; --no-codec-time leaves it out and says so.
+TEST_F(PlanCommand, TimesTheCodecsUnlessToldNot) {
+  std::ofstream(dir_.file("fp8.yaml"))
+      << "- {name: fp8, set: {sync.strategy: diloco, sync.every: 2, reducer.name: fp8}}\n"
+         "- {name: exact, set: {sync.strategy: diloco, sync.every: 2}}\n";
+  const std::string plan = kLimit + kGcrun + " plan brown-gpt-nanogpt" + kGpt + " --configurations " +
+                           dir_.file("fp8.yaml") + " --workers 2 --bandwidth 100gbit --step-time 1ms --cu-targets 0.5";
+  std::map<std::string, std::string> csv;
+  for (const std::string codec : {"--no-codec-time", "--codec-scale 1", "--codec-scale 1000"}) {
+    const auto output = dir_.file("plan" + std::to_string(csv.size()));
+    const auto run = runCommand(plan + " " + codec + " --output " + output);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    csv[codec] = readFile(output + "/plan.csv");
+    EXPECT_EQ(contains(readFile(output + "/plan.md"), "codec time: each exchange"), codec != "--no-codec-time");
+  }
+  const auto step = [&](const std::string& codec, const std::string& configuration) {
+    return std::stod(csvCell(csv[codec], configuration, "step_ms"));
+  };
+  EXPECT_LT(step("--no-codec-time", "fp8"), step("--codec-scale 1", "fp8"));
+  EXPECT_LT(step("--codec-scale 1", "fp8"), step("--codec-scale 1000", "fp8"));
+  EXPECT_EQ(step("--no-codec-time", "exact"), step("--codec-scale 1000", "exact"));
+}
+
 TEST_F(PlanCommand, RefusesBadInputInOneLineBeforePlanning) {
   const std::string plan = kLimit + kGcrun + " plan brown-gpt-nanogpt --output " + dir_.file("refused");
   expectRefused(runCommand(plan + " --step-time 0ms"), "--step-time");
@@ -143,6 +168,8 @@ TEST_F(PlanCommand, RefusesBadInputInOneLineBeforePlanning) {
   expectRefused(runCommand(plan + " --device-flops 1e15 --mfu 0"), "--mfu");
   expectRefused(runCommand(plan + " --cu-targets 0.5,1"), "--cu-targets");
   expectRefused(runCommand(plan + " --cu-targets 0"), "--cu-targets");
+  expectRefused(runCommand(plan + " --codec-scale 0"), "--codec-scale");
+  expectRefused(runCommand(plan + " --codec-scale -1 --no-codec-time"), "--codec-scale");
   expectRefused(runCommand(plan + " --set task.heads=3"), "task.heads");
   expectRefused(runCommand(plan + " --set task.no_such_key=1"), "task.no_such_key");
   expectRefused(runCommand(plan + " --set task.width=100000000 --set task.layers=1000000"), "1e15 parameters");

@@ -64,5 +64,23 @@ TEST(PlanModel, BandwidthSearchFindsTheLinkAndSaysWhenLatencyForbidsIt) {
   EXPECT_EQ(bandwidthFor(0.5, periodic(10, 1, 0, 8), kCompute, 0, 2), kLowestBitPerS);
 }
 
+TEST(PlanModel, CodecTimeLengthensEachExchangeAndCanForbidACu) {
+  // diloco's 2 s sync of 1e9 elements with a codec of 1 ns an element: 3 s every 10 steps.
+  auto method = periodic(10, 1, 0, 2e9);
+  method.message_elements = {1e9};
+  method.codec_s_per_element = 1e-9;
+  EXPECT_NEAR(estimateStep(method, kCompute, kLink, 2).step_s, 1.3, 1e-9);
+  // The codec alone holds CU at 10 / 11: 0.95 is unreachable at any bandwidth, 0.9 is not.
+  EXPECT_FALSE(bandwidthFor(0.95, method, kCompute, 0, 2).has_value());
+  EXPECT_TRUE(bandwidthFor(0.9, method, kCompute, 0, 2).has_value());
+  // The peak bandwidth is the transfer's, without the codec's time.
+  EXPECT_NEAR(estimateStep(method, kCompute, kLink, 2).peak_bit_per_s, 1e9, 1);
+  // Every step: a bucket's codec time delays the step's end like its transfer.
+  auto buckets = everyStep({2e8, 2e8}, {0.5, 1.0});
+  buckets.message_elements = {1e8, 1e8};
+  buckets.codec_s_per_element = 1e-9;
+  EXPECT_NEAR(estimateStep(buckets, kCompute, kLink, 2).step_s, 1.3, 1e-9);
+}
+
 }  // namespace
 }  // namespace gcrun::planning
