@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "hyperparams/base/units.h"
+#include "outputs/performance/predict_options.h"
+#include "outputs/performance/report_projection.h"
 
 namespace gcrun::experiments {
 
@@ -42,14 +44,15 @@ struct StudySpec {
   int processes = 1;  // `processes:` workers per run, unless --nproc-per-node says otherwise
   // `predict:` the report's prediction over worker counts and links (gcrun predict), and the one
   // point (`headline`, as report --predict takes it) its table's projected columns show.
+  // Each value parsed once, when the study file is read.
   struct Prediction {
     std::vector<int> workers;
-    std::vector<std::string> bandwidths;
-    std::string latency = units::kDefaultLatency;
+    std::vector<double> bandwidths;  // bytes per second
+    double latency_s = units::parseDuration(units::kDefaultLatency, "latency");
     std::vector<int64_t> sync_every;  // what-ifs over H for runs that sync models
     std::optional<double> target_cu;  // recommend the cheapest configuration reaching it
-    std::string headline;
-    std::string quality_tolerance;  // as gcrun predict --quality-tolerance takes it; "" for the default
+    std::optional<performance::ProjectionSpec> headline;
+    performance::QualityTolerance quality;  // as gcrun predict --quality-tolerance takes it
   };
   std::optional<Prediction> predict;
 };

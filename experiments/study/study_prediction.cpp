@@ -15,20 +15,14 @@ void addPrediction(const StudySpec::Prediction& prediction, const outputs::Study
   options.workers = prediction.workers;
   options.sync_every = prediction.sync_every;
   options.target_cu = prediction.target_cu;
-  if (!prediction.quality_tolerance.empty()) {
-    options.quality = performance::parseQualityTolerance(prediction.quality_tolerance, "predict.quality_tolerance");
-  }
-  const double latency = units::parseDuration(prediction.latency, "predict.latency");
-  for (const auto& bandwidth : prediction.bandwidths) {
-    options.networks.push_back(network::linkProfile(units::parseBandwidth(bandwidth, "predict.bandwidth"), latency));
+  options.quality = prediction.quality;
+  for (double bandwidth : prediction.bandwidths) {
+    options.networks.push_back(network::linkProfile(bandwidth, prediction.latency_s));
   }
   const auto traced = performance::traceRuns(runs);
   const auto rows = performance::predictRuns(traced.runs, traced.timelines, options);
   auto table = performance::predictionSection(rows, options);
-  if (!prediction.headline.empty()) {
-    report.projection =
-        performance::projectRuns(traced, performance::parseProjection(prediction.headline, "predict.headline"));
-  }
+  if (prediction.headline) report.projection = performance::projectRuns(traced, *prediction.headline);
   try {
     performance::checkPredictable(traced, study.pathOf(outputs::study_files::kRuns));
     const auto files = performance::writePrediction(traced.runs, traced.timelines, rows, options, study.predictPath());

@@ -82,9 +82,7 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
       if (!value.IsSequence() || value.size() == 0) throw UserError(where + "." + key + " must be a non-empty list");
       for (const auto& item : value) {
         if (key == "bandwidth") {
-          const auto bandwidth = text(item, where + ".bandwidth");
-          units::parseBandwidth(bandwidth, where + ".bandwidth");
-          prediction.bandwidths.push_back(bandwidth);
+          prediction.bandwidths.push_back(units::parseBandwidth(text(item, where + ".bandwidth"), where + ".bandwidth"));
           continue;
         }
         int workers = 0;
@@ -102,14 +100,12 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
     } else if (key == "target_cu") {
       prediction.target_cu = performance::parseTargetCu(text(value, where + ".target_cu"), where + ".target_cu");
     } else if (key == "latency") {
-      prediction.latency = text(value, where + ".latency");
-      units::parseDuration(prediction.latency, where + ".latency");
+      prediction.latency_s = units::parseDuration(text(value, where + ".latency"), where + ".latency");
     } else if (key == "headline") {
-      prediction.headline = text(value, where + ".headline");
-      performance::parseProjection(prediction.headline, where + ".headline");
+      prediction.headline = performance::parseProjection(text(value, where + ".headline"), where + ".headline");
     } else if (key == "quality_tolerance") {
-      prediction.quality_tolerance = text(value, where + ".quality_tolerance");
-      performance::parseQualityTolerance(prediction.quality_tolerance, where + ".quality_tolerance");
+      prediction.quality =
+          performance::parseQualityTolerance(text(value, where + ".quality_tolerance"), where + ".quality_tolerance");
     } else {
       throw UserError(where + ": unknown key '" + clipForMessage(key) +
                       "'; it has workers, bandwidth, latency, sync_every, target_cu, headline, quality_tolerance");
