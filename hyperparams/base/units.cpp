@@ -134,7 +134,8 @@ double parseDuration(const std::string& text, const std::string& what) {
 }
 
 // Links are named in bits per second, a whole number where one unit gives it ("100mbit", not
-// "0.1gbit" or "12.5MB"), unless that is much longer than the shortest spelling.
+// "0.1gbit" or "12.5MB"), unless that is much longer than the shortest spelling ("1GiB", not
+// "8589934592bit"); a whole number of bits may be a little longer ("200mbit", not "25MB").
 std::string bandwidthText(double bytes_per_s) {
   std::string in_bits;
   for (size_t k = 0; k < kBitRateUnits; ++k) {
@@ -145,8 +146,9 @@ std::string bandwidthText(double bytes_per_s) {
       in_bits = text;
     }
   }
+  const bool whole_bits = in_bits.find_first_of(".e") == std::string::npos;
   const auto any = shortestSpelling(bytes_per_s, bandwidthUnits());
-  return in_bits.size() <= any.size() + 2 ? in_bits : any;
+  return in_bits.size() <= any.size() + (whole_bits ? 4 : 2) ? in_bits : any;
 }
 
 std::string durationText(double seconds) { return shortestSpelling(seconds, durationUnits()); }

@@ -58,6 +58,7 @@ TEST(Units, TextIsTheShortestExactSpelling) {
   EXPECT_EQ(bandwidthText(1.25e9), "10gbit");
   EXPECT_EQ(bandwidthText(1.25e8), "1gbit");
   EXPECT_EQ(bandwidthText(1.25e7), "100mbit");  // bits per second, though "12.5MB" is shorter
+  EXPECT_EQ(bandwidthText(2.5e7), "200mbit");   // and though "25MB" is
   EXPECT_EQ(bandwidthText(1073741824.0), "1GiB");
   EXPECT_EQ(durationText(2e-5), "20us");
   EXPECT_EQ(durationText(1.5e-3), "1.5ms");
