@@ -82,7 +82,8 @@ StudySpec::Prediction predictionOf(const YAML::Node& node, const std::string& so
       if (!value.IsSequence() || value.size() == 0) throw UserError(where + "." + key + " must be a non-empty list");
       for (const auto& item : value) {
         if (key == "bandwidth") {
-          prediction.bandwidths.push_back(units::parseBandwidth(text(item, where + ".bandwidth"), where + ".bandwidth"));
+          prediction.bandwidths.push_back(
+              units::parseBandwidth(text(item, where + ".bandwidth"), where + ".bandwidth"));
           continue;
         }
         int workers = 0;
