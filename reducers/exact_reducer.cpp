@@ -1,6 +1,7 @@
 #include <ATen/ATen.h>
 
 #include "reducers/builtin_reducers.h"
+#include "reducers/granularity.h"
 #include "reducers/tensor_buffer.h"
 #include "reducers/tensor_costs.h"
 
@@ -8,17 +9,13 @@ namespace gcrun::reducers {
 namespace {
 
 // The reference's ExactReducer (every gradient all-reduced, then divided by the number of workers;
-// nothing is lost, so the memory is zero), in buckets as PyTorch DDP does it: tensors in reverse
-// order (the order backward produces them) fill buckets of about kBucketBytes, the first one
-// smaller so that communication starts early. A bucket is all-reduced, asynchronously, as soon as
+// nothing is lost, so the memory is zero), in buckets as PyTorch DDP does it (ddpBuckets, in
+// granularity.h). A bucket is all-reduced, asynchronously, as soon as
 // all its tensors are ready() and every earlier bucket has started, so that every rank starts the
 // same collectives in the same order whatever order its gradients arrive in. Tensors that lie back
 // to back in memory (the trainer's flat gradients) are all-reduced in place, without packing.
 class ExactReducer : public Reducer {
  public:
-  static constexpr int64_t kFirstBucketBytes = 1 << 20;
-  static constexpr int64_t kBucketBytes = 25 << 20;
-
   explicit ExactReducer(Communicator& comm) : comm_(comm) {}
 
   void ready(size_t index, const std::vector<at::Tensor>& send) override {
@@ -60,19 +57,15 @@ class ExactReducer : public Reducer {
   };
 
   void plan(const std::vector<at::Tensor>& send) {
+    std::vector<int64_t> tensor_bytes;
+    for (const auto& t : send) tensor_bytes.push_back(t.numel() * static_cast<int64_t>(t.element_size()));
     bucket_of_.assign(send.size(), 0);
-    int64_t bytes = 0;
-    for (size_t k = send.size(); k-- > 0;) {
-      const int64_t cap = buckets_.size() <= 1 ? kFirstBucketBytes : kBucketBytes;
-      if (buckets_.empty() || bytes >= cap) {
-        buckets_.emplace_back();
-        bytes = 0;
-      }
-      buckets_.back().members.push_back(k);
-      bucket_of_[k] = buckets_.size() - 1;
-      bytes += send[k].numel() * static_cast<int64_t>(send[k].element_size());
+    for (auto& members : ddpBuckets(tensor_bytes)) {
+      for (size_t k : members) bucket_of_[k] = buckets_.size();
+      buckets_.emplace_back();
+      buckets_.back().buffer = TensorBuffer::over(pick(send, members));
+      buckets_.back().members = std::move(members);
     }
-    for (auto& bucket : buckets_) bucket.buffer = TensorBuffer::over(pick(send, bucket.members));
     for (const auto& t : send) costs_.push_back({bitsOf(t), 0});
   }
 

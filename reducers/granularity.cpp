@@ -123,6 +123,21 @@ class GroupedReducer : public Reducer {
 
 }  // namespace
 
+TensorGroups ddpBuckets(const std::vector<int64_t>& tensor_bytes) {
+  TensorGroups buckets;
+  int64_t bytes = 0;
+  for (size_t k = tensor_bytes.size(); k-- > 0;) {
+    const int64_t cap = buckets.size() <= 1 ? kDdpFirstBucketBytes : kDdpBucketBytes;
+    if (buckets.empty() || bytes >= cap) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(k);
+    bytes += tensor_bytes[k];
+  }
+  return buckets;
+}
+
 TensorGroups bucketGroups(const std::vector<at::Tensor>& tensors, int64_t bucket_bytes) {
   TensorGroups groups;
   int64_t bytes = 0;

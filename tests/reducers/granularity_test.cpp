@@ -78,6 +78,16 @@ TEST(Granularity, BucketPartitionFollowsDdp) {
   EXPECT_EQ(reducers::bucketGroups(filled(0), 100), (reducers::TensorGroups{{3}, {2, 1, 0}}));
 }
 
+// The exact reducer's all-reduce buckets (and gcrun plan's every-step messages): DDP's 1 MiB
+// first bucket, then 25 MiB ones, filled from the last tensor.
+TEST(Granularity, DdpBucketsStartWithASmallFirstOne) {
+  constexpr int64_t kMiB = 1 << 20;
+  EXPECT_EQ(reducers::ddpBuckets({2 * kMiB, kMiB / 2, kMiB / 2, kMiB / 2}), (reducers::TensorGroups{{3, 2}, {1, 0}}));
+  EXPECT_EQ(reducers::ddpBuckets({30 * kMiB, 30 * kMiB, 30 * kMiB}), (reducers::TensorGroups{{2}, {1}, {0}}));
+  EXPECT_EQ(reducers::ddpBuckets({10 * kMiB, 10 * kMiB, 10 * kMiB, kMiB}), (reducers::TensorGroups{{3}, {2, 1, 0}}));
+  EXPECT_TRUE(reducers::ddpBuckets({}).empty());
+}
+
 TEST(Granularity, UnknownGranularityIsAUserError) {
   try {
     experiments::layeredConfig("fashion-sgd", "", {"reducer.granularity=row"});
