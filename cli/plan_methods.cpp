@@ -129,8 +129,7 @@ double bitsFor(const experiments::ResolvedExperiment& experiment, const std::vec
   const auto bits = reducers::plannedBits(experiment.config.reducer.name, experiment.config.reducer, shapes);
   if (!bits) {
     throw UserError("reducer.name: gcrun plan cannot size '" + experiment.config.reducer.name +
-                    "''s messages (its spec does not say what it sends); it plans " +
-                    reducers::plannableReducers());
+                    "''s messages (its spec does not say what it sends); it plans " + reducers::plannableReducers());
   }
   return static_cast<double>(*bits);
 }
@@ -155,7 +154,7 @@ void bucketMessages(const experiments::ResolvedExperiment& experiment, const std
   double total = 0, done = 0, in_bucket = 0;
   for (const auto& shape : shapes) total += static_cast<double>(c10::multiply_integers(shape));
   std::vector<std::vector<int64_t>> bucket;
-  std::vector<int64_t> bucket_elements;
+  std::vector<int64_t> bucket_sizes;
   for (auto it = shapes.rbegin(); it != shapes.rend(); ++it) {
     bucket.push_back(*it);
     in_bucket += static_cast<double>(c10::multiply_integers(*it));
@@ -163,11 +162,11 @@ void bucketMessages(const experiments::ResolvedExperiment& experiment, const std
     done += in_bucket;
     method.message_bits.push_back(bitsFor(experiment, bucket));
     method.ready.push_back(total > 0 ? done / total : 1.0);
-    bucket_elements.push_back(static_cast<int64_t>(in_bucket));
+    bucket_sizes.push_back(static_cast<int64_t>(in_bucket));
     bucket.clear();
     in_bucket = 0;
   }
-  if (experiment.reducer.whole_step) shareWholeStep(experiment, shapes, bucket_elements, method);
+  if (experiment.reducer.whole_step) shareWholeStep(experiment, shapes, bucket_sizes, method);
 }
 
 // Periodic: fragment p of F holds tensors p, p + F, p + 2F, ... (streaming-diloco strides the

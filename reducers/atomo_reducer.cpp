@@ -51,7 +51,7 @@ AtomShape atomShape(const std::vector<int64_t>& sizes, int64_t rank) {
 
 // A tensor's slot of the message: k atoms of u [rows], s and v [cols], whichever atoms the draws
 // kept (the unused slots of a matrix of too few nonzero singular values carry zero atoms).
-int64_t slotElements(const AtomShape& a) { return a.atoms * (a.rows + a.cols + 1); }
+int64_t atomoSlotElements(const AtomShape& a) { return a.atoms * (a.rows + a.cols + 1); }
 
 // The reference's AtomoReducer (powersgd.md 1.6; Wang et al.'s spectral Atomo), memory-off only
 // (the reference fills memory with -1e7 to make that clear):
@@ -121,8 +121,8 @@ class AtomoReducer : public Reducer {
       const AtomShape a = atomShape(t.sizes().vec(), rank_);
       shapes_.push_back(a);
       offsets_.push_back(total);
-      total += slotElements(a);
-      parts.push_back(at::empty({slotElements(a)}, t.options()));
+      total += atomoSlotElements(a);
+      parts.push_back(at::empty({atomoSlotElements(a)}, t.options()));
     }
     message_ = TensorBuffer(parts);
     initialized_ = true;
@@ -175,7 +175,7 @@ class AtomoReducer : public Reducer {
   // Tensor i as message `m` stands for it: u diag(s) v^T, as an [n, m] matrix.
   at::Tensor decode(const at::Tensor& m, size_t i) const {
     const AtomShape& a = shapes_[i];
-    const auto slot = m.narrow(0, offsets_[i], slotElements(a));
+    const auto slot = m.narrow(0, offsets_[i], atomoSlotElements(a));
     const auto u = slot.narrow(0, 0, a.rows * a.atoms).view({a.rows, a.atoms});
     const auto s = slot.narrow(0, a.rows * a.atoms, a.atoms);
     const auto v = slot.narrow(0, a.rows * a.atoms + a.atoms, a.cols * a.atoms).view({a.cols, a.atoms});
@@ -207,7 +207,8 @@ ReducerSpec atomoSpec() {
   spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
     const int64_t rank = atomoSettings().read(options.settings).rank;
     uint64_t bits = 0;
-    for (const auto& shape : shapes) bits += 8 * sizeof(float) * static_cast<uint64_t>(slotElements(atomShape(shape, rank)));
+    for (const auto& shape : shapes)
+      bits += 8 * sizeof(float) * static_cast<uint64_t>(atomoSlotElements(atomShape(shape, rank)));
     return bits;
   };
   return spec;

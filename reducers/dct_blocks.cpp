@@ -37,16 +37,18 @@ DctBlocks::DctBlocks(at::IntArrayRef shape, int64_t block, at::ScalarType dtype)
       col_dct_(dctMatrix(grid_.block_cols, dtype)) {}
 
 at::Tensor DctBlocks::forward(const at::Tensor& tensor) const {
-  const auto blocks_of = tensor.reshape({grid_.rows / grid_.block_rows, grid_.block_rows, grid_.cols / grid_.block_cols, grid_.block_cols})
-                             .permute({0, 2, 1, 3})
-                             .reshape({blocks(), grid_.block_rows, grid_.block_cols});
+  const auto blocks_of =
+      tensor.reshape({grid_.rows / grid_.block_rows, grid_.block_rows, grid_.cols / grid_.block_cols, grid_.block_cols})
+          .permute({0, 2, 1, 3})
+          .reshape({blocks(), grid_.block_rows, grid_.block_cols});
   return at::matmul(at::matmul(row_dct_, blocks_of), col_dct_.t()).reshape({blocks(), blockElements()});
 }
 
 at::Tensor DctBlocks::inverse(const at::Tensor& coefficients) const {
-  const auto blocks_of =
-      at::matmul(at::matmul(row_dct_.t(), coefficients.reshape({blocks(), grid_.block_rows, grid_.block_cols})), col_dct_);
-  return blocks_of.reshape({grid_.rows / grid_.block_rows, grid_.cols / grid_.block_cols, grid_.block_rows, grid_.block_cols})
+  const auto blocks_of = at::matmul(
+      at::matmul(row_dct_.t(), coefficients.reshape({blocks(), grid_.block_rows, grid_.block_cols})), col_dct_);
+  return blocks_of
+      .reshape({grid_.rows / grid_.block_rows, grid_.cols / grid_.block_cols, grid_.block_rows, grid_.block_cols})
       .permute({0, 2, 1, 3})
       .reshape(shape_);
 }

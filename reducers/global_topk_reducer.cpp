@@ -88,7 +88,8 @@ class GlobalTopKReducer : public Reducer {
 uint64_t globalTopKPlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
   int64_t n = 0;
   for (const auto& shape : shapes) n += static_cast<int64_t>(elementCount(shape));
-  return kGlobalTopKPairBits * static_cast<uint64_t>(globalTopKSize(globalTopKSettings().read(options.settings).compression, n));
+  return kGlobalTopKPairBits *
+         static_cast<uint64_t>(globalTopKSize(globalTopKSettings().read(options.settings).compression, n));
 }
 
 }  // namespace

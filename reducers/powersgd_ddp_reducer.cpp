@@ -50,16 +50,16 @@ const hyperparams::SettingsSchema<PowerSgdDdpOptions>& powerSgdDdpSettings() {
 // How the hook sees a tensor: as [n, m] (n its first dimension), compressed at
 // r = min(n, m, rank) when (n + m) r min_compression_rate < n m; r = 0 (sent whole) for a scalar,
 // an empty tensor or a matrix not worth compressing.
-struct HookMatrix {
+struct PowerSgdDdpMatrix {
   int64_t n = 0, m = 0, r = 0;
 };
-HookMatrix hookMatrixOf(const std::vector<int64_t>& sizes, int64_t rank, double min_compression_rate) {
-  HookMatrix matrix;
+PowerSgdDdpMatrix powerSgdDdpMatrixOf(const std::vector<int64_t>& sizes, int64_t rank, double min_compression_rate) {
+  PowerSgdDdpMatrix matrix;
   matrix.n = sizes.empty() ? 1 : sizes.front();
   matrix.m = matrix.n == 0 ? 0 : c10::multiply_integers(sizes) / matrix.n;
   const int64_t r = std::min({matrix.n, matrix.m, rank});
-  const bool worth = static_cast<double>((matrix.n + matrix.m) * r) * min_compression_rate <
-                     static_cast<double>(matrix.n * matrix.m);
+  const bool worth =
+      static_cast<double>((matrix.n + matrix.m) * r) * min_compression_rate < static_cast<double>(matrix.n * matrix.m);
   matrix.r = !sizes.empty() && matrix.n != 0 && worth ? r : 0;
   return matrix;
 }
@@ -243,7 +243,7 @@ class PowerSgdDdpReducer : public Reducer {
     for (size_t i : order) {
       views_[i] = bucket_.narrow(0, offset, like[i].numel()).view(like[i].sizes());
       offset += like[i].numel();
-      const auto [n, m, r] = hookMatrixOf(like[i].sizes().vec(), options_.rank, options_.min_compression_rate);
+      const auto [n, m, r] = powerSgdDdpMatrixOf(like[i].sizes().vec(), options_.rank, options_.min_compression_rate);
       if (r == 0) {
         uncompressed_.push_back(i);
         continue;
@@ -408,7 +408,7 @@ ReducerSpec powerSgdDdpSpec() {
     const auto settings = powerSgdDdpSettings().read(options.settings);
     uint64_t bits = 0;
     for (const auto& shape : shapes) {
-      const auto [n, m, r] = hookMatrixOf(shape, settings.rank, settings.min_compression_rate);
+      const auto [n, m, r] = powerSgdDdpMatrixOf(shape, settings.rank, settings.min_compression_rate);
       const int64_t elements = r == 0 ? c10::multiply_integers(shape) : (n + m) * r;
       bits += 8 * sizeof(float) * static_cast<uint64_t>(elements);
     }

@@ -24,7 +24,7 @@ const hyperparams::SettingsSchema<QsgdOptions>& qsgdSettings() {
 }
 
 // The smallest L with 2^L >= s + 1: levels 0..s.
-int64_t levelBits(int64_t levels) {
+int64_t qsgdLevelBits(int64_t levels) {
   int64_t bits = 0;
   while ((int64_t{1} << bits) < levels + 1) ++bits;
   return bits;
@@ -43,7 +43,7 @@ int64_t levelBits(int64_t levels) {
 class QsgdCodec : public GradientCodec {
  public:
   QsgdCodec(int64_t levels, at::Generator generator)
-      : levels_(levels), field_bits_(levelBits(levels) + 1), generator_(std::move(generator)) {}
+      : levels_(levels), field_bits_(qsgdLevelBits(levels) + 1), generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
     return encodeScaledCodes(tensors, generator_, field_bits_,
@@ -105,7 +105,7 @@ ReducerSpec qsgdSpec() {
   spec.contractive = false;
   // The norms and the (L + 1)-bit codes of all the tensors, packed as one message (bitsByTensor()).
   spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
-    return scaledCodesPlannedBits(shapes, levelBits(qsgdSettings().read(options.settings).quantization_levels) + 1);
+    return scaledCodesPlannedBits(shapes, qsgdLevelBits(qsgdSettings().read(options.settings).quantization_levels) + 1);
   };
   spec.whole_step = true;
   return spec;

@@ -132,13 +132,13 @@ at::Generator workerGenerator(uint64_t seed, int rank) {
 
 namespace {
 
-std::vector<int64_t> elementCountsOf(const std::vector<std::vector<int64_t>>& shapes) {
+std::vector<int64_t> codecElementCounts(const std::vector<std::vector<int64_t>>& shapes) {
   std::vector<int64_t> counts;
   for (const auto& shape : shapes) counts.push_back(c10::multiply_integers(shape));
   return counts;
 }
 
-uint64_t sumOf(const std::vector<uint64_t>& bits_by_tensor) {
+uint64_t codecBitsSum(const std::vector<uint64_t>& bits_by_tensor) {
   uint64_t bits = 0;
   for (uint64_t tensor_bits : bits_by_tensor) bits += tensor_bits;
   return bits;
@@ -147,11 +147,11 @@ uint64_t sumOf(const std::vector<uint64_t>& bits_by_tensor) {
 }  // namespace
 
 uint64_t codecPlannedBits(const GradientCodec& codec, const std::vector<std::vector<int64_t>>& shapes) {
-  return sumOf(codec.bitsByTensor(elementCountsOf(shapes)));
+  return codecBitsSum(codec.bitsByTensor(codecElementCounts(shapes)));
 }
 
 uint64_t scaledCodesPlannedBits(const std::vector<std::vector<int64_t>>& shapes, int64_t bits) {
-  return sumOf(scaledCodesBits(elementCountsOf(shapes), bits));
+  return codecBitsSum(scaledCodesBits(codecElementCounts(shapes), bits));
 }
 
 }  // namespace gcrun::reducers

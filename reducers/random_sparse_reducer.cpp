@@ -22,7 +22,7 @@ const hyperparams::SettingsSchema<RandomSparseOptions>& randomSparseSettings() {
 }
 
 // k of a tensor of `numel` at compression c: max(1, floor(c numel)), at most numel.
-int64_t sampledCount(double compression, int64_t numel) {
+int64_t randomSparseCount(double compression, int64_t numel) {
   return numel == 0 ? 0 : std::min(numel, std::max<int64_t>(1, static_cast<int64_t>(compression * numel)));
 }
 
@@ -93,7 +93,7 @@ class RandomSparseReducer : public Reducer {
     std::vector<at::Tensor> scales;
     for (const auto& t : like) {
       const int64_t numel = t.numel();
-      const int64_t k = sampledCount(compression_, numel);
+      const int64_t k = randomSparseCount(compression_, numel);
       sizes_.push_back(k);
       const double scale = rescale_ && k > 0 ? static_cast<double>(numel) / k : 1.0;
       scales.push_back(at::full({k}, scale, options));
@@ -119,7 +119,8 @@ uint64_t randomSparsePlannedBits(const ReducerOptions& options, const TensorShap
   const double compression = randomSparseSettings().read(options.settings).compression;
   uint64_t bits = 0;
   for (const auto& shape : shapes) {
-    bits += 8 * sizeof(float) * static_cast<uint64_t>(sampledCount(compression, static_cast<int64_t>(elementCount(shape))));
+    bits += 8 * sizeof(float) *
+            static_cast<uint64_t>(randomSparseCount(compression, static_cast<int64_t>(elementCount(shape))));
   }
   return bits;
 }

@@ -16,7 +16,7 @@ namespace {
 //  - out = the mean over workers of scale * sign; memory = g - scale * sign(g), this worker's own
 //    part. The reference subtracts torch.sign(g), which is 0 where g is 0 although +1 was sent
 //    there; gcrun subtracts what it sent, so that the mean of send - memory is the output.
-constexpr uint64_t kScaleBits = 8 * sizeof(float);
+constexpr uint64_t kSignNormScaleBits = 8 * sizeof(float);
 
 class SignNormReducer : public Reducer {
  public:
@@ -72,7 +72,7 @@ class SignNormReducer : public Reducer {
   // A tensor sends its scale and its share of the packed signs (a bit an element).
   std::vector<TensorCost> lastCosts() const override {
     auto costs = costsByElements(sign_bits_, counts_);
-    for (auto& cost : costs) cost.bits += kScaleBits;
+    for (auto& cost : costs) cost.bits += kSignNormScaleBits;
     return costs;
   }
 
@@ -98,7 +98,7 @@ ReducerSpec signNormSpec() {
                    "SignAndNormReducer"};
   // The packed signs of all the tensors, padded as one message, and a float32 scale per tensor.
   spec.planned_bits = [](const ReducerOptions& /*options*/, const TensorShapes& shapes) {
-    return plannedSignBits(shapes) + kScaleBits * shapes.size();
+    return plannedSignBits(shapes) + kSignNormScaleBits * shapes.size();
   };
   spec.whole_step = true;
   return spec;

@@ -20,7 +20,7 @@ const hyperparams::SettingsSchema<SvdOptions>& svdSettings() {
 }
 
 // A matrix's message: u [rows, r], s [r] and v [cols, r].
-int64_t tripletElements(const MatrixShape& s) { return s.rank * (s.rows + s.cols + 1); }
+int64_t svdTripletElements(const MatrixShape& s) { return s.rank * (s.rows + s.cols + 1); }
 
 // The reference's SVDReducer (powersgd.md 1.6): the paper's "SVD rank r", the best rank-r
 // approximation of each worker's own matrices.
@@ -73,7 +73,7 @@ class SvdReducer : public Reducer {
     const auto element_bits = static_cast<uint64_t>(8 * triplets_.flat().element_size());
     return split_.costs([&](size_t k) {
       const MatrixShape& s = split_.shapes()[k];
-      return element_bits * static_cast<uint64_t>(tripletElements(s));
+      return element_bits * static_cast<uint64_t>(svdTripletElements(s));
     });
   }
 
@@ -85,7 +85,7 @@ class SvdReducer : public Reducer {
     const auto options = like.empty() ? at::TensorOptions() : like.front().options();
     for (const auto& shape : split_.shapes()) {
       offsets_.push_back(total);
-      total += tripletElements(shape);
+      total += svdTripletElements(shape);
       triplet_like.push_back(at::empty({shape.rows * shape.rank}, options));
       triplet_like.push_back(at::empty({shape.rank}, options));
       triplet_like.push_back(at::empty({shape.cols * shape.rank}, options));
@@ -126,7 +126,7 @@ ReducerSpec svdSpec() {
   // Each matrix's triplet in float32, the other tensors whole (lastCosts()).
   spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
     return plannedSplitBits(shapes, svdSettings().read(options.settings).rank, [](const MatrixShape& matrix) {
-      return 8 * sizeof(float) * static_cast<uint64_t>(tripletElements(matrix));
+      return 8 * sizeof(float) * static_cast<uint64_t>(svdTripletElements(matrix));
     });
   };
   return spec;
