@@ -2,8 +2,6 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <map>
-
 #include <c10/util/accumulate.h>
 #include <fmt/format.h>
 
@@ -14,6 +12,7 @@
 #include "hyperparams/base/text.h"
 #include "outputs/files/safe_files.h"
 #include "reducers/planned_bits.h"
+#include "reducers/tensor_costs.h"
 #include "tasks/language_model.h"
 #include "tasks/models/gpt.h"
 #include "tasks/models/rnn_model.h"
@@ -130,10 +129,21 @@ double bitsFor(const experiments::ResolvedExperiment& experiment, const std::vec
   const auto bits = reducers::plannedBits(experiment.config.reducer.name, experiment.config.reducer, shapes);
   if (!bits) {
     throw UserError("reducer.name: gcrun plan cannot size '" + experiment.config.reducer.name +
-                    "''s messages without the gradients' values; it plans exact, powersgd, fp16, bf16, fp8, fp4 "
-                    "and int8");
+                    "''s messages (its spec does not say what it sends); it plans " + reducers::plannableReducers());
   }
   return static_cast<double>(*bits);
+}
+
+// A whole_step reducer's bits are no sum over buckets (global-topk's k of all the elements, a
+// message packed as a whole): the run reduces the step's tensors in one call, so they are sized at
+// once, and the bits shared between the buckets by their elements, as lastCosts() shares a message.
+void shareWholeStep(const experiments::ResolvedExperiment& experiment, const std::vector<std::vector<int64_t>>& shapes,
+                    const std::vector<int64_t>& bucket_elements, planning::PlannedMethod& method) {
+  const auto step_bits = static_cast<uint64_t>(bitsFor(experiment, shapes));
+  method.message_bits.clear();
+  for (uint64_t bits : reducers::splitInProportion(step_bits, bucket_elements)) {
+    method.message_bits.push_back(static_cast<double>(bits));
+  }
 }
 
 // Every step: the gradients in backward order (the reverse of the model's) in buckets of
@@ -144,6 +154,7 @@ void bucketMessages(const experiments::ResolvedExperiment& experiment, const std
   double total = 0, done = 0, in_bucket = 0;
   for (const auto& shape : shapes) total += static_cast<double>(c10::multiply_integers(shape));
   std::vector<std::vector<int64_t>> bucket;
+  std::vector<int64_t> bucket_sizes;
   for (auto it = shapes.rbegin(); it != shapes.rend(); ++it) {
     bucket.push_back(*it);
     in_bucket += static_cast<double>(c10::multiply_integers(*it));
@@ -152,9 +163,11 @@ void bucketMessages(const experiments::ResolvedExperiment& experiment, const std
     method.message_bits.push_back(bitsFor(experiment, bucket));
     method.message_elements.push_back(in_bucket);
     method.ready.push_back(total > 0 ? done / total : 1.0);
+    bucket_sizes.push_back(static_cast<int64_t>(in_bucket));
     bucket.clear();
     in_bucket = 0;
   }
+  if (experiment.reducer.whole_step) shareWholeStep(experiment, shapes, bucket_sizes, method);
 }
 
 // Periodic: fragment p of F holds tensors p, p + F, p + 2F, ... (streaming-diloco strides the
@@ -179,10 +192,8 @@ void fragmentMessages(const experiments::ResolvedExperiment& experiment,
 
 // How the configuration's messages travel: the reducer's collective, in the type it sums.
 void wireOf(const experiments::ResolvedExperiment& experiment, planning::PlannedMethod& method) {
-  static const std::map<std::string, DataType> kSummedIn = {{"fp16", DataType::float16}, {"bf16", DataType::bfloat16}};
   method.collective = experiment.reducer.collective.value_or(CollectiveKind::all_reduce);
-  const auto found = kSummedIn.find(experiment.config.reducer.name);
-  method.dtype = found == kSummedIn.end() ? DataType::float32 : found->second;
+  method.dtype = experiment.reducer.summed_in;
 }
 
 planning::PlannedMethod plannedMethodOf(const std::string& name, const experiments::ResolvedExperiment& experiment,

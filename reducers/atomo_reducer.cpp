@@ -33,21 +33,25 @@ struct AtomShape {
 // [shape0 * shape1 / 2, rest]. Where the reference's view fails or squeezes below two dims
 // (scalars, odd-length vectors, [1, 1] kernels, kernels with an odd shape0 * shape1), gcrun uses
 // [shape0, rest], and [numel, 1] for a scalar or a vector.
-AtomShape atomShape(const at::Tensor& t, int64_t rank) {
+AtomShape atomShape(const std::vector<int64_t>& sizes, int64_t rank) {
   AtomShape a;
-  const int64_t numel = t.numel();
-  if (t.dim() <= 1) {
+  const int64_t numel = c10::multiply_integers(sizes);
+  if (sizes.size() <= 1) {
     a.rows = numel % 2 == 0 ? numel / 2 : numel;
   } else {
     bool trailing_ones = true;
-    for (int64_t d = 2; d < t.dim(); ++d) trailing_ones = trailing_ones && t.size(d) == 1;
-    const int64_t leading = t.size(0) * t.size(1);
-    a.rows = !trailing_ones && leading % 2 == 0 ? leading / 2 : t.size(0);
+    for (size_t d = 2; d < sizes.size(); ++d) trailing_ones = trailing_ones && sizes[d] == 1;
+    const int64_t leading = sizes[0] * sizes[1];
+    a.rows = !trailing_ones && leading % 2 == 0 ? leading / 2 : sizes[0];
   }
   a.cols = numel / a.rows;
   a.atoms = std::min({rank, a.rows, a.cols});
   return a;
 }
+
+// A tensor's slot of the message: k atoms of u [rows], s and v [cols], whichever atoms the draws
+// kept (the unused slots of a matrix of too few nonzero singular values carry zero atoms).
+int64_t atomoSlotElements(const AtomShape& a) { return a.atoms * (a.rows + a.cols + 1); }
 
 // The reference's AtomoReducer (powersgd.md 1.6; Wang et al.'s spectral Atomo), memory-off only
 // (the reference fills memory with -1e7 to make that clear):
@@ -114,11 +118,11 @@ class AtomoReducer : public Reducer {
     std::vector<at::Tensor> parts;
     int64_t total = 0;
     for (const auto& t : like) {
-      const AtomShape a = atomShape(t, rank_);
+      const AtomShape a = atomShape(t.sizes().vec(), rank_);
       shapes_.push_back(a);
       offsets_.push_back(total);
-      total += a.atoms * (a.rows + a.cols + 1);
-      parts.push_back(at::empty({a.atoms * (a.rows + a.cols + 1)}, t.options()));
+      total += atomoSlotElements(a);
+      parts.push_back(at::empty({atomoSlotElements(a)}, t.options()));
     }
     message_ = TensorBuffer(parts);
     initialized_ = true;
@@ -171,7 +175,7 @@ class AtomoReducer : public Reducer {
   // Tensor i as message `m` stands for it: u diag(s) v^T, as an [n, m] matrix.
   at::Tensor decode(const at::Tensor& m, size_t i) const {
     const AtomShape& a = shapes_[i];
-    const auto slot = m.narrow(0, offsets_[i], a.atoms * (a.rows + a.cols + 1));
+    const auto slot = m.narrow(0, offsets_[i], atomoSlotElements(a));
     const auto u = slot.narrow(0, 0, a.rows * a.atoms).view({a.rows, a.atoms});
     const auto s = slot.narrow(0, a.rows * a.atoms, a.atoms);
     const auto v = slot.narrow(0, a.rows * a.atoms + a.atoms, a.cols * a.atoms).view({a.cols, a.atoms});
@@ -193,12 +197,21 @@ ReducerSpec atomoSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<AtomoReducer>(context, atomoSettings().read(context.options.settings));
   };
-  return {make,
-          CollectiveKind::all_gather,
-          atomoSettings().specs(),
-          false,
-          {Granularity::layer, Granularity::model},
-          "AtomoReducer"};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_gather,
+                   atomoSettings().specs(),
+                   false,
+                   {Granularity::layer, Granularity::model},
+                   "AtomoReducer"};
+  // The atoms are sampled, their count is not: every slot travels, in float32.
+  spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
+    const int64_t rank = atomoSettings().read(options.settings).rank;
+    uint64_t bits = 0;
+    for (const auto& shape : shapes)
+      bits += 8 * sizeof(float) * static_cast<uint64_t>(atomoSlotElements(atomShape(shape, rank)));
+    return bits;
+  };
+  return spec;
 }
 
 }  // namespace gcrun::reducers

@@ -37,7 +37,6 @@ ReducerSpec int8Spec();
 // What one worker's reduce() sends per call, in bits, for float32 tensors of `shapes` (layer
 // granularity, after any warm-up such as powersgd's start_iter), worked out by the code that
 // counts the reducer's messages (its lastCosts()); `gcrun plan` asks through plannedBits().
-using TensorShapes = std::vector<std::vector<int64_t>>;
 inline uint64_t elementCount(const std::vector<int64_t>& shape) {
   return static_cast<uint64_t>(c10::multiply_integers(shape));
 }

@@ -21,26 +21,34 @@ int64_t largestDivisorUpTo(int64_t size, int64_t limit) {
   return 1;
 }
 
+DctGrid dctGridOf(at::IntArrayRef shape, int64_t block) {
+  DctGrid grid;
+  grid.rows = shape.size() >= 2 ? shape[0] : 1;
+  grid.cols = grid.rows > 0 ? c10::multiply_integers(shape) / grid.rows : 0;
+  grid.block_rows = largestDivisorUpTo(grid.rows, block);
+  grid.block_cols = largestDivisorUpTo(grid.cols, block);
+  return grid;
+}
+
 DctBlocks::DctBlocks(at::IntArrayRef shape, int64_t block, at::ScalarType dtype)
     : shape_(shape.vec()),
-      rows_(shape.size() >= 2 ? shape[0] : 1),
-      cols_(rows_ > 0 ? c10::multiply_integers(shape) / rows_ : 0),
-      block_rows_(largestDivisorUpTo(rows_, block)),
-      block_cols_(largestDivisorUpTo(cols_, block)),
-      row_dct_(dctMatrix(block_rows_, dtype)),
-      col_dct_(dctMatrix(block_cols_, dtype)) {}
+      grid_(dctGridOf(shape, block)),
+      row_dct_(dctMatrix(grid_.block_rows, dtype)),
+      col_dct_(dctMatrix(grid_.block_cols, dtype)) {}
 
 at::Tensor DctBlocks::forward(const at::Tensor& tensor) const {
-  const auto blocks_of = tensor.reshape({rows_ / block_rows_, block_rows_, cols_ / block_cols_, block_cols_})
-                             .permute({0, 2, 1, 3})
-                             .reshape({blocks(), block_rows_, block_cols_});
+  const auto blocks_of =
+      tensor.reshape({grid_.rows / grid_.block_rows, grid_.block_rows, grid_.cols / grid_.block_cols, grid_.block_cols})
+          .permute({0, 2, 1, 3})
+          .reshape({blocks(), grid_.block_rows, grid_.block_cols});
   return at::matmul(at::matmul(row_dct_, blocks_of), col_dct_.t()).reshape({blocks(), blockElements()});
 }
 
 at::Tensor DctBlocks::inverse(const at::Tensor& coefficients) const {
-  const auto blocks_of =
-      at::matmul(at::matmul(row_dct_.t(), coefficients.reshape({blocks(), block_rows_, block_cols_})), col_dct_);
-  return blocks_of.reshape({rows_ / block_rows_, cols_ / block_cols_, block_rows_, block_cols_})
+  const auto blocks_of = at::matmul(
+      at::matmul(row_dct_.t(), coefficients.reshape({blocks(), grid_.block_rows, grid_.block_cols})), col_dct_);
+  return blocks_of
+      .reshape({grid_.rows / grid_.block_rows, grid_.cols / grid_.block_cols, grid_.block_rows, grid_.block_cols})
       .permute({0, 2, 1, 3})
       .reshape(shape_);
 }

@@ -20,14 +20,22 @@ int64_t largestDivisorUpTo(int64_t size, int64_t limit);
 // DeMo's blocks of a tensor: the tensor seen as a matrix (dim 0 its rows, the other dimensions
 // flattened into its columns; a tensor of fewer than 2 dimensions is one row), cut into blocks of
 // (r, c) elements, r and c the largest divisors of the rows and columns that are at most `block`.
-// Each block is transformed by the 2-D DCT-II C_r X C_cᵀ (for a single row, C_r = [1]: along the
-// columns only).
+struct DctGrid {
+  int64_t rows = 1, cols = 0, block_rows = 1, block_cols = 1;
+  int64_t blocks() const { return (rows / block_rows) * (cols / block_cols); }
+  int64_t blockElements() const { return block_rows * block_cols; }
+};
+DctGrid dctGridOf(at::IntArrayRef shape, int64_t block);
+
+// Each block of a tensor's DctGrid transformed by the 2-D DCT-II C_r X C_cᵀ (for a single row,
+// C_r = [1]: along the columns only).
 class DctBlocks {
  public:
   DctBlocks(at::IntArrayRef shape, int64_t block, at::ScalarType dtype);
 
-  int64_t blocks() const { return (rows_ / block_rows_) * (cols_ / block_cols_); }
-  int64_t blockElements() const { return block_rows_ * block_cols_; }
+  const DctGrid& grid() const { return grid_; }
+  int64_t blocks() const { return grid_.blocks(); }
+  int64_t blockElements() const { return grid_.blockElements(); }
 
   // A tensor of the shape given -> its coefficients (blocks(), blockElements()): the blocks in row-major
   // order over the matrix, each block's coefficients row-major.
@@ -37,7 +45,7 @@ class DctBlocks {
 
  private:
   std::vector<int64_t> shape_;
-  int64_t rows_, cols_, block_rows_, block_cols_;
+  DctGrid grid_;
   at::Tensor row_dct_, col_dct_;  // C_r and C_c
 };
 

@@ -31,6 +31,13 @@ const hyperparams::SettingsSchema<DctTopKOptions>& dctTopKSettings() {
   return schema;
 }
 
+// What a tensor of `grid` sends keeping `topk` coefficients a block: each one's int64 position
+// within its block and its float32 value.
+uint64_t dctTopKBits(const DctGrid& grid, int64_t topk) {
+  constexpr uint64_t kCoefficientBits = 8 * (sizeof(int64_t) + sizeof(float));
+  return kCoefficientBits * static_cast<uint64_t>(grid.blocks() * std::min(topk, grid.blockElements()));
+}
+
 // DeMo's codec (Peng et al., arXiv 2411.19870; bloc97/DeMo's demo.py) as an all-gather reducer:
 // each tensor is cut into DCT blocks (dct_blocks.h), each block keeps its `topk` coefficients of
 // largest magnitude. As the reference sends them: each coefficient's position within its block as
@@ -76,9 +83,7 @@ class DctTopKReducer : public Reducer {
 
   std::vector<TensorCost> lastCosts() const override {
     std::vector<TensorCost> costs;
-    for (size_t i = 0; i < dcts_.size(); ++i) {
-      costs.push_back({96 * static_cast<uint64_t>(dcts_[i].blocks() * keptPerBlock(i)), 0});
-    }
+    for (const auto& dct : dcts_) costs.push_back({dctTopKBits(dct.grid(), options_.topk), 0});
     return costs;
   }
 
@@ -98,7 +103,15 @@ ReducerSpec dctTopKSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<DctTopKReducer>(context.comm, dctTopKSettings().read(context.options.settings));
   };
-  return {make, CollectiveKind::all_gather, dctTopKSettings().specs(), true, {Granularity::layer}, ""};
+  ReducerSpec spec{make, CollectiveKind::all_gather, dctTopKSettings().specs(), true, {Granularity::layer}, ""};
+  // Each tensor's kept coefficients, from its blocks alone (lastCosts()).
+  spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
+    const auto settings = dctTopKSettings().read(options.settings);
+    uint64_t bits = 0;
+    for (const auto& shape : shapes) bits += dctTopKBits(dctGridOf(shape, settings.block), settings.topk);
+    return bits;
+  };
+  return spec;
 }
 
 }  // namespace gcrun::reducers

@@ -93,14 +93,16 @@ std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context) {
 }
 
 ReducerSpec exactSpec() {
-  return {makeExactReducer,
-          CollectiveKind::all_reduce,
-          {},
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          "ExactReducer",
-          true,
-          Baseline::full_precision};
+  ReducerSpec spec{makeExactReducer,
+                   CollectiveKind::all_reduce,
+                   {},
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   "ExactReducer",
+                   true,
+                   Baseline::full_precision};
+  spec.planned_bits = exactPlannedBits;
+  return spec;
 }
 
 // Each tensor travels whole in float32, in its bucket (lastCosts()).

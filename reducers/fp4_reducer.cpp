@@ -37,12 +37,15 @@ ReducerSpec fp4Spec() {
   const auto make = [](const ReducerContext& context) {
     return makeAllGatherReducer(context.comm, fp4Codec(context.options.settings));
   };
-  return {make,
-          CollectiveKind::all_gather,
-          fp4Settings().specs(),
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          ""};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_gather,
+                   fp4Settings().specs(),
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   ""};
+  spec.planned_bits = fp4PlannedBits;
+  spec.whole_step = true;  // two codes a byte over all the tensors: one message, padded once
+  return spec;
 }
 
 uint64_t fp4PlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {

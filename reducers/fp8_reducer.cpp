@@ -43,12 +43,14 @@ ReducerSpec fp8Spec() {
   const auto make = [](const ReducerContext& context) {
     return makeAllGatherReducer(context.comm, fp8Codec(context.options.settings));
   };
-  return {make,
-          CollectiveKind::all_gather,
-          fp8Settings().specs(),
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          ""};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_gather,
+                   fp8Settings().specs(),
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   ""};
+  spec.planned_bits = fp8PlannedBits;
+  return spec;
 }
 
 uint64_t fp8PlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {

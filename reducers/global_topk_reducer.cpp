@@ -18,6 +18,14 @@ const hyperparams::SettingsSchema<GlobalTopKOptions>& globalTopKSettings() {
   return schema;
 }
 
+// k of the whole gradient's n elements at compression c: max(1, floor(0.5 c n)), at most n.
+int64_t globalTopKSize(double compression, int64_t n) {
+  return n == 0 ? 0 : std::min(n, std::max<int64_t>(1, static_cast<int64_t>(0.5 * compression * n)));
+}
+
+// A sent element's float32 value and its int64 position in the flat gradient.
+constexpr uint64_t kGlobalTopKPairBits = 8 * (sizeof(float) + sizeof(int64_t));
+
 // The reference's GlobalTopKReducer (powersgd.md 1.6): the k = max(1, floor(0.5 c N)) largest
 // magnitudes of the whole flattened gradient (N elements over all tensors), so large-gradient
 // layers take more of the budget than in per-tensor top-k. Two all-gathers, as the reference: the
@@ -32,8 +40,7 @@ class GlobalTopKReducer : public Reducer {
                   const std::vector<at::Tensor>& memory) override {
     if (!allocated_) {
       flat_ = TensorBuffer(send);
-      const int64_t n = flat_.numel();
-      size_ = n == 0 ? 0 : std::min(n, std::max<int64_t>(1, static_cast<int64_t>(0.5 * compression_ * n)));
+      size_ = globalTopKSize(compression_, flat_.numel());
       int64_t end = 0;
       for (const auto& t : send) ends_.push_back(end += t.numel());
       allocated_ = true;
@@ -51,7 +58,6 @@ class GlobalTopKReducer : public Reducer {
     g.zero_();
     for (size_t w = 0; w < all_values.size(); ++w) g.index_add_(0, all_positions[w], all_values[w] / comm_.size());
     flat_.unpack(out);
-    pair_bits_ = static_cast<uint64_t>(8 * (values.element_size() + positions.element_size()));
     positions_ = positions;
     return bitsOf(values) + bitsOf(positions);
   }
@@ -64,7 +70,7 @@ class GlobalTopKReducer : public Reducer {
     const auto counts = at::bincount(owners, {}, tensors);
     std::vector<TensorCost> costs;
     for (int64_t i = 0; i < tensors; ++i)
-      costs.push_back({pair_bits_ * static_cast<uint64_t>(counts[i].item<int64_t>()), 0});
+      costs.push_back({kGlobalTopKPairBits * static_cast<uint64_t>(counts[i].item<int64_t>()), 0});
     return costs;
   }
 
@@ -76,8 +82,15 @@ class GlobalTopKReducer : public Reducer {
   TensorBuffer flat_;
   std::vector<int64_t> ends_;  // where each tensor ends in the flat gradient
   at::Tensor positions_;       // the last call's, for lastCosts()
-  uint64_t pair_bits_ = 0;
 };
+
+// k values and positions of all the tensors together: a whole step's, not a sum over its buckets.
+uint64_t globalTopKPlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
+  int64_t n = 0;
+  for (const auto& shape : shapes) n += static_cast<int64_t>(elementCount(shape));
+  return kGlobalTopKPairBits *
+         static_cast<uint64_t>(globalTopKSize(globalTopKSettings().read(options.settings).compression, n));
+}
 
 }  // namespace
 
@@ -86,12 +99,15 @@ ReducerSpec globalTopKSpec() {
     return std::make_unique<GlobalTopKReducer>(context.comm,
                                                globalTopKSettings().read(context.options.settings).compression);
   };
-  return {make,
-          CollectiveKind::all_gather,
-          globalTopKSettings().specs(),
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          "GlobalTopKReducer"};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_gather,
+                   globalTopKSettings().specs(),
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   "GlobalTopKReducer"};
+  spec.planned_bits = globalTopKPlannedBits;
+  spec.whole_step = true;
+  return spec;
 }
 
 }  // namespace gcrun::reducers

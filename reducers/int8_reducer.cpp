@@ -110,8 +110,10 @@ ReducerSpec int8Spec() {
   const auto make = [](const ReducerContext& context) {
     return makeAllGatherReducer(context.comm, std::make_unique<MinMaxCodec>());
   };
-  return {make, CollectiveKind::all_gather, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket},
-          ""};
+  ReducerSpec spec{
+      make, CollectiveKind::all_gather, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
+  spec.planned_bits = int8PlannedBits;
+  return spec;
 }
 
 uint64_t int8PlannedBits(const ReducerOptions& /*options*/, const TensorShapes& shapes) {

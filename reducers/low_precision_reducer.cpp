@@ -272,17 +272,23 @@ ReducerSpec fp16Spec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<LowPrecisionReducer>(context.comm, at::kHalf);
   };
-  return {
+  ReducerSpec spec{
       make,  CollectiveKind::all_reduce, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, "",
       false, Baseline::half_precision};
+  spec.planned_bits = fp16PlannedBits;
+  spec.summed_in = DataType::float16;
+  return spec;
 }
 
 ReducerSpec bf16Spec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<LowPrecisionReducer>(context.comm, at::kBFloat16);
   };
-  return {make, CollectiveKind::all_reduce, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket},
-          ""};
+  ReducerSpec spec{
+      make, CollectiveKind::all_reduce, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
+  spec.planned_bits = bf16PlannedBits;
+  spec.summed_in = DataType::bfloat16;
+  return spec;
 }
 
 // A tensor travels whole, at 16 bits an element (lastCosts()).

@@ -56,6 +56,29 @@ inline void orthogonalize(const at::Tensor& p, double epsilon) {
   }
 }
 
+// Which shapes MatrixSplit compresses: those with ndim >= 2 that `compress` (when given) accepts.
+using CompressRule = std::function<bool(const MatrixShape&)>;
+inline bool splitCompresses(const std::vector<int64_t>& sizes, int64_t rank, const CompressRule& compress) {
+  return sizes.size() >= 2 && (!compress || compress(matrixShapeOf(sizes, rank)));
+}
+
+// What a list of tensors of `shapes` split as MatrixSplit splits it sends per call, nothing
+// allocated: the uncompressed tensors whole in float32, and `matrix_bits(shape)` per matrix, as
+// its costs() count them.
+template <class MatrixBits>
+uint64_t plannedSplitBits(const std::vector<std::vector<int64_t>>& shapes, int64_t rank, MatrixBits&& matrix_bits,
+                          const CompressRule& compress = nullptr) {
+  uint64_t bits = 0;
+  for (const auto& sizes : shapes) {
+    if (splitCompresses(sizes, rank, compress)) {
+      bits += matrix_bits(matrixShapeOf(sizes, rank));
+    } else {
+      bits += 8 * sizeof(float) * static_cast<uint64_t>(c10::multiply_integers(sizes));
+    }
+  }
+  return bits;
+}
+
 // How the low-rank reducers split a gradient list: the matrices they compress, and the rest (1-D
 // tensors such as biases, and matrices not worth compressing), which travel uncompressed in one
 // all-reduce of their average and keep zero memory.
@@ -64,16 +87,14 @@ class MatrixSplit {
   MatrixSplit() = default;
   // Tensors with ndim >= 2 are matrices, compressed at min(rows, cols, rank), if `compress` (when
   // given) accepts their shape.
-  MatrixSplit(const std::vector<at::Tensor>& like, int64_t rank,
-              const std::function<bool(const MatrixShape&)>& compress = nullptr) {
+  MatrixSplit(const std::vector<at::Tensor>& like, int64_t rank, const CompressRule& compress = nullptr) {
     for (size_t i = 0; i < like.size(); ++i) {
-      const MatrixShape shape = like[i].dim() <= 1 ? MatrixShape{} : matrixShape(like[i], rank);
-      if (like[i].dim() <= 1 || (compress && !compress(shape))) {
+      if (!splitCompresses(like[i].sizes().vec(), rank, compress)) {
         vector_ids_.push_back(i);
         continue;
       }
       matrix_ids_.push_back(i);
-      shapes_.push_back(shape);
+      shapes_.push_back(matrixShape(like[i], rank));
     }
     vectors_ = TensorBuffer::over(pick(like, vector_ids_));
   }

@@ -1,21 +1,23 @@
 #include "reducers/planned_bits.h"
 
-#include <map>
-
-#include "reducers/builtin_reducers.h"
+#include "reducers/reducer.h"
 
 namespace gcrun::reducers {
 
 std::optional<uint64_t> plannedBits(const std::string& name, const ReducerOptions& options,
                                     const std::vector<std::vector<int64_t>>& shapes) {
-  using Planner = uint64_t (*)(const ReducerOptions&, const TensorShapes&);
-  static const std::map<std::string, Planner> planners = {
-      {"exact", exactPlannedBits}, {"powersgd", powerSgdPlannedBits}, {"fp16", fp16PlannedBits},
-      {"bf16", bf16PlannedBits},   {"fp8", fp8PlannedBits},           {"fp4", fp4PlannedBits},
-      {"int8", int8PlannedBits}};
-  const auto found = planners.find(name);
-  if (found == planners.end()) return std::nullopt;
-  return found->second(options, shapes);
+  if (!reducerRegistry().contains(name)) return std::nullopt;
+  const auto& planned_bits = reducerRegistry().at(name).factory.planned_bits;
+  if (!planned_bits) return std::nullopt;
+  return planned_bits(options, shapes);
+}
+
+std::string plannableReducers() {
+  std::string names;
+  for (const auto* entry : reducerRegistry().entries()) {
+    if (entry->factory.planned_bits) names += (names.empty() ? "" : ", ") + entry->name;
+  }
+  return names;
 }
 
 }  // namespace gcrun::reducers

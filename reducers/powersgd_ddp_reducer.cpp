@@ -47,6 +47,23 @@ const hyperparams::SettingsSchema<PowerSgdDdpOptions>& powerSgdDdpSettings() {
   return schema;
 }
 
+// How the hook sees a tensor: as [n, m] (n its first dimension), compressed at
+// r = min(n, m, rank) when (n + m) r min_compression_rate < n m; r = 0 (sent whole) for a scalar,
+// an empty tensor or a matrix not worth compressing.
+struct PowerSgdDdpMatrix {
+  int64_t n = 0, m = 0, r = 0;
+};
+PowerSgdDdpMatrix powerSgdDdpMatrixOf(const std::vector<int64_t>& sizes, int64_t rank, double min_compression_rate) {
+  PowerSgdDdpMatrix matrix;
+  matrix.n = sizes.empty() ? 1 : sizes.front();
+  matrix.m = matrix.n == 0 ? 0 : c10::multiply_integers(sizes) / matrix.n;
+  const int64_t r = std::min({matrix.n, matrix.m, rank});
+  const bool worth =
+      static_cast<double>((matrix.n + matrix.m) * r) * min_compression_rate < static_cast<double>(matrix.n * matrix.m);
+  matrix.r = !sizes.empty() && matrix.n != 0 && worth ? r : 0;
+  return matrix;
+}
+
 // PyTorch DDP's powerSGD_hook (torch 1.13, ddp_comm_hooks/powerSGD_hook.py) with the default
 // batch_tensors_with_same_shape=False, as it runs on ONE bucket holding every parameter, op for op,
 // so that it returns the hook's bits exactly (tests/reducers/powersgd_ddp_reducer_test.cpp runs the
@@ -201,10 +218,6 @@ class PowerSgdDdpReducer : public Reducer {
     return {agreed.data_ptr<int64_t>(), agreed.data_ptr<int64_t>() + count};
   }
 
-  bool worthCompressing(int64_t n, int64_t m, int64_t r) const {
-    return static_cast<double>((n + m) * r) * options_.min_compression_rate < static_cast<double>(n * m);
-  }
-
   // The bucket, its views and the hook's buffers, for DDP's first bucket or its rebuilt one.
   void layOut(const std::vector<at::Tensor>& like, bool rebuilt) {
     rebuilt_layout_ = rebuilt;
@@ -230,9 +243,8 @@ class PowerSgdDdpReducer : public Reducer {
     for (size_t i : order) {
       views_[i] = bucket_.narrow(0, offset, like[i].numel()).view(like[i].sizes());
       offset += like[i].numel();
-      const int64_t n = like[i].dim() == 0 ? 1 : like[i].size(0);
-      const int64_t m = n == 0 ? 0 : like[i].numel() / n;
-      if (like[i].dim() == 0 || n == 0 || !worthCompressing(n, m, std::min({n, m, options_.rank}))) {
+      const auto [n, m, r] = powerSgdDdpMatrixOf(like[i].sizes().vec(), options_.rank, options_.min_compression_rate);
+      if (r == 0) {
         uncompressed_.push_back(i);
         continue;
       }
@@ -390,6 +402,18 @@ ReducerSpec powerSgdDdpSpec() {
   spec.make = makePowerSgdDdp;
   spec.settings = powerSgdDdpSettings().specs();
   spec.supports_memory = false;  // the hook's error feedback is its own (reducer.error_feedback)
+  // After start_iter, per call (its one bucket): P and Q of each compressed matrix, the other
+  // tensors whole, all in float32. A sum over tensors, so the plan's buckets add up to it.
+  spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
+    const auto settings = powerSgdDdpSettings().read(options.settings);
+    uint64_t bits = 0;
+    for (const auto& shape : shapes) {
+      const auto [n, m, r] = powerSgdDdpMatrixOf(shape, settings.rank, settings.min_compression_rate);
+      const int64_t elements = r == 0 ? c10::multiply_integers(shape) : (n + m) * r;
+      bits += 8 * sizeof(float) * static_cast<uint64_t>(elements);
+    }
+    return bits;
+  };
   return spec;
 }
 

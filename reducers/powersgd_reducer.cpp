@@ -248,12 +248,14 @@ ReducerSpec powerSgdSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<PowerSgdReducer>(context, powerSgdSettings().read(context.options.settings));
   };
-  return {make,
-          CollectiveKind::all_reduce,
-          powerSgdSettings().specs(),
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          "RankKReducer"};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_reduce,
+                   powerSgdSettings().specs(),
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   "RankKReducer"};
+  spec.planned_bits = powerSgdPlannedBits;
+  return spec;
 }
 
 // Per step after start_iter: each compressed matrix's P and Q once per round (lastCosts()), the
@@ -261,18 +263,9 @@ ReducerSpec powerSgdSpec() {
 uint64_t powerSgdPlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
   const auto settings = powerSgdSettings().read(options.settings);
   const auto rounds = static_cast<uint64_t>(settings.n_power_iterations) + 1;
-  uint64_t bits = 0;
-  for (const auto& shape : shapes) {
-    if (shape.size() >= 2) {
-      const MatrixShape matrix = matrixShapeOf(shape, settings.rank);
-      if (powerSgdCompresses(matrix, settings.min_compression_rate)) {
-        bits += rounds * lowRankBits(matrix, 32);
-        continue;
-      }
-    }
-    bits += 32 * elementCount(shape);
-  }
-  return bits;
+  return plannedSplitBits(
+      shapes, settings.rank, [&](const MatrixShape& matrix) { return rounds * lowRankBits(matrix, 32); },
+      [&](const MatrixShape& matrix) { return powerSgdCompresses(matrix, settings.min_compression_rate); });
 }
 
 }  // namespace gcrun::reducers

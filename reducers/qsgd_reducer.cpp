@@ -23,6 +23,13 @@ const hyperparams::SettingsSchema<QsgdOptions>& qsgdSettings() {
   return schema;
 }
 
+// The smallest L with 2^L >= s + 1: levels 0..s.
+int64_t qsgdLevelBits(int64_t levels) {
+  int64_t bits = 0;
+  while ((int64_t{1} << bits) < levels + 1) ++bits;
+  return bits;
+}
+
 // QSGD (Alistarh et al., 2017) with s = reducer.quantization_levels levels, one norm per tensor
 // (GRACE's torch flavour; its dist flavour uses 128-element buckets):
 //   level_i = floor(s * |g_i| / ||g||_2 + u_i), u_i ~ U[0, 1) from this worker's own generator,
@@ -36,7 +43,7 @@ const hyperparams::SettingsSchema<QsgdOptions>& qsgdSettings() {
 class QsgdCodec : public GradientCodec {
  public:
   QsgdCodec(int64_t levels, at::Generator generator)
-      : levels_(levels), field_bits_(levelBits(levels) + 1), generator_(std::move(generator)) {}
+      : levels_(levels), field_bits_(qsgdLevelBits(levels) + 1), generator_(std::move(generator)) {}
 
   at::Tensor encode(const std::vector<at::Tensor>& tensors) override {
     return encodeScaledCodes(tensors, generator_, field_bits_,
@@ -61,13 +68,6 @@ class QsgdCodec : public GradientCodec {
   void loadState(const Reducer::State& state) override { loadGenerator(state, "qsgd", "generator", generator_); }
 
  private:
-  // The smallest L with 2^L >= s + 1: levels 0..s.
-  static int64_t levelBits(int64_t levels) {
-    int64_t bits = 0;
-    while ((int64_t{1} << bits) < levels + 1) ++bits;
-    return bits;
-  }
-
   // The float32 operations, in order, of the tensor ops this replaced (tests/reducers/fused_codecs_test
   // keeps them): |g| / max(norm, FLT_MIN) * s + u, floored, at most s. The sum is >= 0, so
   // truncating to an integer floors it, and clamping the integer to float(s) is clamping the float.
@@ -103,6 +103,11 @@ ReducerSpec qsgdSpec() {
                    {Granularity::layer, Granularity::model, Granularity::bucket},
                    ""};
   spec.contractive = false;
+  // The norms and the (L + 1)-bit codes of all the tensors, packed as one message (bitsByTensor()).
+  spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
+    return scaledCodesPlannedBits(shapes, qsgdLevelBits(qsgdSettings().read(options.settings).quantization_levels) + 1);
+  };
+  spec.whole_step = true;
   return spec;
 }
 

@@ -130,12 +130,28 @@ at::Generator workerGenerator(uint64_t seed, int rank) {
   return at::detail::createCPUGenerator(seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(rank) + 1));
 }
 
-uint64_t codecPlannedBits(const GradientCodec& codec, const std::vector<std::vector<int64_t>>& shapes) {
+namespace {
+
+std::vector<int64_t> codecElementCounts(const std::vector<std::vector<int64_t>>& shapes) {
   std::vector<int64_t> counts;
   for (const auto& shape : shapes) counts.push_back(c10::multiply_integers(shape));
+  return counts;
+}
+
+uint64_t codecBitsSum(const std::vector<uint64_t>& bits_by_tensor) {
   uint64_t bits = 0;
-  for (uint64_t tensor_bits : codec.bitsByTensor(counts)) bits += tensor_bits;
+  for (uint64_t tensor_bits : bits_by_tensor) bits += tensor_bits;
   return bits;
+}
+
+}  // namespace
+
+uint64_t codecPlannedBits(const GradientCodec& codec, const std::vector<std::vector<int64_t>>& shapes) {
+  return codecBitsSum(codec.bitsByTensor(codecElementCounts(shapes)));
+}
+
+uint64_t scaledCodesPlannedBits(const std::vector<std::vector<int64_t>>& shapes, int64_t bits) {
+  return codecBitsSum(scaledCodesBits(codecElementCounts(shapes), bits));
 }
 
 }  // namespace gcrun::reducers

@@ -49,6 +49,8 @@ inline int64_t packedBytes(int64_t count, int64_t bits) { return (count * bits +
 
 // The bits of encodeScaledCodes' message by tensor: its scale, and its elements' share of the codes.
 std::vector<uint64_t> scaledCodesBits(const std::vector<int64_t>& counts, int64_t bits);
+// Their sum for tensors of `shapes`: the whole message, its codes packed (and padded) as one.
+uint64_t scaledCodesPlannedBits(const std::vector<std::vector<int64_t>>& shapes, int64_t bits);
 
 // The message of the element-wise quantizers (qsgd, terngrad): one float32 scale per tensor (4T
 // bytes, native order), then every element of every tensor in order as a `bits`-bit code.

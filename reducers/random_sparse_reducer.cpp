@@ -21,6 +21,11 @@ const hyperparams::SettingsSchema<RandomSparseOptions>& randomSparseSettings() {
   return schema;
 }
 
+// k of a tensor of `numel` at compression c: max(1, floor(c numel)), at most numel.
+int64_t randomSparseCount(double compression, int64_t numel) {
+  return numel == 0 ? 0 : std::min(numel, std::max<int64_t>(1, static_cast<int64_t>(compression * numel)));
+}
+
 class RandomSparseReducer : public Reducer {
  public:
   RandomSparseReducer(const ReducerContext& context, const RandomSparseOptions& options, IndexSampler sampler)
@@ -88,8 +93,7 @@ class RandomSparseReducer : public Reducer {
     std::vector<at::Tensor> scales;
     for (const auto& t : like) {
       const int64_t numel = t.numel();
-      const int64_t k =
-          numel == 0 ? 0 : std::min(numel, std::max<int64_t>(1, static_cast<int64_t>(compression_ * numel)));
+      const int64_t k = randomSparseCount(compression_, numel);
       sizes_.push_back(k);
       const double scale = rescale_ && k > 0 ? static_cast<double>(numel) / k : 1.0;
       scales.push_back(at::full({k}, scale, options));
@@ -110,6 +114,17 @@ class RandomSparseReducer : public Reducer {
   at::Tensor values_;
 };
 
+// Per tensor, its k sampled values in float32 (lastCosts()); the indices are not sent.
+uint64_t randomSparsePlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
+  const double compression = randomSparseSettings().read(options.settings).compression;
+  uint64_t bits = 0;
+  for (const auto& shape : shapes) {
+    bits += 8 * sizeof(float) *
+            static_cast<uint64_t>(randomSparseCount(compression, static_cast<int64_t>(elementCount(shape))));
+  }
+  return bits;
+}
+
 }  // namespace
 
 ReducerSpec randomSparseSpec(IndexSampler sampler, std::string reference_name) {
@@ -117,12 +132,14 @@ ReducerSpec randomSparseSpec(IndexSampler sampler, std::string reference_name) {
     return std::make_unique<RandomSparseReducer>(context, randomSparseSettings().read(context.options.settings),
                                                  sampler);
   };
-  return {make,
-          CollectiveKind::all_reduce,
-          randomSparseSettings().specs(),
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          std::move(reference_name)};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_reduce,
+                   randomSparseSettings().specs(),
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   std::move(reference_name)};
+  spec.planned_bits = randomSparsePlannedBits;
+  return spec;
 }
 
 }  // namespace gcrun::reducers

@@ -84,6 +84,9 @@ class Reducer {
   virtual std::vector<TensorCost> lastCosts() const { return {}; }
 };
 
+// Tensor shapes, for what a reducer sends without its tensors (ReducerSpec::planned_bits).
+using TensorShapes = std::vector<std::vector<int64_t>>;
+
 // One of the model's parameters as a reducer sees it: named as torch::nn::Module::named_parameters()
 // names it ("layer1.0.conv1.weight"), and its shape.
 struct ParameterInfo {
@@ -138,6 +141,20 @@ struct ReducerSpec {
   // bench/qsgd-finding.md). A run with optimizer.memory on is warned, not refused: at many levels
   // QSGD's error is small.
   bool contractive = true;
+  // What one worker's reduce() sends per call, in bits, for float32 tensors of these shapes at
+  // reducer.granularity layer, nothing allocated: after any warm-up (powersgd's start_iter), and
+  // averaged over a cycle of calls whose messages alternate (unbiased-rank's P and Q). It must come
+  // from the function the reducer's reduce() or lastCosts() counts with, so that `gcrun plan`
+  // (reducers/planned_bits.h) cannot drift from what a run sends. Empty: the reducer cannot be
+  // planned; its spec says why.
+  std::function<uint64_t(const ReducerOptions&, const TensorShapes&)> planned_bits = nullptr;
+  // The type its summed messages travel in (fp16: float16); float32 for the others, whose
+  // messages are float32 sums or gathered bytes.
+  DataType summed_in = DataType::float32;
+  // True when planned_bits is not the sum of its parts over tensors (one message for the whole
+  // gradient: global-topk's k of all elements, a message packed and padded as a whole): a plan of
+  // a step the run reduces in one call sizes all the step's tensors at once.
+  bool whole_step = false;
 };
 
 // The reducers gcrun knows; the built-ins are registered on first use. User code adds its own with

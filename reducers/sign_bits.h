@@ -1,8 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 namespace gcrun::reducers {
 
@@ -11,6 +13,14 @@ namespace gcrun::reducers {
 // 32 * ceil(n / 32) bits. Bit 1 means negative, so a zero element is sent as +1: one bit cannot
 // say 0. The bits are laid out by packBits (element i is bit i % 8 of byte i / 8).
 inline int64_t paddedSignCount(int64_t count) { return (count + 31) / 32 * 32; }
+
+// The packed signs of a whole gradient of `shapes`: one message, padded once, so a whole step's
+// bits rather than a sum over its buckets.
+inline uint64_t plannedSignBits(const std::vector<std::vector<int64_t>>& shapes) {
+  int64_t count = 0;
+  for (const auto& shape : shapes) count += c10::multiply_integers(shape);
+  return static_cast<uint64_t>(paddedSignCount(count));
+}
 
 // A flat float32 CPU tensor's signs as paddedSignCount(numel) / 8 bytes, eight elements a byte.
 inline at::Tensor packSigns(const at::Tensor& flat) {

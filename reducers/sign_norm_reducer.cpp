@@ -16,6 +16,8 @@ namespace {
 //  - out = the mean over workers of scale * sign; memory = g - scale * sign(g), this worker's own
 //    part. The reference subtracts torch.sign(g), which is 0 where g is 0 although +1 was sent
 //    there; gcrun subtracts what it sent, so that the mean of send - memory is the output.
+constexpr uint64_t kSignNormScaleBits = 8 * sizeof(float);
+
 class SignNormReducer : public Reducer {
  public:
   explicit SignNormReducer(Communicator& comm) : comm_(comm) {}
@@ -64,14 +66,13 @@ class SignNormReducer : public Reducer {
     sum_.unpack(out);
     flat_.unpack(memory);
     sign_bits_ = bitsOf(signs);
-    scale_bits_ = 8 * static_cast<uint64_t>(scales.element_size());
     return sign_bits_ + bitsOf(scales);
   }
 
   // A tensor sends its scale and its share of the packed signs (a bit an element).
   std::vector<TensorCost> lastCosts() const override {
     auto costs = costsByElements(sign_bits_, counts_);
-    for (auto& cost : costs) cost.bits += scale_bits_;
+    for (auto& cost : costs) cost.bits += kSignNormScaleBits;
     return costs;
   }
 
@@ -80,7 +81,7 @@ class SignNormReducer : public Reducer {
   TensorBuffer flat_;  // this worker's gradient, then its memory
   TensorBuffer sum_;
   std::vector<int64_t> counts_;
-  uint64_t sign_bits_ = 0, scale_bits_ = 0;
+  uint64_t sign_bits_ = 0;
 };
 
 }  // namespace
@@ -89,12 +90,18 @@ ReducerSpec signNormSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<SignNormReducer>(context.comm);
   };
-  return {make,
-          CollectiveKind::all_gather,
-          {},
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          "SignAndNormReducer"};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_gather,
+                   {},
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   "SignAndNormReducer"};
+  // The packed signs of all the tensors, padded as one message, and a float32 scale per tensor.
+  spec.planned_bits = [](const ReducerOptions& /*options*/, const TensorShapes& shapes) {
+    return plannedSignBits(shapes) + kSignNormScaleBits * shapes.size();
+  };
+  spec.whole_step = true;
+  return spec;
 }
 
 }  // namespace gcrun::reducers

@@ -66,12 +66,18 @@ ReducerSpec signumSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<SignumReducer>(context.comm);
   };
-  return {make,
-          CollectiveKind::all_gather,
-          {},
-          false,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          "SignSGDwithMajorityVoteReducer"};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_gather,
+                   {},
+                   false,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   "SignSGDwithMajorityVoteReducer"};
+  // A bit per element, packed and padded as one message.
+  spec.planned_bits = [](const ReducerOptions& /*options*/, const TensorShapes& shapes) {
+    return plannedSignBits(shapes);
+  };
+  spec.whole_step = true;
+  return spec;
 }
 
 }  // namespace gcrun::reducers

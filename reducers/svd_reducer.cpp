@@ -19,6 +19,9 @@ const hyperparams::SettingsSchema<SvdOptions>& svdSettings() {
   return schema;
 }
 
+// A matrix's message: u [rows, r], s [r] and v [cols, r].
+int64_t svdTripletElements(const MatrixShape& s) { return s.rank * (s.rows + s.cols + 1); }
+
 // The reference's SVDReducer (powersgd.md 1.6): the paper's "SVD rank r", the best rank-r
 // approximation of each worker's own matrices.
 //  - Each tensor with ndim >= 2 is viewed as M = [shape0, rest]; this worker sends the top
@@ -70,7 +73,7 @@ class SvdReducer : public Reducer {
     const auto element_bits = static_cast<uint64_t>(8 * triplets_.flat().element_size());
     return split_.costs([&](size_t k) {
       const MatrixShape& s = split_.shapes()[k];
-      return element_bits * static_cast<uint64_t>(s.rank * (s.rows + s.cols + 1));
+      return element_bits * static_cast<uint64_t>(svdTripletElements(s));
     });
   }
 
@@ -82,7 +85,7 @@ class SvdReducer : public Reducer {
     const auto options = like.empty() ? at::TensorOptions() : like.front().options();
     for (const auto& shape : split_.shapes()) {
       offsets_.push_back(total);
-      total += shape.rank * (shape.rows + shape.cols + 1);
+      total += svdTripletElements(shape);
       triplet_like.push_back(at::empty({shape.rows * shape.rank}, options));
       triplet_like.push_back(at::empty({shape.rank}, options));
       triplet_like.push_back(at::empty({shape.cols * shape.rank}, options));
@@ -117,9 +120,16 @@ ReducerSpec svdSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<SvdReducer>(context, svdSettings().read(context.options.settings));
   };
-  return {
+  ReducerSpec spec{
       make,        CollectiveKind::all_gather, svdSettings().specs(), true, {Granularity::layer, Granularity::model},
       "SVDReducer"};
+  // Each matrix's triplet in float32, the other tensors whole (lastCosts()).
+  spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
+    return plannedSplitBits(shapes, svdSettings().read(options.settings).rank, [](const MatrixShape& matrix) {
+      return 8 * sizeof(float) * static_cast<uint64_t>(svdTripletElements(matrix));
+    });
+  };
+  return spec;
 }
 
 }  // namespace gcrun::reducers

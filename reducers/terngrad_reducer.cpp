@@ -41,6 +41,8 @@ class TernGradCodec : public GradientCodec {
   void saveState(Reducer::State& state) const override { saveGenerator(state, "generator", generator_); }
   void loadState(const Reducer::State& state) override { loadGenerator(state, "terngrad", "generator", generator_); }
 
+  static constexpr int64_t kFieldBits = 2;
+
  private:
   // Kept with probability |g| / max(scale, FLT_MIN): the float32 operations of the tensor ops this
   // replaced (tests/reducers/fused_codecs_test keeps them).
@@ -64,7 +66,6 @@ class TernGradCodec : public GradientCodec {
     }
   };
 
-  static constexpr int64_t kFieldBits = 2;
   at::Generator generator_;
   at::Tensor uniform_;  // encodeScaledCodes' scratch for the draws
 };
@@ -79,6 +80,11 @@ ReducerSpec ternGradSpec() {
   ReducerSpec spec{
       make, CollectiveKind::all_gather, {}, true, {Granularity::layer, Granularity::model, Granularity::bucket}, ""};
   spec.contractive = false;
+  // The scales and the 2-bit codes of all the tensors, packed as one message (bitsByTensor()).
+  spec.planned_bits = [](const ReducerOptions& /*options*/, const TensorShapes& shapes) {
+    return scaledCodesPlannedBits(shapes, TernGradCodec::kFieldBits);
+  };
+  spec.whole_step = true;
   return spec;
 }
 

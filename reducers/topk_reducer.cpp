@@ -24,6 +24,14 @@ int64_t topkSize(double compression, int64_t numel) {
   return std::min(numel, std::max<int64_t>(1, static_cast<int64_t>(0.5 * compression * numel)));
 }
 
+// A sent element's float32 value and its int32 position within its tensor.
+constexpr uint64_t kTopKPairBits = 8 * (sizeof(float) + sizeof(int32_t));
+
+// What a tensor of `numel` sends at compression c: its k values and positions.
+uint64_t topKBits(double compression, int64_t numel) {
+  return kTopKPairBits * static_cast<uint64_t>(topkSize(compression, numel));
+}
+
 // The reference's TopKReducer (powersgd.md 1.6): per tensor, the k = max(1, floor(0.5 c numel))
 // largest magnitudes. Two all-gathers, as the reference: the float32 values of all tensors back to
 // back, and their int32 positions within their tensor. Every worker adds every worker's values / W
@@ -78,9 +86,8 @@ class TopKReducer : public Reducer {
 
   // A tensor sends its k values and positions.
   std::vector<TensorCost> lastCosts() const override {
-    const auto pair_bits = static_cast<uint64_t>(8 * (values_.element_size() + positions_.element_size()));
     std::vector<TensorCost> costs;
-    for (int64_t k : sizes_) costs.push_back({pair_bits * static_cast<uint64_t>(k), 0});
+    for (int64_t numel : numels_) costs.push_back({topKBits(compression_, numel), 0});
     return costs;
   }
 
@@ -88,6 +95,7 @@ class TopKReducer : public Reducer {
   void allocate(const std::vector<at::Tensor>& like) {
     int64_t total = 0;
     for (const auto& t : like) {
+      numels_.push_back(t.numel());
       sizes_.push_back(topkSize(compression_, t.numel()));
       total += sizes_.back();
     }
@@ -100,9 +108,17 @@ class TopKReducer : public Reducer {
   Communicator& comm_;
   const double compression_;
   bool allocated_ = false;
-  std::vector<int64_t> sizes_;
+  std::vector<int64_t> numels_, sizes_;  // per tensor: its elements, and the k it sends
   at::Tensor values_, positions_;
 };
+
+// Per tensor, k values and positions (lastCosts()).
+uint64_t topKPlannedBits(const ReducerOptions& options, const TensorShapes& shapes) {
+  const double compression = topKSettings().read(options.settings).compression;
+  uint64_t bits = 0;
+  for (const auto& shape : shapes) bits += topKBits(compression, static_cast<int64_t>(elementCount(shape)));
+  return bits;
+}
 
 }  // namespace
 
@@ -110,12 +126,14 @@ ReducerSpec topKSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<TopKReducer>(context.comm, topKSettings().read(context.options.settings).compression);
   };
-  return {make,
-          CollectiveKind::all_gather,
-          topKSettings().specs(),
-          true,
-          {Granularity::layer, Granularity::model, Granularity::bucket},
-          "TopKReducer"};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_gather,
+                   topKSettings().specs(),
+                   true,
+                   {Granularity::layer, Granularity::model, Granularity::bucket},
+                   "TopKReducer"};
+  spec.planned_bits = topKPlannedBits;
+  return spec;
 }
 
 }  // namespace gcrun::reducers

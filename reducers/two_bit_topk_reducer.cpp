@@ -83,7 +83,17 @@ ReducerSpec twoBitTopKSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<TwoBitTopKReducer>(context.comm, twoBitTopKSettings().read(context.options.settings));
   };
-  return {make, CollectiveKind::all_gather, twoBitTopKSettings().specs(), true, {Granularity::layer}, ""};
+  ReducerSpec spec{make, CollectiveKind::all_gather, twoBitTopKSettings().specs(), true, {Granularity::layer}, ""};
+  // Each tensor's packed payload, from its layout (lastCosts()).
+  spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
+    const auto settings = twoBitTopKSettings().read(options.settings);
+    uint64_t bits = 0;
+    for (const auto& shape : shapes) {
+      bits += twoBitTopKBits({static_cast<int64_t>(elementCount(shape)), settings.chunk, settings.density});
+    }
+    return bits;
+  };
+  return spec;
 }
 
 }  // namespace gcrun::reducers

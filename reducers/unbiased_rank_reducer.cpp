@@ -159,12 +159,19 @@ ReducerSpec unbiasedRankSpec() {
   const auto make = [](const ReducerContext& context) -> std::unique_ptr<Reducer> {
     return std::make_unique<UnbiasedRankReducer>(context, unbiasedRankSettings().read(context.options.settings));
   };
-  return {make,
-          CollectiveKind::all_reduce,
-          unbiasedRankSettings().specs(),
-          true,
-          {Granularity::layer, Granularity::model},
-          "HalfRankKReducer"};
+  ReducerSpec spec{make,
+                   CollectiveKind::all_reduce,
+                   unbiasedRankSettings().specs(),
+                   true,
+                   {Granularity::layer, Granularity::model},
+                   "HalfRankKReducer"};
+  // A call sends P (rows x r) or Q (cols x r) of each matrix in turn: half of both a call, over a
+  // pair of calls; the other tensors whole.
+  spec.planned_bits = [](const ReducerOptions& options, const TensorShapes& shapes) {
+    return plannedSplitBits(shapes, unbiasedRankSettings().read(options.settings).rank,
+                            [](const MatrixShape& matrix) { return lowRankBits(matrix, 32) / 2; });
+  };
+  return spec;
 }
 
 }  // namespace gcrun::reducers
