@@ -22,6 +22,7 @@ void addStudyCommand(CLI::App& app, int& exit_code);
 void addReportCommand(CLI::App& app);
 void addPredictCommand(CLI::App& app);
 void addPlanCommand(CLI::App& app);
+void addExportCommand(CLI::App& app);
 // Reads the other commands' options from `app` when it runs: add it last.
 void addCompletionCommand(CLI::App& app);
 

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   gcrun::cli::addReportCommand(app);
   gcrun::cli::addPredictCommand(app);
   gcrun::cli::addPlanCommand(app);
+  gcrun::cli::addExportCommand(app);
   gcrun::cli::addCompletionCommand(app);
 
   try {

@@ -22,7 +22,10 @@ std::unique_ptr<MetricSink> makeCsvSink(const SinkContext& context);
 // a known total, led by a "[#####-----] " bar.
 std::string formatProgressLine(const Progress& progress, int bar_width);
 // "epoch 3/10  train loss 0.4123 acc 85.21%  test loss 0.3871 acc 86.40%  sent 12.3 MiB  1m23s",
-// led by "[synthetic data] " for runs on synthetic data.
-std::string formatEpochLine(const EpochSummary& summary, int64_t total_epochs, bool synthetic);
+// led by "[synthetic data] " for runs on synthetic data; sentText's words for `world_size` workers.
+std::string formatEpochLine(const EpochSummary& summary, int64_t total_epochs, bool synthetic, int world_size = 0);
+// What one worker sent: "sent 12.3 MiB". A lone worker (`world_size` 1) sends nothing, though its
+// reducer counts what it would send: "nothing sent (one worker; each of more would send 12.3 MiB)".
+std::string sentText(uint64_t bits, int world_size);
 
 }  // namespace gcrun::outputs

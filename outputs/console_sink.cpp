@@ -52,10 +52,11 @@ std::string formatBar(double fraction, int width) {
 
 class ConsoleSink : public MetricSink {
  public:
-  explicit ConsoleSink(const ExperimentConfig& config)
-      : log_every_steps_(std::max<int64_t>(1, config.output.log_every_steps)),
-        total_epochs_(config.training.epochs),
-        synthetic_(config.task.synthetic),
+  explicit ConsoleSink(const SinkContext& context)
+      : log_every_steps_(std::max<int64_t>(1, context.config.output.log_every_steps)),
+        total_epochs_(context.config.training.epochs),
+        synthetic_(context.config.task.synthetic),
+        world_size_(context.world_size),
         terminal_(::isatty(STDOUT_FILENO) == 1) {}
 
   // Train and test metrics reach the console in the epoch line, and timers only in the files.
@@ -78,7 +79,7 @@ class ConsoleSink : public MetricSink {
 
   void epochEnd(const EpochSummary& summary) override {
     endProgressLine();
-    std::cout << formatEpochLine(summary, total_epochs_, synthetic_) << '\n' << std::flush;
+    std::cout << formatEpochLine(summary, total_epochs_, synthetic_, world_size_) << '\n' << std::flush;
   }
 
   void close() override { endProgressLine(); }
@@ -105,6 +106,7 @@ class ConsoleSink : public MetricSink {
   int64_t log_every_steps_;
   int64_t total_epochs_;
   bool synthetic_;
+  int world_size_;
   bool terminal_;
   bool line_open_ = false;
   double last_draw_s_ = 0;
@@ -131,19 +133,24 @@ std::string formatProgressLine(const Progress& progress, int bar_width) {
   return out;
 }
 
-std::string formatEpochLine(const EpochSummary& summary, int64_t total_epochs, bool synthetic) {
+std::string sentText(uint64_t bits, int world_size) {
+  const std::string mib = units::mibText(units::mibOfBits(static_cast<double>(bits)));
+  return world_size == 1 ? "nothing sent (one worker; each of more would send " + mib + ")" : "sent " + mib;
+}
+
+std::string formatEpochLine(const EpochSummary& summary, int64_t total_epochs, bool synthetic, int world_size) {
   std::string out = synthetic ? "[synthetic data] " : "";
   out += fmt::format("epoch {}/{}", summary.epoch, total_epochs);
   if (!summary.train.empty()) out += "  train" + formatMetrics(summary.train);
   if (!summary.validation.empty()) out += "  validation" + formatMetrics(summary.validation);
   if (!summary.test.empty()) out += "  test" + formatMetrics(summary.test);
-  out += "  sent " + units::mibText(units::mibOfBits(static_cast<double>(summary.bits)));
+  out += "  " + sentText(summary.bits, world_size);
   out += "  " + units::elapsedText(summary.elapsed_s);
   return out;
 }
 
 std::unique_ptr<MetricSink> makeConsoleSink(const SinkContext& context) {
-  return std::make_unique<ConsoleSink>(context.config);
+  return std::make_unique<ConsoleSink>(context);
 }
 
 }  // namespace gcrun::outputs

@@ -91,6 +91,7 @@ struct SinkContext {
   std::string run_dir;  // where file sinks write
   const ExperimentConfig& config;
   bool resume = false;  // a resumed run: file sinks append to what the run wrote before
+  int world_size = 0;   // the workers, simulated ones included; 0: not known
 };
 
 using SinkFactory = std::function<std::unique_ptr<MetricSink>(const SinkContext&)>;

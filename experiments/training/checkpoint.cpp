@@ -115,6 +115,26 @@ std::string hex(uint64_t value) {
   return out.str();
 }
 
+// Rank `rank`'s file as `manifest` names it, its size already checked against the run's bound: a
+// larger file, a device or a FIFO is refused before it is read, a shorter one after, and so is one
+// whose checksum or content is not what the manifest and a checkpoint's format say.
+LoadedCheckpoint readRankFile(const files::Directory& dir, const Manifest& manifest, int rank) {
+  const std::string path = dir.pathOf(manifest.files[rank]);
+  const uint64_t size = manifest.sizes[rank];
+  const std::string bytes = files::readBoundedFile(path, size);
+  if (bytes.size() != size) throw UserError(path + ": corrupt checkpoint: it is shorter than manifest.json says");
+  if (checkpointChecksum(bytes) != manifest.checksums[rank]) {
+    throw UserError(path + ": corrupt checkpoint: its checksum differs from manifest.json's");
+  }
+  LoadedCheckpoint loaded{{}, manifest.step, path, dir.pathOf(outputs::run_files::kManifest)};
+  try {
+    loaded.state = readTensorArchive(bytes);
+  } catch (const std::exception& e) {
+    throw UserError(path + ": corrupt checkpoint: " + firstLine(e.what()));
+  }
+  return loaded;
+}
+
 }  // namespace
 
 uint64_t checkpointChecksum(std::string_view bytes) {
@@ -182,28 +202,35 @@ std::optional<LoadedCheckpoint> CheckpointStore::loadLatest(uint64_t state_bytes
                     std::to_string(manifest->world_size) + " workers, this run " + std::to_string(comm_.size()) +
                     "; resume with as many workers as it saved");
   }
-  const std::string path = dir->pathOf(manifest->files[comm_.rank()]);
   const uint64_t size = manifest->sizes[comm_.rank()];
   // The manifest is no more trusted than the file: the model bounds what is read.
   if (size > maxRankFileBytes(state_bytes)) {
-    throw UserError(path + ": manifest.json gives it " + std::to_string(size) + " bytes, more than the " +
-                    std::to_string(maxRankFileBytes(state_bytes)) + " a checkpoint of this run can take (twice its " +
-                    std::to_string(state_bytes) + " bytes of state, plus 8 MiB)");
+    throw UserError(dir->pathOf(manifest->files[comm_.rank()]) + ": manifest.json gives it " + std::to_string(size) +
+                    " bytes, more than the " + std::to_string(maxRankFileBytes(state_bytes)) +
+                    " a checkpoint of this run can take (twice its " + std::to_string(state_bytes) +
+                    " bytes of state, plus 8 MiB)");
   }
-  // A larger file, a device or a FIFO is refused before it is read, a shorter one after.
-  const std::string bytes = files::readBoundedFile(path, size);
-  if (bytes.size() != size) throw UserError(path + ": corrupt checkpoint: it is shorter than manifest.json says");
-  if (checkpointChecksum(bytes) != manifest->checksums[comm_.rank()]) {
-    throw UserError(path + ": corrupt checkpoint: its checksum differs from manifest.json's");
-  }
-  LoadedCheckpoint loaded{{}, manifest->step, path, dir->pathOf(outputs::run_files::kManifest)};
-  try {
-    loaded.state = readTensorArchive(bytes);
-  } catch (const std::exception& e) {
-    throw UserError(path + ": corrupt checkpoint: " + firstLine(e.what()));
-  }
+  auto loaded = readRankFile(*dir, *manifest, comm_.rank());
   last_step_ = manifest->step;
   return loaded;
+}
+
+std::optional<LoadedCheckpoint> CheckpointStore::readRank(const std::string& run_dir, int rank,
+                                                          uint64_t max_file_bytes) {
+  const auto dir = checkpointDirectory(run_dir, /*create=*/false);
+  const auto manifest = readManifest(dir);
+  if (!manifest) return std::nullopt;
+  const std::string path = dir->pathOf(outputs::run_files::kManifest);
+  if (rank < 0 || rank >= manifest->world_size) {
+    throw UserError(path + ": the checkpoint has " + std::to_string(manifest->world_size) + " workers, no rank " +
+                    std::to_string(rank));
+  }
+  if (manifest->sizes[rank] > max_file_bytes) {
+    throw UserError(dir->pathOf(manifest->files[rank]) + ": manifest.json gives it " +
+                    std::to_string(manifest->sizes[rank]) + " bytes, more than the " + std::to_string(max_file_bytes) +
+                    " read here");
+  }
+  return readRankFile(*dir, *manifest, rank);
 }
 
 std::optional<int> CheckpointStore::savedWorldSize(const std::string& run_dir) {

@@ -59,6 +59,10 @@ class CheckpointStore {
   // The manifest's world size, or nullopt when `run_dir` has no checkpoint; UserError when it is
   // unreadable. For checks before any worker starts.
   static std::optional<int> savedWorldSize(const std::string& run_dir);
+  // Rank `rank`'s state from `run_dir`'s latest complete checkpoint, checked as loadLatest checks
+  // it, its file at most `max_file_bytes`: for reading a finished run outside a launch (gcrun
+  // export). nullopt when the run has none; a rank it lacks is a UserError.
+  static std::optional<LoadedCheckpoint> readRank(const std::string& run_dir, int rank, uint64_t max_file_bytes);
 
  private:
   std::string run_dir_;

@@ -13,6 +13,7 @@
 #include "experiments/worker/run_info.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/units.h"
+#include "outputs/builtin_sinks.h"
 #include "outputs/rank_logger.h"
 #include "outputs/run_directory.h"
 #include "outputs/run_record.h"
@@ -245,7 +246,7 @@ RunResult WorkerRun::run() {
   std::vector<std::unique_ptr<outputs::MetricSink>> sinks;
   if (leader_) {
     for (const auto& sink : experiment_.sinks)
-      sinks.push_back(sink.make({run_dir_, config_, experiment_.resume.has_value()}));
+      sinks.push_back(sink.make({run_dir_, config_, experiment_.resume.has_value(), comm_.size()}));
   }
   auto info = startInfo(config_, comm_, *inputs_.task);
   record_.start(experiment_.config_yaml, info);
@@ -275,8 +276,10 @@ RunResult WorkerRun::run() {
     return result;
   }
   logPaperComparison(info.paper);
-  spdlog::info("done: {} steps, {} sent per worker, results in {}", info.steps,
-               units::mibText(units::mibOfBits(static_cast<double>(info.bits_sent))), run_dir_);
+  const std::string sent =
+      info.world_size == 1 ? outputs::sentText(info.bits_sent, 1)
+                           : units::mibText(units::mibOfBits(static_cast<double>(info.bits_sent))) + " sent per worker";
+  spdlog::info("done: {} steps, {}, results in {}", info.steps, sent, run_dir_);
   return result;
 }
 

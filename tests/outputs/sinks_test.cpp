@@ -159,6 +159,17 @@ TEST(ConsoleFormat, EpochLineShowsOtherMetricsByName) {
   EXPECT_EQ(formatEpochLine(summary, 2, false), "epoch 1/2  train loss 4.5000 perplexity 90.02  sent 0.0 MiB  1h02m");
 }
 
+// A lone worker sends nothing, though its reducer counts what it would send with more workers.
+TEST(ConsoleFormat, EpochLineOfOneWorkerSaysNothingWasSent) {
+  EpochSummary summary;
+  summary.epoch = 1;
+  summary.bits = static_cast<uint64_t>(12.3 * 8 * 1024 * 1024);
+  summary.elapsed_s = 5;
+  EXPECT_EQ(formatEpochLine(summary, 1, false, 1),
+            "epoch 1/1  nothing sent (one worker; each of more would send 12.3 MiB)  5s");
+  EXPECT_EQ(formatEpochLine(summary, 1, false, 2), "epoch 1/1  sent 12.3 MiB  5s");
+}
+
 TEST(ConsoleFormat, ProgressLineWithBarAndEta) {
   Progress p{/*step=*/500,
              /*total_steps=*/1000,

@@ -1,0 +1,139 @@
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/exported_model.h"
+#include "experiments/setup/registered_keys.h"
+#include "hyperparams/base/errors.h"
+#include "hyperparams/config_io.h"
+#include "hyperparams/settings.h"
+#include "outputs/export/safetensors.h"
+#include "outputs/files/safe_files.h"
+#include "outputs/run_directory.h"
+
+namespace gcrun::cli {
+namespace {
+
+struct ExportFlags {
+  std::string run;
+  std::string format;
+  std::string output;
+  bool force = false;
+};
+
+// The run's resolved settings: its config.yaml, as written, and read back into a config.
+struct RunSettings {
+  std::string yaml;
+  ExperimentConfig config;
+};
+
+RunSettings runSettings(const std::string& run) {
+  if (!std::filesystem::is_directory(run)) {
+    throw UserError(run + ": no such directory; expected a run directory (gcrun experiment's --output-dir)");
+  }
+  const std::string path = outputs::RunDirectory(run).pathOf(outputs::run_files::kConfig);
+  if (const auto why = files::notRegularFileReason(path); !why.empty()) {
+    throw UserError(run + ": not a gcrun run directory (its config.yaml: " + why + ")");
+  }
+  RunSettings settings{files::readBoundedFile(path, files::kMaxConfigBytes), {}};
+  hyperparams::applyYaml(settings.config, settings.yaml, "file " + path, experiments::configKeys());
+  return settings;
+}
+
+std::string safetensorsDtype(const at::Tensor& tensor, const std::string& name) {
+  static const std::map<at::ScalarType, std::string> dtypes = {
+      {at::kFloat, "F32"}, {at::kDouble, "F64"}, {at::kHalf, "F16"}, {at::kBFloat16, "BF16"}, {at::kLong, "I64"},
+      {at::kInt, "I32"},   {at::kShort, "I16"},  {at::kChar, "I8"},  {at::kByte, "U8"},       {at::kBool, "BOOL"}};
+  const auto found = dtypes.find(tensor.scalar_type());
+  if (found == dtypes.end()) {
+    throw UserError("tensor '" + name + "' is of dtype " + std::string(c10::toString(tensor.scalar_type())) +
+                    ", which safetensors cannot hold");
+  }
+  return found->second;
+}
+
+// What the file says about where it came from (docs/export.md): the run, its settings, the model
+// and, for a language model, its tokenizer.
+std::map<std::string, std::string> exportMetadata(const ExportFlags& flags, const RunSettings& settings,
+                                                  const ExportedModel& model) {
+  const auto& config = settings.config;
+  std::map<std::string, std::string> metadata = {
+      {"format", "gcrun export 1"},
+      {"gcrun_version", GCRUN_VERSION},
+      {"run", flags.run},
+      {"run_name", std::filesystem::path(flags.run).lexically_normal().filename().string()},
+      {"step", std::to_string(model.step)},
+      {"world_size", std::to_string(model.world_size)},
+      {"model", model.model},
+      {"task", config.task.name},
+      {"architecture", config.task.architecture},
+      {"settings", settings.yaml}};
+  if (const auto info = outputs::RunDirectory(flags.run).readInfo()) metadata["experiment"] = info->experiment;
+  if (config.task.name == "language-model") {
+    const auto level = config.task.settings.find("level");
+    if (level != config.task.settings.end()) metadata["tokenizer"] = hyperparams::formatSetting(level->second);
+    for (const auto& [name, tensor] : model.tensors) {
+      if (name == "transformer.wte.weight") metadata["vocabulary_size"] = std::to_string(tensor.size(0));
+    }
+    metadata["data"] = config.task.synthetic ? "synthetic" : config.task.data_dir;
+  }
+  return metadata;
+}
+
+std::string safetensorsOf(const ExportFlags& flags, const RunSettings& settings, const ExportedModel& model) {
+  std::vector<outputs::SafetensorsTensor> tensors;
+  for (const auto& [name, tensor] : model.tensors) {
+    const auto* data = static_cast<const char*>(tensor.data_ptr());
+    tensors.push_back(
+        {name, safetensorsDtype(tensor, name), tensor.sizes().vec(), std::string_view(data, tensor.nbytes())});
+  }
+  return outputs::safetensorsFile(tensors, exportMetadata(flags, settings, model));
+}
+
+// Written through a temporary file and a rename in FILE's directory: a reader never sees half a
+// file, and a symlink at FILE is replaced (with --force), never written through.
+void writeExport(const ExportFlags& flags, const std::string& bytes) {
+  const std::filesystem::path output(flags.output);
+  const std::string name = output.filename().string();
+  if (name.empty() || name == "." || name == "..") throw UserError("--output " + flags.output + ": not a file name");
+  const std::string parent = output.has_parent_path() ? output.parent_path().string() : ".";
+  const auto dir = files::directoryToWrite(parent, name);
+  if (dir.has(name) && !flags.force) {
+    throw UserError("--output " + flags.output + ": exists; pass --force to replace it");
+  }
+  dir.writeAtomically(name, bytes);
+}
+
+void runExport(const ExportFlags& flags) {
+  if (flags.format != "safetensors") {
+    throw UserError("--format " + flags.format + ": unknown export format; supported: safetensors");
+  }
+  const auto settings = runSettings(flags.run);
+  const auto model = exportedModel(flags.run, settings.config);
+  const std::string bytes = safetensorsOf(flags, settings, model);
+  writeExport(flags, bytes);
+  std::printf("exported %zu tensors (%.1f MiB) to %s: %s at step %lld\n", model.tensors.size(),
+              static_cast<double>(bytes.size()) / (1 << 20), flags.output.c_str(), model.model.c_str(),
+              static_cast<long long>(model.step));
+}
+
+}  // namespace
+
+void addExportCommand(CLI::App& app) {
+  auto flags = std::make_shared<ExportFlags>();
+  auto* command = app.add_subcommand("export", "A run's final model as a file for other tools (docs/export.md)");
+  command->add_option("run", flags->run, "The run directory (gcrun experiment's --output-dir)")->required();
+  command->add_option("--format", flags->format, "safetensors")->required();
+  command->add_option("--output", flags->output, "The file to write")->required();
+  command->add_flag("--force", flags->force, "Replace --output if it exists");
+  command->callback([flags] { runExport(*flags); });
+}
+
+}  // namespace gcrun::cli

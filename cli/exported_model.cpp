@@ -1,0 +1,109 @@
+#include "cli/exported_model.h"
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "experiments/training/checkpoint.h"
+#include "hyperparams/base/errors.h"
+
+namespace gcrun::cli {
+namespace {
+
+// The most bytes of one rank file gcrun export reads: a 1.5 B-parameter GPT (GPT-2 XL) with AdamW's
+// two moments and a global model with its outer momentum is about 36 GB. The file must also be a
+// regular file no larger than its manifest says (CheckpointStore::readRank).
+constexpr uint64_t kMaxExportedRankFileBytes = 64ull << 30;
+
+constexpr char kParamPrefix[] = "param/";
+constexpr char kBufferPrefix[] = "buffer/";
+
+experiments::LoadedCheckpoint exportedRank(const std::string& run_dir, int rank) {
+  auto loaded = experiments::CheckpointStore::readRank(run_dir, rank, kMaxExportedRankFileBytes);
+  if (!loaded) {
+    throw UserError(run_dir + ": no checkpoint (checkpoints/manifest.json is missing); a run writes one at its end");
+  }
+  return std::move(*loaded);
+}
+
+// The entries of `state` under `prefix`, the prefix taken off their names.
+std::vector<std::pair<std::string, at::Tensor>> entriesUnder(const TensorMap& state, const std::string& prefix) {
+  std::vector<std::pair<std::string, at::Tensor>> entries;
+  for (const auto& [name, tensor] : state) {
+    if (name.rfind(prefix, 0) == 0) entries.emplace_back(name.substr(prefix.size()), tensor);
+  }
+  return entries;
+}
+
+// Each parameter's θ_g entry, when the strategy keeps a global model; nothing when it keeps none.
+bool useGlobalModel(const experiments::LoadedCheckpoint& loaded, const std::string& strategy,
+                    std::vector<std::pair<std::string, at::Tensor>>& parameters) {
+  const std::string prefix = strategy + "/global/";
+  if (entriesUnder(loaded.state, prefix).empty()) return false;
+  for (auto& [name, tensor] : parameters) {
+    const auto found = loaded.state.find(prefix + name);
+    if (found == loaded.state.end() || !found->second.sizes().equals(tensor.sizes()) ||
+        found->second.scalar_type() != tensor.scalar_type()) {
+      throw UserError(loaded.file + ": corrupt checkpoint: entry '" + prefix + name +
+                      "' is missing or not of the shape and dtype of '" + kParamPrefix + name + "'");
+    }
+    tensor = found->second;
+  }
+  return true;
+}
+
+// The replicas' mean over the ranks' files, read one at a time (rank 0's given as `parameters`).
+void averageReplicas(const std::string& run_dir, int world_size,
+                     std::vector<std::pair<std::string, at::Tensor>>& parameters) {
+  for (auto& entry : parameters) entry.second = entry.second.clone();
+  for (int rank = 1; rank < world_size; ++rank) {
+    const auto loaded = exportedRank(run_dir, rank);
+    for (auto& [name, sum] : parameters) {
+      const auto found = loaded.state.find(kParamPrefix + name);
+      if (found == loaded.state.end() || !found->second.sizes().equals(sum.sizes()) ||
+          found->second.scalar_type() != sum.scalar_type()) {
+        throw UserError(loaded.file + ": corrupt checkpoint: entry '" + kParamPrefix + name +
+                        "' is missing or not of rank 0's shape and dtype");
+      }
+      sum.add_(found->second);
+    }
+  }
+  for (auto& entry : parameters) entry.second.div_(world_size);
+}
+
+}  // namespace
+
+ExportedModel exportedModel(const std::string& run_dir, const ExperimentConfig& config) {
+  const auto saved_world_size = experiments::CheckpointStore::savedWorldSize(run_dir);
+  const auto rank0 = exportedRank(run_dir, 0);
+  ExportedModel exported;
+  exported.step = rank0.step;
+  exported.world_size = saved_world_size.value_or(1);
+  auto parameters = entriesUnder(rank0.state, kParamPrefix);
+  if (parameters.empty()) throw UserError(rank0.file + ": corrupt checkpoint: it holds no model parameters (param/)");
+  const std::string& strategy = config.sync.strategy;
+  if (useGlobalModel(rank0, strategy, parameters)) {
+    exported.model = "global model (" + strategy + ")";
+  } else if (strategy == "local-sgd" && exported.world_size > 1) {
+    averageReplicas(run_dir, exported.world_size, parameters);
+    exported.model = "mean of the " + std::to_string(exported.world_size) + " workers' models (local-sgd)";
+  } else {
+    exported.model = "rank 0's model (" + strategy + ")";
+  }
+  exported.tensors = std::move(parameters);
+  for (auto& buffer : entriesUnder(rank0.state, kBufferPrefix)) exported.tensors.push_back(std::move(buffer));
+  if (config.task.name == "language-model" && config.task.architecture == "gpt") {
+    const auto wte = std::find_if(exported.tensors.begin(), exported.tensors.end(),
+                                  [](const auto& entry) { return entry.first == "transformer.wte.weight"; });
+    if (wte != exported.tensors.end()) {
+      const at::Tensor tied = wte->second;  // emplace_back may move the vector's elements
+      exported.tensors.emplace_back("lm_head.weight", tied);
+    }
+  }
+  for (auto& entry : exported.tensors) entry.second = entry.second.contiguous();
+  std::sort(exported.tensors.begin(), exported.tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return exported;
+}
+
+}  // namespace gcrun::cli
