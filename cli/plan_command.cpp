@@ -56,10 +56,6 @@ void addPlanFlags(CLI::App& command, PlanFlags& flags) {
                      "fp4, int8");
   command.add_option("--sync-every", request.sync_every, "H of the default grid's diloco and streaming-diloco")
       ->check(CLI::Range(int64_t{1}, kMaxSyncEvery));
-  command
-      .add_option("--vocabulary-size", request.vocabulary,
-                  "The language model's vocabulary where the data would decide it (word-level data)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   command.add_option("--workers", flags.workers, "Worker counts, comma-separated (default 2,8,64)");
   command.add_option("--network", flags.networks, "A network profile (gcrun bench network, or by hand); repeatable");
   command.add_option("--bandwidth", flags.bandwidths, "Links, comma-separated (default 1gbit,10gbit,100gbit)");
@@ -106,8 +102,11 @@ std::vector<std::string> planAssumptions(const std::string& basis, double backwa
                       "ready and the one before it is done (DDP's overlap; gcrun's own fp16, bf16 and powersgd "
                       "reduce after backward)",
                       backward_share * 100),
-          "diloco's sync blocks; streaming-diloco's fragments (the model's tensors dealt round-robin) are sent on "
-          "their schedule and overlap the next sync.delay steps, queued behind each other on one link",
+          "diloco's and sparseloco's syncs block; streaming-diloco's fragments (the strategy's own: modules dealt "
+          "round-robin) are sent on their schedule and overlap the next sync.delay steps, queued behind each other "
+          "on one link; demo's messages leave once backward is done",
+          "local-sgd in its steady state after sync.warmup_steps: the parameters averaged exactly in float32 every "
+          "sync.every steps, blocking",
           "messages: each reducer's own bit accounting for the model's tensor shapes (float32 gradients)",
           "collectives: ring all-reduce and all-gather, binomial broadcast, as gcrun predict costs them",
           "not modelled: the encode/decode time of the codecs, the optimizer's time beyond --step-time, contention "
