@@ -79,16 +79,20 @@ TEST_F(PlanCommand, CountsTheParametersGcrunExperimentBuilds) {
       {"fashion-resnet18-powersgd-rank2", " --set task.architecture=resnet18"},
       {"cifar-sgd", " --set task.architecture=resnet18"},
       {"cifar-sgd", " --set task.architecture=vgg16"},
-      {"wikitext-sgd", " --set task.architecture=lstm"},
+      {"wikitext-sgd",
+       " --set task.architecture=lstm --set evaluation.max_samples=512 --set task.synthetic_samples=4096"},
       {"brown-gpt-nanogpt", kGpt + " --set task.bias=true"},
   };
+  // One configuration: the default grid's 4 streaming fragments are more than the LSTM's 3 modules.
+  std::ofstream(dir_.file("every-step.yaml")) << "- {name: every-step, set: {}}\n";
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& [preset, sets] = cases[i];
     const auto run_dir = dir_.file("case" + std::to_string(i));
     const auto run = runCommand(kLimit + kGcrun + " experiment " + preset + kTiny + sets + " --output-dir " + run_dir);
     ASSERT_EQ(run.exit_code, 0) << run.output;
-    const auto plan = runCommand(kLimit + kGcrun + " plan " + preset + kTiny + sets + " --workers 2 --cu-targets 0.5" +
-                                 " --output " + run_dir + "-plan");
+    const auto plan =
+        runCommand(kLimit + kGcrun + " plan " + preset + kTiny + sets + " --workers 2 --cu-targets 0.5" +
+                   " --configurations " + dir_.file("every-step.yaml") + " --output " + run_dir + "-plan");
     ASSERT_EQ(plan.exit_code, 0) << plan.output;
     const auto built = jsonNumber(readFile(run_dir + "/run.json"), "num_parameters");
     EXPECT_TRUE(contains(plan.output, preset + ": " + std::to_string(int64_t(built)) + " parameters")) << plan.output;
@@ -119,6 +123,7 @@ TEST_F(PlanCommand, PlansTheBitsARunSends) {
                             {{"sync.strategy", "demo"},
                              {"optimizer.name", "sgd"},
                              {"optimizer.momentum", "0"},
+                             {"optimizer.momentum_type", "heavy-ball"},
                              {"optimizer.clip_norm", "0"}}});
   std::string yaml;
   for (const auto& [name, sets] : configurations) {
