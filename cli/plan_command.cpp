@@ -61,10 +61,6 @@ void addPlanFlags(CLI::App& command, PlanFlags& flags) {
                      "fp4, int8");
   command.add_option("--sync-every", request.sync_every, "H of the default grid's diloco and streaming-diloco")
       ->check(CLI::Range(int64_t{1}, kMaxSyncEvery));
-  command
-      .add_option("--vocabulary-size", request.vocabulary,
-                  "The language model's vocabulary where the data would decide it (word-level data)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   command.add_option("--workers", flags.workers, "Worker counts, comma-separated (default 2,8,64)");
   command.add_option("--network", flags.networks, "A network profile (gcrun bench network, or by hand); repeatable");
   command.add_option("--bandwidth", flags.bandwidths, "Links, comma-separated (default 1gbit,10gbit,100gbit)");
@@ -111,12 +107,15 @@ double stepSeconds(const PlanFlags& flags, const PlannedModel& model, std::strin
 std::vector<std::string> planAssumptions(const std::string& basis, double backward_share, const std::string& codec) {
   return {basis,
           fmt::format("forward then backward ({:.0f}% of the compute); every step's gradients are ready in reverse "
-                      "order during backward, in buckets of reducer.bucket_mb, each exchanged as soon as it is "
-                      "ready and the one before it is done (DDP's overlap; gcrun's own fp16, bf16 and powersgd "
-                      "reduce after backward)",
+                      "order during backward, in the exact reducer's (DDP's) buckets: at most 1 MiB first, then "
+                      "reducer.bucket_mb; each exchanged as soon as it is ready and the one before it is done "
+                      "(DDP's overlap, gcrun's exact's; gcrun's other reducers reduce after backward)",
                       backward_share * 100),
-          "diloco's sync blocks; streaming-diloco's fragments (the model's tensors dealt round-robin) are sent on "
-          "their schedule and overlap the next sync.delay steps, queued behind each other on one link",
+          "diloco's and sparseloco's syncs block; streaming-diloco's fragments (the strategy's own: modules dealt "
+          "round-robin) are sent on their schedule and overlap the next sync.delay steps, queued behind each other "
+          "on one link; demo's messages leave once backward is done",
+          "local-sgd in its steady state after sync.warmup_steps: the parameters averaged exactly in float32 every "
+          "sync.every steps, blocking",
           "messages: each reducer's own bit accounting for the model's tensor shapes (float32 gradients)",
           "collectives: ring all-reduce and all-gather, binomial broadcast, as gcrun predict costs them",
           codec,
@@ -132,6 +131,8 @@ std::string timeCodecs(const PlanFlags& flags, PlannedConfigurations& planned) {
   std::vector<std::pair<ReducerOptions, double>> timed;
   std::vector<std::string> costs;
   for (size_t i = 0; i < planned.methods.size(); ++i) {
+    // Sends that are not the reducer's messages (local-sgd's parameter average) run no codec.
+    if (planned.methods[i].message_elements.empty()) continue;
     const auto& reducer = planned.reducers[i];
     auto found = std::find_if(timed.begin(), timed.end(), [&](const auto& entry) {
       return entry.first.name == reducer.name && entry.first.settings == reducer.settings;

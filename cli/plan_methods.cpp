@@ -11,11 +11,10 @@
 #include "hyperparams/base/sync_schedule.h"
 #include "hyperparams/base/text.h"
 #include "outputs/files/safe_files.h"
+#include "reducers/granularity.h"
 #include "reducers/planned_bits.h"
 #include "reducers/tensor_costs.h"
-#include "tasks/language_model.h"
-#include "tasks/models/gpt.h"
-#include "tasks/models/rnn_model.h"
+#include "tasks/task.h"
 
 namespace gcrun::cli {
 namespace {
@@ -23,8 +22,6 @@ namespace {
 // Beyond any model trained today by far; a size from a typo (task.width=1e9) is refused here.
 constexpr double kMaxPlannedParameters = 1e15;
 constexpr double kMaxPlannedTensors = 1e6;
-constexpr char kVocabularyFromData[] =
-    "the vocabulary of real word-level data is decided by the data; give it with --vocabulary-size N";
 
 struct PlanConfiguration {
   std::string name;
@@ -77,51 +74,51 @@ std::vector<PlanConfiguration> configurationsFrom(const std::string& path, const
   return configurations;
 }
 
-// The model's tensor shapes in the order its size lists them, the vocabulary given where the data
-// would decide it.
-PlannedModel plannedModelOf(const experiments::ResolvedExperiment& experiment, const PlanRequest& request,
-                            tasks::ModelSize& size) {
-  const auto& config = experiment.config;
-  if (!experiment.task.size) throw UserError("task.name: '" + config.task.name + "' does not say its model's size");
-  size = experiment.task.size(config.task, config.training.batch_size);
-  PlannedModel model{0, config.task.name};
-  if (config.task.name == "language-model") {
-    const auto s = tasks::languageModelSettings().read(config.task.settings);
-    const double vocabulary =
-        request.vocabulary > 0 ? double(request.vocabulary) : size.parameters.front().shape.front();
-    if (vocabulary < 1) throw UserError(kVocabularyFromData);
-    size = tasks::models::GptModel::size({int64_t(vocabulary), s.context, s.layers, s.heads, s.width, s.bias, 0});
-    // Kaplan et al.'s N leaves out the embeddings (wte, wpe).
-    model.non_embedding_parameters = size.parameterCount() - (vocabulary + double(s.context)) * double(s.width);
-    model.layers = s.layers;
-    model.context = s.context;
-    model.width = s.width;
-    model.batch_size = config.training.batch_size;
-  } else if (config.task.name == "wikitext2" && !config.task.synthetic) {
-    // wikiText2ModelSize counts a real corpus's vocabulary as empty until its files are read.
-    if (request.vocabulary < 1) throw UserError(kVocabularyFromData);
-    size = tasks::models::RnnModel::size(double(request.vocabulary));
+// The names of the registry's entries whose spec has `field` set, for a refusal's "it plans ...".
+template <class Spec, class Field>
+std::string namesWith(const Registry<Spec>& registry, Field field) {
+  std::string names;
+  for (const auto* entry : registry.entries()) {
+    if (entry->factory.*field) names += (names.empty() ? "" : ", ") + entry->name;
   }
-  model.parameters = size.parameterCount();
+  return names;
+}
+
+// Refuses a model whose size alone is absurd, before any of its shapes is made: a size from a typo
+// (task.width=1e9) never reaches a tensor's shape.
+void checkPlannableSize(const tasks::ModelSize& size) {
   double tensors = 0;
   for (const auto& group : size.parameters) tensors += group.count;
-  if (!(model.parameters <= kMaxPlannedParameters) || !(tensors <= kMaxPlannedTensors)) {
+  const double parameters = size.parameterCount();
+  if (!(parameters <= kMaxPlannedParameters) || !(tensors <= kMaxPlannedTensors)) {
     throw UserError(
         fmt::format("the model of these settings has {:.3g} parameters in {:.3g} tensors; a plan takes "
                     "at most 1e15 parameters and 1e6 tensors",
-                    model.parameters, tensors));
+                    parameters, tensors));
   }
-  return model;
 }
 
-std::vector<std::vector<int64_t>> plannedShapesOf(const tasks::ModelSize& size) {
-  std::vector<std::vector<int64_t>> shapes;
-  for (const auto& group : size.parameters) {
-    std::vector<int64_t> shape;
-    for (double side : group.shape) shape.push_back(static_cast<int64_t>(side));
-    for (double i = 0; i < group.count; ++i) shapes.push_back(shape);
+// The task's model as its own code makes it, shape only (TaskSpec::plan), after its size bounded it.
+PlannedModel plannedModelOf(const experiments::ResolvedExperiment& experiment,
+                            std::vector<tasks::NamedShape>& parameters) {
+  const auto& config = experiment.config;
+  if (!experiment.task.size || !experiment.task.plan) {
+    throw UserError("task.name: gcrun plan cannot build '" + config.task.name + "''s model shape only; it plans " +
+                    namesWith(tasks::taskRegistry(), &tasks::TaskSpec::plan));
   }
-  return shapes;
+  checkPlannableSize(experiment.task.size(config.task, config.training.batch_size));
+  auto plan = experiment.task.plan(config.task, config.training.batch_size);
+  PlannedModel model{0, config.task.name};
+  for (const auto& parameter : plan.parameters) model.parameters += double(c10::multiply_integers(parameter.shape));
+  if (plan.transformer) {
+    model.non_embedding_parameters = plan.transformer->non_embedding_parameters;
+    model.layers = plan.transformer->layers;
+    model.context = plan.transformer->context;
+    model.width = plan.transformer->width;
+    model.batch_size = config.training.batch_size;
+  }
+  parameters = std::move(plan.parameters);
+  return model;
 }
 
 // What the configuration's reducer sends for `shapes`, from its own accounting.
@@ -146,47 +143,75 @@ void shareWholeStep(const experiments::ResolvedExperiment& experiment, const std
   }
 }
 
-// Every step: the gradients in backward order (the reverse of the model's) in buckets of
-// reducer.bucket_mb float32 MiB, each ready when backward has produced its share of the elements.
-void bucketMessages(const experiments::ResolvedExperiment& experiment, const std::vector<std::vector<int64_t>>& shapes,
-                    planning::PlannedMethod& method) {
-  const double bucket_elements = experiment.config.reducer.bucket_mb * 1024 * 1024 / sizeof(float);
-  double total = 0, done = 0, in_bucket = 0;
-  for (const auto& shape : shapes) total += static_cast<double>(c10::multiply_integers(shape));
-  std::vector<std::vector<int64_t>> bucket;
-  std::vector<int64_t> bucket_sizes;
-  for (auto it = shapes.rbegin(); it != shapes.rend(); ++it) {
-    bucket.push_back(*it);
-    in_bucket += static_cast<double>(c10::multiply_integers(*it));
-    if (in_bucket < bucket_elements && std::next(it) != shapes.rend()) continue;
-    done += in_bucket;
-    method.message_bits.push_back(bitsFor(experiment, bucket));
-    method.message_elements.push_back(in_bucket);
-    method.ready.push_back(total > 0 ? done / total : 1.0);
-    bucket_sizes.push_back(static_cast<int64_t>(in_bucket));
-    bucket.clear();
-    in_bucket = 0;
-  }
-  if (experiment.reducer.whole_step) shareWholeStep(experiment, shapes, bucket_sizes, method);
+// Whether the strategy's sends are the reducer's messages (then its codec runs on them).
+bool throughReducer(const experiments::SyncPlan& sync) {
+  return sync.exchange == experiments::SyncPlan::Exchange::reducer;
 }
 
-// Periodic: fragment p of F holds tensors p, p + F, p + 2F, ... (streaming-diloco strides the
-// model's modules; diloco's one fragment is the whole model).
-void fragmentMessages(const experiments::ResolvedExperiment& experiment,
-                      const std::vector<std::vector<int64_t>>& shapes, planning::PlannedMethod& method) {
-  if (static_cast<int64_t>(shapes.size()) < method.fragments) {
-    throw UserError("sync.fragments = " + std::to_string(method.fragments) + ": at most the model's " +
-                    std::to_string(shapes.size()) + " tensors");
+// What one send of `shapes` holds, as the strategy exchanges it: the reducer's bits, or the
+// parameters' float32 elements (an exact average of them).
+double sendBits(const experiments::ResolvedExperiment& experiment, const experiments::SyncPlan& sync,
+                const std::vector<std::vector<int64_t>>& shapes) {
+  if (throughReducer(sync)) return bitsFor(experiment, shapes);
+  double elements = 0;
+  for (const auto& shape : shapes) elements += static_cast<double>(c10::multiply_integers(shape));
+  return elements * 32;
+}
+
+// Every step: the gradients in the buckets the exact reducer all-reduces (ddpBuckets: DDP's, in
+// backward order, float32, reducer.bucket_mb each after a smaller first), each ready when backward
+// has produced its share of the elements (or, for a strategy that sends once backward is done,
+// then).
+void bucketMessages(const experiments::ResolvedExperiment& experiment, const experiments::SyncPlan& sync,
+                    const std::vector<tasks::NamedShape>& parameters, planning::PlannedMethod& method) {
+  std::vector<int64_t> tensor_bytes;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& parameter : parameters) {
+    tensor_bytes.push_back(c10::multiply_integers(parameter.shape) * static_cast<int64_t>(sizeof(float)));
+    shapes.push_back(parameter.shape);
   }
-  for (int64_t p = 0; p < method.fragments; ++p) {
-    std::vector<std::vector<int64_t>> fragment;
-    double elements = 0;
-    for (size_t i = static_cast<size_t>(p); i < shapes.size(); i += static_cast<size_t>(method.fragments)) {
-      fragment.push_back(shapes[i]);
-      elements += static_cast<double>(c10::multiply_integers(shapes[i]));
+  const double total = static_cast<double>(c10::sum_integers(tensor_bytes)) / sizeof(float);
+  double done = 0;
+  std::vector<int64_t> bucket_sizes;
+  for (const auto& members : reducers::ddpBuckets(tensor_bytes, reducers::bucketBytes(experiment.config.reducer))) {
+    std::vector<std::vector<int64_t>> bucket;
+    int64_t elements = 0;
+    for (size_t k : members) {
+      bucket.push_back(shapes[k]);
+      elements += tensor_bytes[k] / static_cast<int64_t>(sizeof(float));
     }
-    method.message_bits.push_back(bitsFor(experiment, fragment));
-    method.message_elements.push_back(elements);
+    done += static_cast<double>(elements);
+    method.message_bits.push_back(sendBits(experiment, sync, bucket));
+    if (throughReducer(sync)) method.message_elements.push_back(static_cast<double>(elements));
+    method.ready.push_back(total > 0 && sync.during_backward ? done / total : 1.0);
+    bucket_sizes.push_back(elements);
+  }
+  if (throughReducer(sync) && experiment.reducer.whole_step) {
+    shareWholeStep(experiment, shapes, bucket_sizes, method);
+  }
+}
+
+// Periodic: one message per fragment, each holding the parameters the strategy's own assignment
+// gives it (SyncPlan::fragments; diloco's one fragment is the whole model).
+void fragmentMessages(const experiments::ResolvedExperiment& experiment, const experiments::SyncPlan& sync,
+                      const std::vector<tasks::NamedShape>& parameters, planning::PlannedMethod& method) {
+  std::vector<std::vector<size_t>> fragments(1);
+  if (sync.fragments) {
+    std::vector<std::string> names;
+    for (const auto& parameter : parameters) names.push_back(parameter.name);
+    fragments = sync.fragments(names, method.fragments);
+  } else {
+    for (size_t i = 0; i < parameters.size(); ++i) fragments[0].push_back(i);
+  }
+  for (const auto& fragment : fragments) {
+    std::vector<std::vector<int64_t>> shapes;
+    double elements = 0;
+    for (size_t i : fragment) {
+      shapes.push_back(parameters[i].shape);
+      elements += static_cast<double>(c10::multiply_integers(parameters[i].shape));
+    }
+    method.message_bits.push_back(sendBits(experiment, sync, shapes));
+    if (throughReducer(sync)) method.message_elements.push_back(elements);
   }
 }
 
@@ -197,25 +222,25 @@ void wireOf(const experiments::ResolvedExperiment& experiment, planning::Planned
 }
 
 planning::PlannedMethod plannedMethodOf(const std::string& name, const experiments::ResolvedExperiment& experiment,
-                                        const std::vector<std::vector<int64_t>>& shapes) {
+                                        const std::vector<tasks::NamedShape>& parameters) {
   const auto& config = experiment.config;
-  const SyncSchedule schedule = experiment.sync.schedule ? experiment.sync.schedule(config) : everyStepSchedule();
-  if (config.sync.strategy != "every-step" && config.sync.strategy != "diloco" &&
-      config.sync.strategy != "streaming-diloco") {
-    throw UserError("sync.strategy: gcrun plan models every-step, diloco and streaming-diloco, not '" +
-                    config.sync.strategy + "'");
+  if (!experiment.sync.plan || !experiment.sync.schedule) {
+    throw UserError("sync.strategy: gcrun plan cannot model '" + config.sync.strategy + "' (it declares no plan); it " +
+                    "plans " + namesWith(experiments::synchronizerRegistry(), &experiments::SynchronizerSpec::plan));
   }
   if (config.reducer.granularity != Granularity::layer) {
     throw UserError("reducer.granularity: gcrun plan sizes messages per tensor; set reducer.granularity=layer");
   }
+  const SyncSchedule schedule = experiment.sync.schedule(config);
+  const experiments::SyncPlan sync = experiment.sync.plan(config);
   planning::PlannedMethod method{
       name,           config.sync.strategy, config.reducer.name, schedule.every, schedule.fragments,
       schedule.delay, schedule.periodic};
-  wireOf(experiment, method);
+  if (throughReducer(sync)) wireOf(experiment, method);
   if (method.periodic) {
-    fragmentMessages(experiment, shapes, method);
+    fragmentMessages(experiment, sync, parameters, method);
   } else {
-    bucketMessages(experiment, shapes, method);
+    bucketMessages(experiment, sync, parameters, method);
   }
   return method;
 }
@@ -233,10 +258,10 @@ PlannedConfigurations planConfigurations(const PlanRequest& request) {
     try {
       const auto experiment =
           experiments::resolveForPlan(experiments::layeredConfig(request.preset, request.config_file, assignments));
-      tasks::ModelSize size;
-      const auto model = plannedModelOf(experiment, request, size);
+      std::vector<tasks::NamedShape> parameters;
+      const auto model = plannedModelOf(experiment, parameters);
       if (planned.methods.empty()) planned.model = model;
-      planned.methods.push_back(plannedMethodOf(configuration.name, experiment, plannedShapesOf(size)));
+      planned.methods.push_back(plannedMethodOf(configuration.name, experiment, parameters));
       planned.reducers.push_back(experiment.config.reducer);
     } catch (const UserError& e) {
       throw UserError("configuration '" + clipForMessage(configuration.name) + "': " + e.what());

@@ -17,7 +17,6 @@ struct PlanRequest {
   std::vector<std::string> assignments;  // --set, in order
   std::string configurations_file;       // --configurations; empty: the default grid
   int64_t sync_every = 100;              // H of the default grid's diloco and streaming-diloco
-  int64_t vocabulary = 0;                // --vocabulary-size: a language model's V (0: as the data says)
 };
 
 // The model as its settings describe it (nothing allocated, no data read).

@@ -63,6 +63,9 @@ struct TaskOptions {
   int64_t synthetic_samples = 0;
   // At most this many per evaluation batch; on the CPU at most 32 (tasks::evaluationChunk).
   int64_t test_batch_size = 1000;
+  // The vocabulary where the data decides it (real word-level data), for `gcrun plan`, which reads
+  // no data; 0: from the data. A run refuses a value its data does not have.
+  int64_t vocabulary_size = 0;
   // The values given for the tasks' own task.* settings (a plugin task's), as for the reducers'.
   SettingValues settings;
 };

@@ -107,6 +107,9 @@ std::vector<KeySpec> makeKeyTable() {
       field("task.test_batch_size", integerAtLeast(1),
             [](auto& c) -> auto& { return c.task.test_batch_size; },
             "Largest batch of the evaluation passes; on the CPU they use at most 32 (faster per sample)."),
+      field("task.vocabulary_size", integerAtLeast(0, " (0: from the data)"),
+            [](auto& c) -> auto& { return c.task.vocabulary_size; },
+            "The language model's vocabulary for `gcrun plan` where the data decides it; a run refuses another."),
       field("training.epochs", integerAtLeast(1),
             [](auto& c) -> auto& { return c.training.epochs; },
             "Passes over the training data."),
@@ -201,7 +204,8 @@ std::vector<KeySpec> makeKeyTable() {
             "Compression unit: each tensor, the whole flattened gradient, or DDP-style buckets."),
       field("reducer.bucket_mb", numberAbove(0),
             [](auto& c) -> auto& { return c.reducer.bucket_mb; },
-            "Bucket size in MiB when reducer.granularity is bucket."),
+            "Bucket size in MiB: the exact reducer's all-reduce buckets (after a first of at most 1 MiB, as DDP's), "
+            "and the compression unit when reducer.granularity is bucket."),
       field("sync.strategy", name(),
             [](auto& c) -> auto& { return c.sync.strategy; },
             "How the workers' models agree, from the sync strategy registry (every-step, local-sgd, diloco, "

@@ -9,14 +9,14 @@ namespace gcrun::reducers {
 namespace {
 
 // The reference's ExactReducer (every gradient all-reduced, then divided by the number of workers;
-// nothing is lost, so the memory is zero), in buckets as PyTorch DDP does it (ddpBuckets, in
-// granularity.h). A bucket is all-reduced, asynchronously, as soon as
+// nothing is lost, so the memory is zero), in buckets of reducer.bucket_mb as PyTorch DDP makes
+// them (ddpBuckets, in granularity.h). A bucket is all-reduced, asynchronously, as soon as
 // all its tensors are ready() and every earlier bucket has started, so that every rank starts the
 // same collectives in the same order whatever order its gradients arrive in. Tensors that lie back
 // to back in memory (the trainer's flat gradients) are all-reduced in place, without packing.
 class ExactReducer : public Reducer {
  public:
-  explicit ExactReducer(Communicator& comm) : comm_(comm) {}
+  ExactReducer(Communicator& comm, int64_t bucket_bytes) : comm_(comm), bucket_bytes_(bucket_bytes) {}
 
   void ready(size_t index, const std::vector<at::Tensor>& send) override {
     if (buckets_.empty()) plan(send);
@@ -60,7 +60,7 @@ class ExactReducer : public Reducer {
     std::vector<int64_t> tensor_bytes;
     for (const auto& t : send) tensor_bytes.push_back(t.numel() * static_cast<int64_t>(t.element_size()));
     bucket_of_.assign(send.size(), 0);
-    for (auto& members : ddpBuckets(tensor_bytes)) {
+    for (auto& members : ddpBuckets(tensor_bytes, bucket_bytes_)) {
       for (size_t k : members) bucket_of_[k] = buckets_.size();
       buckets_.emplace_back();
       buckets_.back().buffer = TensorBuffer::over(pick(send, members));
@@ -80,6 +80,7 @@ class ExactReducer : public Reducer {
   }
 
   Communicator& comm_;
+  int64_t bucket_bytes_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
   size_t next_ = 0;  // the first bucket not started this step
@@ -89,7 +90,7 @@ class ExactReducer : public Reducer {
 }  // namespace
 
 std::unique_ptr<Reducer> makeExactReducer(const ReducerContext& context) {
-  return std::make_unique<ExactReducer>(context.comm);
+  return std::make_unique<ExactReducer>(context.comm, bucketBytes(context.options));
 }
 
 ReducerSpec exactSpec() {

@@ -1,5 +1,6 @@
 #include "reducers/granularity.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -25,7 +26,7 @@ TensorGroups wholeModel(const std::vector<at::Tensor>& tensors, const ReducerOpt
 }
 
 TensorGroups buckets(const std::vector<at::Tensor>& tensors, const ReducerOptions& options) {
-  return bucketGroups(tensors, std::llround(options.bucket_mb * 1024.0 * 1024.0));
+  return bucketGroups(tensors, bucketBytes(options));
 }
 
 // The granularities that regroup tensors; `layer` needs no wrapper.
@@ -123,11 +124,13 @@ class GroupedReducer : public Reducer {
 
 }  // namespace
 
-TensorGroups ddpBuckets(const std::vector<int64_t>& tensor_bytes) {
+int64_t bucketBytes(const ReducerOptions& options) { return std::llround(options.bucket_mb * 1024.0 * 1024.0); }
+
+TensorGroups ddpBuckets(const std::vector<int64_t>& tensor_bytes, int64_t bucket_bytes) {
   TensorGroups buckets;
   int64_t bytes = 0;
   for (size_t k = tensor_bytes.size(); k-- > 0;) {
-    const int64_t cap = buckets.size() <= 1 ? kDdpFirstBucketBytes : kDdpBucketBytes;
+    const int64_t cap = buckets.size() <= 1 ? std::min(kDdpFirstBucketBytes, bucket_bytes) : bucket_bytes;
     if (buckets.empty() || bytes >= cap) {
       buckets.emplace_back();
       bytes = 0;

@@ -32,13 +32,15 @@ using TensorGroups = std::vector<std::vector<size_t>>;
 // once it holds at least bucket_bytes, or before a tensor of another dtype or device.
 TensorGroups bucketGroups(const std::vector<at::Tensor>& tensors, int64_t bucket_bytes);
 
-// DDP's buckets (PyTorch's bucket_cap_mb of 25 MiB, its first bucket 1 MiB so that communication
-// starts early), over tensors of `tensor_bytes` in registration order: taken in reverse, the order
-// backward produces them, a bucket closing once it holds its cap. The exact reducer all-reduces
-// these buckets, and `gcrun plan` sizes every step's messages by them.
+// reducer.bucket_mb in bytes.
+int64_t bucketBytes(const ReducerOptions& options);
+
+// DDP's buckets (bucket_cap_mb, 25 MiB by default as reducer.bucket_mb is, its first bucket at most
+// 1 MiB so that communication starts early), over tensors of `tensor_bytes` in registration order:
+// taken in reverse, the order backward produces them, a bucket closing once it holds its cap. The
+// exact reducer all-reduces these buckets, and `gcrun plan` sizes every step's messages by them.
 inline constexpr int64_t kDdpFirstBucketBytes = 1 << 20;
-inline constexpr int64_t kDdpBucketBytes = 25 << 20;
-TensorGroups ddpBuckets(const std::vector<int64_t>& tensor_bytes);
+TensorGroups ddpBuckets(const std::vector<int64_t>& tensor_bytes, int64_t bucket_bytes);
 
 // ceil(sqrt(numel)): the side of the square a group of numel elements is padded to.
 int64_t squareSide(int64_t numel);

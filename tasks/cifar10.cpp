@@ -272,4 +272,10 @@ ModelSize cifar10ModelSize(const TaskOptions& options, int64_t /*batch_size*/) {
   return models::modelRegistry().at(options.architecture).factory.size({3, kCifarSide, kCifarClasses});
 }
 
+// No setting changes the architectures' sizes: built uninitialised on the CPU, tens of MiB.
+ModelPlan cifar10ModelPlan(const TaskOptions& options, int64_t /*batch_size*/) {
+  const auto& architecture = models::modelRegistry().at(options.architecture).factory;
+  return {namedShapesOf(*architecture.make({3, kCifarSide, kCifarClasses})), std::nullopt};
+}
+
 }  // namespace gcrun::tasks

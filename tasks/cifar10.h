@@ -48,5 +48,7 @@ std::unique_ptr<Task> makeCifar10Task(const TaskContext& context);
 void checkCifar10Input(const TaskContext& context, int world_size);
 // Its model's size (TaskSpec::size).
 ModelSize cifar10ModelSize(const TaskOptions& options, int64_t batch_size);
+// Its model for `gcrun plan` (TaskSpec::plan).
+ModelPlan cifar10ModelPlan(const TaskOptions& options, int64_t batch_size);
 
 }  // namespace gcrun::tasks

@@ -207,4 +207,10 @@ ModelSize fashionMnistModelSize(const TaskOptions& options, int64_t /*batch_size
   return models::modelRegistry().at(options.architecture).factory.size({1, kFashionSide, kFashionClasses});
 }
 
+// No setting changes the architectures' sizes: built uninitialised on the CPU, a few MiB.
+ModelPlan fashionMnistModelPlan(const TaskOptions& options, int64_t /*batch_size*/) {
+  const auto& architecture = models::modelRegistry().at(options.architecture).factory;
+  return {namedShapesOf(*architecture.make({1, kFashionSide, kFashionClasses})), std::nullopt};
+}
+
 }  // namespace gcrun::tasks

@@ -16,5 +16,7 @@ std::unique_ptr<Task> makeFashionMnistTask(const TaskContext& context);
 void checkFashionMnistInput(const TaskContext& context, int world_size);
 // Its model's size (TaskSpec::size).
 ModelSize fashionMnistModelSize(const TaskOptions& options, int64_t batch_size);
+// Its model for `gcrun plan` (TaskSpec::plan).
+ModelPlan fashionMnistModelPlan(const TaskOptions& options, int64_t batch_size);
 
 }  // namespace gcrun::tasks

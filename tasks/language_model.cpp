@@ -14,6 +14,7 @@
 #include "hyperparams/base/errors.h"
 #include "tasks/data_location.h"
 #include "tasks/device_transfer.h"
+#include "tasks/model_plan.h"
 #include "tasks/models/gpt.h"
 #include "tasks/sampler.h"
 #include "tasks/token_files.h"
@@ -67,10 +68,12 @@ std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, c
   const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
   const std::string key = level + " " + dataCacheKey(options, seed, dir);
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto cached = cache[key].lock()) return cached;
-  std::shared_ptr<const TokenSplits> data =
-      options.synthetic ? randomTokenSplits(options, level, seed) : readTokenSplits(dir, level);
-  cache[key] = data;
+  std::shared_ptr<const TokenSplits> data = cache[key].lock();
+  if (!data) {
+    data = options.synthetic ? randomTokenSplits(options, level, seed) : readTokenSplits(dir, level);
+    cache[key] = data;
+  }
+  checkVocabularySize(options, data->vocabulary, options.synthetic ? "the synthetic corpus" : dir);
   return data;
 }
 
@@ -292,18 +295,27 @@ void checkLanguageModelInput(const TaskContext& context, int world_size) {
   checkedBatchCount(windowBatchCount(*data, settings.context, shard, context.batch_size), shard, context.batch_size);
 }
 
-// Real char-level data has at most 256 ids; a real word-level vocabulary is known once its files
-// are read, so it counts as empty (their 1 GiB bound bounds it). A training step keeps, per
-// block, about 16 B T d activations and 3 B H T^2 attention weights (scores, softmax, masked),
-// then 3 B T V of logits, and makes the T^2 causal mask.
+namespace {
+
+// The vocabulary's bounds without the data: synthetic data's is settled; real char-level data has
+// at most 256 ids; a real word-level vocabulary is known once its files are read (or given).
+int64_t settledVocabulary(const TaskOptions& options, const LanguageModelOptions& settings) {
+  if (!options.synthetic) return 0;
+  return settings.level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
+}
+int64_t vocabularyBound(const LanguageModelOptions& settings) { return settings.level == "char" ? 256 : 0; }
+
+}  // namespace
+
+// An unknown vocabulary counts as empty (the token files' 1 GiB bound bounds it). A training step
+// keeps, per block, about 16 B T d activations and 3 B H T^2 attention weights (scores, softmax,
+// masked), then 3 B T V of logits, and makes the T^2 causal mask.
 ModelSize languageModelSize(const TaskOptions& options, int64_t batch_size) {
   const auto settings = languageModelSettings().read(options.settings);
   // What the task refuses of its settings alone, so that a plan (and the memory check) meets it
   // without the data.
   checkOptions(options, settings, batch_size);
-  const bool chars = settings.level == "char";
-  const int64_t vocabulary =
-      options.synthetic ? (chars ? kSyntheticCharVocabulary : kSyntheticWordVocabulary) : (chars ? 256 : 0);
+  const int64_t vocabulary = vocabularyOf(options, settledVocabulary(options, settings), vocabularyBound(settings));
   ModelSize size = models::GptModel::size(
       {vocabulary, settings.context, settings.layers, settings.heads, settings.width, settings.bias, settings.dropout});
   const double b = static_cast<double>(batch_size), t = static_cast<double>(settings.context);
@@ -312,6 +324,21 @@ ModelSize languageModelSize(const TaskOptions& options, int64_t batch_size) {
   size.other_bytes = sizeof(float) * (static_cast<double>(settings.layers) * per_block +
                                       3 * b * t * static_cast<double>(vocabulary) + t * t);
   return size;
+}
+
+// The GPT built shape only; Kaplan et al.'s N leaves out the embedding tables (wte, wpe).
+ModelPlan languageModelPlan(const TaskOptions& options, int64_t batch_size) {
+  const auto settings = languageModelSettings().read(options.settings);
+  checkOptions(options, settings, batch_size);
+  const int64_t vocabulary =
+      plannedVocabulary(options, settledVocabulary(options, settings), vocabularyBound(settings));
+  const models::GptShape shape{
+      vocabulary, settings.context, settings.layers, settings.heads, settings.width, settings.bias, 0};
+  ModelPlan plan{namedShapesOf(models::GptModel(shape, ShapeOnly{})), std::nullopt};
+  const double embeddings = double(vocabulary + settings.context) * double(settings.width);
+  plan.transformer = TransformerFacts{settings.layers, settings.context, settings.width,
+                                      models::GptModel::size(shape).parameterCount() - embeddings};
+  return plan;
 }
 
 }  // namespace gcrun::tasks

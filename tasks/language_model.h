@@ -53,5 +53,7 @@ std::unique_ptr<Task> makeLanguageModelTask(const TaskContext& context);
 void checkLanguageModelInput(const TaskContext& context, int world_size);
 // Its model's size (TaskSpec::size).
 ModelSize languageModelSize(const TaskOptions& options, int64_t batch_size);
+// Its model for `gcrun plan` (TaskSpec::plan).
+ModelPlan languageModelPlan(const TaskOptions& options, int64_t batch_size);
 
 }  // namespace gcrun::tasks

@@ -4,6 +4,10 @@
 
 namespace gcrun::tasks {
 
+// A model constructed with this makes its parameters on the meta device, uninitialised: their
+// names and shapes in the model's order, in no memory (`gcrun plan`'s models, tasks/model_plan.h).
+struct ShapeOnly {};
+
 // `count` parameter tensors of one shape. Dimensions are doubles: a model's size is computed from
 // its settings before anything is built, and a setting such as task.width=2^62 must give a huge
 // size to refuse, not an overflowed one.

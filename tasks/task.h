@@ -15,6 +15,7 @@
 #include "hyperparams/base/tensor_map.h"
 #include "hyperparams/config.h"
 #include "hyperparams/settings.h"
+#include "tasks/model_plan.h"
 #include "tasks/model_size.h"
 
 namespace torch::nn {
@@ -147,6 +148,11 @@ struct TaskSpec {
   // launcher's check before any worker starts. Empty: the launcher builds the task on the CPU
   // instead, as a worker would.
   std::function<void(const TaskContext&, int world_size)> check = {};
+  // Its model for `gcrun plan` (ModelPlan): the parameters' names and shapes in the model's order
+  // from the model's own code, built shape only, and a transformer's facts; called after size()
+  // bounded the model. Where the data would decide the vocabulary it takes task.vocabulary_size,
+  // refusing its absence with a UserError naming the key. Empty: the task cannot be planned.
+  std::function<ModelPlan(const TaskOptions&, int64_t batch_size)> plan = {};
 };
 
 // The tasks gcrun knows, by `task.name`; built-ins are registered on first use. User code adds its

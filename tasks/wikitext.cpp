@@ -14,6 +14,7 @@
 
 #include "hyperparams/base/errors.h"
 #include "tasks/data_location.h"
+#include "tasks/model_plan.h"
 #include "tasks/models/rnn_model.h"
 #include "tasks/sampler.h"
 #include "tasks/token_files.h"
@@ -65,9 +66,12 @@ std::shared_ptr<const LanguageData> loadWikiTextData(const TaskOptions& options,
   const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
   const std::string key = dataCacheKey(options, seed, dir);
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto cached = cache[key].lock()) return cached;
-  auto data = options.synthetic ? randomData(options, seed) : readData(dir);
-  cache[key] = data;
+  auto data = cache[key].lock();
+  if (!data) {
+    data = options.synthetic ? randomData(options, seed) : readData(dir);
+    cache[key] = data;
+  }
+  checkVocabularySize(options, data->vocabulary, options.synthetic ? "the synthetic corpus" : dir);
   return data;
 }
 
@@ -236,10 +240,16 @@ void checkWikiText2Input(const TaskContext& context, int world_size) {
                     shard, context.batch_size);
 }
 
-// A real corpus's vocabulary is known once it is read; before that its tables count as empty (the
-// 1 GiB bound on the token files bounds them).
+// A real corpus's vocabulary is known once it is read (or given, task.vocabulary_size); before that
+// its tables count as empty (the 1 GiB bound on the token files bounds them).
 ModelSize wikiText2ModelSize(const TaskOptions& options, int64_t /*batch_size*/) {
-  return models::RnnModel::size(options.synthetic ? kWikiTextSyntheticVocabulary : 0);
+  return models::RnnModel::size(
+      static_cast<double>(vocabularyOf(options, options.synthetic ? kWikiTextSyntheticVocabulary : 0, 0)));
+}
+
+ModelPlan wikiText2ModelPlan(const TaskOptions& options, int64_t /*batch_size*/) {
+  const int64_t vocabulary = plannedVocabulary(options, options.synthetic ? kWikiTextSyntheticVocabulary : 0, 0);
+  return {namedShapesOf(models::RnnModel(vocabulary, ShapeOnly{})), std::nullopt};
 }
 
 }  // namespace gcrun::tasks

@@ -38,5 +38,7 @@ std::unique_ptr<Task> makeWikiText2Task(const TaskContext& context);
 void checkWikiText2Input(const TaskContext& context, int world_size);
 // Its model's size (TaskSpec::size).
 ModelSize wikiText2ModelSize(const TaskOptions& options, int64_t batch_size);
+// Its model for `gcrun plan` (TaskSpec::plan).
+ModelPlan wikiText2ModelPlan(const TaskOptions& options, int64_t batch_size);
 
 }  // namespace gcrun::tasks

@@ -171,12 +171,12 @@ double dctMemory(const ExperimentConfig& config, const tasks::ModelSize& model) 
 }  // namespace
 
 SynchronizerSpec demoSpec() {
-  return {[](const SyncContext& c) { return std::make_unique<Demo>(c); },
-          demoSchema().specs(),
-          false,
-          validateDemo,
-          dctMemory,
-          [](const ExperimentConfig&) { return everyStepSchedule("demo"); }};
+  return {[](const SyncContext& c) { return std::make_unique<Demo>(c); }, demoSchema().specs(), false, validateDemo,
+          dctMemory, [](const ExperimentConfig&) { return everyStepSchedule("demo"); },
+          // The momenta through the reducer in one reduce once backward is done (afterBackward).
+          [](const ExperimentConfig&) {
+            return SyncPlan{SyncPlan::Exchange::reducer, false};
+          }};
 }
 
 }  // namespace gcrun::experiments

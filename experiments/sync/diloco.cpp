@@ -98,7 +98,9 @@ SynchronizerSpec dilocoSpec() {
           [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(3, model); },
           [](const ExperimentConfig& config) {
             return periodicSchedule("diloco", dilocoSchema().read(config.sync.settings).every);
-          }};
+          },
+          // The whole model's pseudo-gradient through the reducer.
+          [](const ExperimentConfig&) { return SyncPlan{}; }};
 }
 
 }  // namespace gcrun::experiments

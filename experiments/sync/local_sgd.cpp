@@ -133,7 +133,9 @@ SynchronizerSpec localSgdSpec() {
             auto schedule = periodicSchedule("local-sgd", options.every);
             schedule.warmup_steps = options.warmup_steps;
             return schedule;
-          }};
+          },
+          // After the warm-up (planned as its steady state): averageParameters, exact and float32.
+          [](const ExperimentConfig&) { return SyncPlan{SyncPlan::Exchange::parameter_average}; }};
 }
 
 }  // namespace gcrun::experiments

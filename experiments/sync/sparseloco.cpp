@@ -140,7 +140,9 @@ SynchronizerSpec sparseLocoSpec() {
           [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(2, model); },
           [](const ExperimentConfig& config) {
             return periodicSchedule("sparseloco", sparseLocoSchema().read(config.sync.settings).every);
-          }};
+          },
+          // The whole model's accumulator through the reducer, as diloco's pseudo-gradient.
+          [](const ExperimentConfig&) { return SyncPlan{}; }};
 }
 
 }  // namespace gcrun::experiments

@@ -365,7 +365,11 @@ SynchronizerSpec streamingDilocoSpec() {
       [](const ExperimentConfig& config) { checkSchedule(streamingSchema().read(config.sync.settings)); },
       // θ_g, the outer momentum, the fragments' averaged deltas in flight, the replicas' mean.
       [](const ExperimentConfig&, const tasks::ModelSize& model) { return parameterCopies(4, model); },
-      [](const ExperimentConfig& config) { return streamingSchedule(streamingSchema().read(config.sync.settings)); }};
+      [](const ExperimentConfig& config) { return streamingSchedule(streamingSchema().read(config.sync.settings)); },
+      // Each fragment's pseudo-gradient through a reducer like the trainer's, the modules strided.
+      [](const ExperimentConfig&) {
+        return SyncPlan{SyncPlan::Exchange::reducer, true, streamingFragments};
+      }};
 }
 
 }  // namespace gcrun::experiments

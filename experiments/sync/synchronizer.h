@@ -132,6 +132,22 @@ class Synchronizer {
 
 using SynchronizerFactory = std::function<std::unique_ptr<Synchronizer>(const SyncContext&)>;
 
+// What a strategy sends at its schedule's sends, as `gcrun plan` models it without a model: the
+// strategy's own account, so that the plan's messages are the ones its code makes.
+struct SyncPlan {
+  // How a send travels: the tensors through the trainer's reducer (its bits, its collective), or
+  // the parameters averaged exactly in float32 (averageParameters, one all-reduce of them all).
+  enum class Exchange { reducer, parameter_average };
+  Exchange exchange = Exchange::reducer;
+  // For a strategy that exchanges every step: whether a tensor's message can leave as soon as
+  // backward has made its gradient (hooks during backward), or only once backward is done.
+  bool during_backward = true;
+  // For a periodic one: the parameter indices each fragment holds, from the parameters' names in
+  // order (the strategy's own assignment); empty: one fragment, the whole model.
+  std::function<std::vector<std::vector<size_t>>(const std::vector<std::string>& names, int64_t fragments)> fragments =
+      {};
+};
+
 // How a strategy is registered: its factory and what gcrun must know about it without building one.
 struct SynchronizerSpec {
   SynchronizerFactory make;
@@ -153,6 +169,9 @@ struct SynchronizerSpec {
   // ("schedule") and `gcrun predict` models the run's time per step from it. Empty: it declares
   // none, and predict knows a run of it only if it is one of the built-ins of old (by its name).
   std::function<SyncSchedule(const ExperimentConfig&)> schedule = {};
+  // What its sends hold and how they travel (SyncPlan), for `gcrun plan`, which needs its schedule
+  // too. Empty: a plan refuses the strategy.
+  std::function<SyncPlan(const ExperimentConfig&)> plan = {};
 };
 
 // What several strategies hold: `copies` parameter-sized float tensors of a model of that size.

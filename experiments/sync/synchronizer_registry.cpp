@@ -18,7 +18,14 @@ Registry<SynchronizerSpec>& synchronizerRegistry() {
   static Registry<SynchronizerSpec>* registry = [] {
     auto* r = new Registry<SynchronizerSpec>("sync strategy");
     r->add("every-step", "each step's gradient through the reducer, with error feedback (the reference's)",
-           {makeEveryStep, {}, false, {}, {}, [](const ExperimentConfig&) { return everyStepSchedule(); }});
+           {makeEveryStep,
+            {},
+            false,
+            {},
+            {},
+            [](const ExperimentConfig&) { return everyStepSchedule(); },
+            // Each gradient through the reducer as backward makes it (gradient hooks).
+            [](const ExperimentConfig&) { return SyncPlan{}; }});
     r->add("local-sgd",
            "each worker steps alone; parameters averaged every sync.every steps after sync.warmup_steps of "
            "every-step (PyTorch's post-local SGD)",

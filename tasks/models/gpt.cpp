@@ -22,41 +22,46 @@ bool endsWith(const std::string& text, const std::string& suffix) {
 
 // A submodule `name` of `parent` holding `weight` and, when `bias`, `bias`; returns them.
 std::pair<at::Tensor, at::Tensor> addLayer(torch::nn::Module& parent, const std::string& name,
-                                           std::vector<int64_t> weight_shape, int64_t bias_size, bool bias) {
+                                           std::vector<int64_t> weight_shape, int64_t bias_size, bool bias,
+                                           const at::TensorOptions& options) {
   auto layer = parent.register_module(name, std::make_shared<torch::nn::Module>());
-  at::Tensor weight = layer->register_parameter("weight", at::empty(weight_shape));
-  at::Tensor bias_tensor = bias ? layer->register_parameter("bias", at::empty({bias_size})) : at::Tensor();
+  at::Tensor weight = layer->register_parameter("weight", at::empty(weight_shape, options));
+  at::Tensor bias_tensor = bias ? layer->register_parameter("bias", at::empty({bias_size}, options)) : at::Tensor();
   return {weight, bias_tensor};
 }
 
 }  // namespace
 
 GptModel::GptModel(const GptShape& shape, uint64_t seed) : shape_(shape), dropout_(shape.dropout) {
-  registerParameters();
+  registerParameters(at::TensorOptions());
   initialize(seed);
 }
 
-void GptModel::registerParameters() {
+GptModel::GptModel(const GptShape& shape, ShapeOnly) : shape_(shape), dropout_(shape.dropout) {
+  registerParameters(at::TensorOptions().device(at::kMeta));
+}
+
+void GptModel::registerParameters(const at::TensorOptions& options) {
   const int64_t d = shape_.width;
   const bool bias = shape_.bias;
   auto transformer = register_module("transformer", std::make_shared<torch::nn::Module>());
-  wte_ = addLayer(*transformer, "wte", {shape_.vocabulary, d}, 0, false).first;
-  wpe_ = addLayer(*transformer, "wpe", {shape_.context, d}, 0, false).first;
+  wte_ = addLayer(*transformer, "wte", {shape_.vocabulary, d}, 0, false, options).first;
+  wpe_ = addLayer(*transformer, "wpe", {shape_.context, d}, 0, false, options).first;
   auto h = transformer->register_module("h", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < shape_.layers; ++i) {
     auto block = h->register_module(std::to_string(i), std::make_shared<torch::nn::Module>());
     Block b;
-    std::tie(b.ln_1_weight, b.ln_1_bias) = addLayer(*block, "ln_1", {d}, d, bias);
+    std::tie(b.ln_1_weight, b.ln_1_bias) = addLayer(*block, "ln_1", {d}, d, bias, options);
     auto attn = block->register_module("attn", std::make_shared<torch::nn::Module>());
-    std::tie(b.c_attn_weight, b.c_attn_bias) = addLayer(*attn, "c_attn", {3 * d, d}, 3 * d, bias);
-    std::tie(b.attn_proj_weight, b.attn_proj_bias) = addLayer(*attn, "c_proj", {d, d}, d, bias);
-    std::tie(b.ln_2_weight, b.ln_2_bias) = addLayer(*block, "ln_2", {d}, d, bias);
+    std::tie(b.c_attn_weight, b.c_attn_bias) = addLayer(*attn, "c_attn", {3 * d, d}, 3 * d, bias, options);
+    std::tie(b.attn_proj_weight, b.attn_proj_bias) = addLayer(*attn, "c_proj", {d, d}, d, bias, options);
+    std::tie(b.ln_2_weight, b.ln_2_bias) = addLayer(*block, "ln_2", {d}, d, bias, options);
     auto mlp = block->register_module("mlp", std::make_shared<torch::nn::Module>());
-    std::tie(b.c_fc_weight, b.c_fc_bias) = addLayer(*mlp, "c_fc", {4 * d, d}, 4 * d, bias);
-    std::tie(b.mlp_proj_weight, b.mlp_proj_bias) = addLayer(*mlp, "c_proj", {d, 4 * d}, d, bias);
+    std::tie(b.c_fc_weight, b.c_fc_bias) = addLayer(*mlp, "c_fc", {4 * d, d}, 4 * d, bias, options);
+    std::tie(b.mlp_proj_weight, b.mlp_proj_bias) = addLayer(*mlp, "c_proj", {d, 4 * d}, d, bias, options);
     blocks_.push_back(b);
   }
-  std::tie(ln_f_weight_, ln_f_bias_) = addLayer(*transformer, "ln_f", {d}, d, bias);
+  std::tie(ln_f_weight_, ln_f_bias_) = addLayer(*transformer, "ln_f", {d}, d, bias, options);
 }
 
 // In parameter order, one generator: the twin draws the same numbers into the same tensors.

@@ -40,6 +40,8 @@ struct GptShape {
 class GptModel : public torch::nn::Module {
  public:
   GptModel(const GptShape& shape, uint64_t seed);
+  // Its parameters on the meta device, uninitialised (no memory at any size).
+  GptModel(const GptShape& shape, ShapeOnly);
 
   // idx: int64 [B, t] with t <= T, on the model's device -> logits [B, t, V].
   at::Tensor forward(const at::Tensor& idx);
@@ -68,7 +70,7 @@ class GptModel : public torch::nn::Module {
     at::Tensor ln_2_weight, ln_2_bias, c_fc_weight, c_fc_bias, mlp_proj_weight, mlp_proj_bias;
   };
 
-  void registerParameters();
+  void registerParameters(const at::TensorOptions& options);
   void initialize(uint64_t seed);
   at::Tensor attention(const Block& block, const at::Tensor& x);
   at::Tensor mlp(const Block& block, const at::Tensor& x);

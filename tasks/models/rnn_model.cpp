@@ -11,14 +11,19 @@
 namespace gcrun::tasks::models {
 
 RnnModel::RnnModel(int64_t vocabulary, uint64_t seed, int64_t size, int64_t layers, double dropout)
+    : RnnModel(vocabulary, size, layers, dropout, at::TensorOptions()) {
+  initialize(seed);
+}
+
+RnnModel::RnnModel(int64_t vocabulary, ShapeOnly, int64_t size, int64_t layers)
+    : RnnModel(vocabulary, size, layers, 0, at::TensorOptions().device(at::kMeta)) {}
+
+RnnModel::RnnModel(int64_t vocabulary, int64_t size, int64_t layers, double dropout, const at::TensorOptions& options)
     : size_(size), layers_(layers), dropout_(dropout) {
-  torch::NoGradGuard no_grad;
-  at::Generator generator = at::detail::createCPUGenerator(seed);
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
-  encoder_weight_ = encoder->register_parameter("weight", at::empty({vocabulary, size}).uniform_(-0.1, 0.1, generator));
+  encoder_weight_ = encoder->register_parameter("weight", at::empty({vocabulary, size}, options));
   // torch.nn.LSTM registers its parameters flat on the module, layer by layer.
   auto rnn = register_module("rnn", std::make_shared<torch::nn::Module>());
-  const double bound = 1.0 / std::sqrt(static_cast<double>(size));
   for (int64_t layer = 0; layer < layers; ++layer) {
     const std::string suffix = "_l" + std::to_string(layer);
     const std::pair<const char*, std::vector<int64_t>> shapes[] = {{"weight_ih", {4 * size, size}},
@@ -27,12 +32,24 @@ RnnModel::RnnModel(int64_t vocabulary, uint64_t seed, int64_t size, int64_t laye
                                                                    {"bias_hh", {4 * size}}};
     std::vector<at::Tensor> weights;
     for (const auto& [name, shape] : shapes) {
-      weights.push_back(rnn->register_parameter(name + suffix, at::empty(shape).uniform_(-bound, bound, generator)));
+      weights.push_back(rnn->register_parameter(name + suffix, at::empty(shape, options)));
     }
     layer_weights_.push_back(weights);
   }
   auto decoder = register_module("decoder", std::make_shared<torch::nn::Module>());
-  decoder_bias_ = decoder->register_parameter("bias", at::zeros({vocabulary}));
+  decoder_bias_ = decoder->register_parameter("bias", at::empty({vocabulary}, options));
+}
+
+// In parameter order from one generator, as the reference draws them.
+void RnnModel::initialize(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  encoder_weight_.uniform_(-0.1, 0.1, generator);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(size_));
+  for (const auto& weights : layer_weights_) {
+    for (const auto& w : weights) w.uniform_(-bound, bound, generator);
+  }
+  decoder_bias_.zero_();
 }
 
 ModelSize RnnModel::size(double vocabulary, int64_t size, int64_t layers) {

@@ -24,6 +24,8 @@ class RnnModel : public torch::nn::Module {
   using Hidden = std::pair<at::Tensor, at::Tensor>;  // (h, c), each [layers, batch, hidden]
 
   RnnModel(int64_t vocabulary, uint64_t seed, int64_t size = 650, int64_t layers = 3, double dropout = 0.4);
+  // Its parameters on the meta device, uninitialised (no memory at any vocabulary).
+  RnnModel(int64_t vocabulary, ShapeOnly, int64_t size = 650, int64_t layers = 3);
 
   // tokens: int64 [seq, batch] -> logits [seq, batch, V] and the final hidden state.
   std::pair<at::Tensor, Hidden> forward(const at::Tensor& tokens, const Hidden& hidden);
@@ -40,6 +42,9 @@ class RnnModel : public torch::nn::Module {
   static ModelSize size(double vocabulary, int64_t size = 650, int64_t layers = 3);
 
  private:
+  RnnModel(int64_t vocabulary, int64_t size, int64_t layers, double dropout, const at::TensorOptions& options);
+  void initialize(uint64_t seed);
+
   int64_t size_;
   int64_t layers_;
   at::Tensor encoder_weight_;

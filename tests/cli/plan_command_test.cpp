@@ -37,6 +37,16 @@ double jsonNumber(const std::string& json, const std::string& key) {
   return std::stod(match[1]);
 }
 
+// Every `bits_per_sync` value of a run's metrics.jsonl, in step order.
+std::vector<double> syncBits(const std::string& metrics) {
+  std::vector<double> bits;
+  const std::regex pattern("\"name\": \"bits_per_sync\", \"value\": ([0-9.e+]+)");
+  for (std::sregex_iterator it(metrics.begin(), metrics.end(), pattern), end; it != end; ++it) {
+    bits.push_back(std::stod((*it)[1]));
+  }
+  return bits;
+}
+
 // plan.csv's cell `column` of the row of `configuration` whose network is `network`.
 std::string csvCell(const std::string& csv, const std::string& configuration, const std::string& column) {
   std::stringstream lines(csv);
@@ -62,19 +72,28 @@ class PlanCommand : public ::testing::Test {
   TempDir dir_;
 };
 
+// Every registered task with every architecture it takes: fashion-mnist (cnn, resnet18), cifar10
+// (resnet18, vgg16), wikitext2 (lstm, its synthetic vocabulary), language-model (gpt, with biases).
 TEST_F(PlanCommand, CountsTheParametersGcrunExperimentBuilds) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"fashion-sgd", ""},
+      {"fashion-sgd", " --set task.architecture=cnn"},
+      {"fashion-resnet18-powersgd-rank2", " --set task.architecture=resnet18"},
+      {"cifar-sgd", " --set task.architecture=resnet18"},
       {"cifar-sgd", " --set task.architecture=vgg16"},
-      {"fashion-resnet18-powersgd-rank2", ""},
-      {"brown-gpt-nanogpt", kGpt},
+      {"wikitext-sgd",
+       " --set task.architecture=lstm --set evaluation.max_samples=512 --set task.synthetic_samples=4096"},
+      {"brown-gpt-nanogpt", kGpt + " --set task.bias=true"},
   };
-  for (const auto& [preset, sets] : cases) {
-    const auto run_dir = dir_.file(preset);
+  // One configuration: the default grid's 4 streaming fragments are more than the LSTM's 3 modules.
+  std::ofstream(dir_.file("every-step.yaml")) << "- {name: every-step, set: {}}\n";
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [preset, sets] = cases[i];
+    const auto run_dir = dir_.file("case" + std::to_string(i));
     const auto run = runCommand(kLimit + kGcrun + " experiment " + preset + kTiny + sets + " --output-dir " + run_dir);
     ASSERT_EQ(run.exit_code, 0) << run.output;
     const auto plan = runCommand(kLimit + kGcrun + " plan " + preset + kTiny + sets + " --workers 2 --cu-targets 0.5" +
-                                 " --no-codec-time --output " + dir_.file(preset + "-plan"));
+                                 " --configurations " + dir_.file("every-step.yaml") + " --no-codec-time --output " +
+                                 run_dir + "-plan");
     ASSERT_EQ(plan.exit_code, 0) << plan.output;
     const auto built = jsonNumber(readFile(run_dir + "/run.json"), "num_parameters");
     EXPECT_TRUE(contains(plan.output, preset + ": " + std::to_string(int64_t(built)) + " parameters")) << plan.output;
@@ -103,7 +122,8 @@ Assignments reducerAssignments(const std::string& reducer) {
 // whose message covers the whole step (whole_step: global-topk, signum, qsgd, fp4, ...) are shared
 // between buckets and must still add up to what the run sends. The other reducers' diloco plan
 // sizes the whole model in one call, as planned_bits_test checks against reduce(); running them
-// all under every strategy would take minutes.
+// all under every strategy would take minutes. local-sgd (a warm-up of 0: it averages after step
+// 1), sparseloco and demo with exact; each sync the run reports sends the plan's bits per sync.
 TEST_F(PlanCommand, PlansTheBitsARunSends) {
   std::vector<std::pair<std::string, Assignments>> configurations;
   const std::vector<std::string> periodic = {"exact", "fp16", "bf16", "powersgd", "fp8", "fp4", "int8"};
@@ -125,6 +145,15 @@ TEST_F(PlanCommand, PlansTheBitsARunSends) {
         {{"sync.strategy", "streaming-diloco"}, {"sync.every", "2"}, {"sync.fragments", "2"}, {"sync.delay", "0"}});
     configurations.push_back({"streaming-" + reducer, streaming});
   }
+  configurations.push_back(
+      {"local-sgd-exact", {{"sync.strategy", "local-sgd"}, {"sync.every", "2"}, {"sync.warmup_steps", "0"}}});
+  configurations.push_back({"sparseloco-exact", {{"sync.strategy", "sparseloco"}, {"sync.every", "2"}}});
+  configurations.push_back({"demo-exact",
+                            {{"sync.strategy", "demo"},
+                             {"optimizer.name", "sgd"},
+                             {"optimizer.momentum", "0"},
+                             {"optimizer.momentum_type", "heavy-ball"},
+                             {"optimizer.clip_norm", "0"}}});
   std::string yaml;
   for (const auto& [name, sets] : configurations) {
     yaml += "- name: " + name + "\n  set:\n";
@@ -145,6 +174,11 @@ TEST_F(PlanCommand, PlansTheBitsARunSends) {
     ASSERT_EQ(run.exit_code, 0) << name << run.output;
     const double sent = jsonNumber(readFile(run_dir + "/run.json"), "bits_sent");
     EXPECT_EQ(sent, 2 * std::stod(csvCell(csv, name, "bits_per_step"))) << name;
+    // streaming-diloco's fragments differ; their bits are plan_methods_test's.
+    if (name.rfind("streaming-", 0) == 0) continue;
+    for (double bits : syncBits(readFile(run_dir + "/metrics.jsonl"))) {
+      EXPECT_EQ(bits, std::stod(csvCell(csv, name, "bits_per_sync"))) << name;
+    }
   }
 }
 
@@ -202,10 +236,39 @@ TEST_F(PlanCommand, RefusesBadInputInOneLineBeforePlanning) {
   expectRefused(runCommand(plan + " --set task.no_such_key=1"), "task.no_such_key");
   expectRefused(runCommand(plan + " --set task.width=100000000 --set task.layers=1000000"), "1e15 parameters");
   std::ofstream(dir_.file("demo.yaml")) << "- {name: demo, set: {sync.strategy: demo}}\n";
-  expectRefused(runCommand(plan + " --configurations " + dir_.file("demo.yaml")), "sync.strategy");
+  expectRefused(runCommand(plan + " --configurations " + dir_.file("demo.yaml")), "optimizer.name");
   expectRefused(runCommand(kLimit + kGcrun + " plan fashion-sgd --device-flops 1e15 --mfu 0.5"), "--device-flops");
-  expectRefused(runCommand(kLimit + kGcrun + " plan wikitext-sgd"), "--vocabulary-size");
   EXPECT_FALSE(std::filesystem::exists(dir_.file("refused")));
+}
+
+// task.vocabulary_size sizes a plan where the data would decide the vocabulary, and nothing else:
+// required there, refused where it disagrees with the settings' or the data's vocabulary.
+TEST_F(PlanCommand, TakesTheVocabularyFromTaskVocabularySize) {
+  const std::string plan = kLimit + kGcrun + " plan wikitext-sgd --workers 2 --cu-targets 0.5 --output ";
+  expectRefused(runCommand(plan + dir_.file("none")), "task.vocabulary_size");
+  EXPECT_NE(runCommand(plan + dir_.file("flag") + " --vocabulary-size 28869").exit_code, 0);
+  // The reference's LSTM at WikiText-2's V = 28,869 (tasks/models/rnn_model.h); its 3 modules
+  // cannot make the default grid's 4 streaming fragments.
+  std::ofstream(dir_.file("every-step.yaml")) << "- {name: every-step, set: {}}\n";
+  const auto given = runCommand(plan + dir_.file("given") + " --set task.vocabulary_size=28869 --configurations " +
+                                dir_.file("every-step.yaml"));
+  ASSERT_EQ(given.exit_code, 0) << given.output;
+  EXPECT_TRUE(contains(given.output, "wikitext-sgd: 28949319 parameters")) << given.output;
+  expectRefused(runCommand(kLimit + kGcrun + " plan brown-gpt-nanogpt" + kTiny + " --set task.vocabulary_size=7" +
+                           " --output " + dir_.file("synthetic")),
+                "task.vocabulary_size");
+  expectRefused(runCommand(kLimit + kGcrun + " plan wikitext-sgd --set task.vocabulary_size=-1"),
+                "task.vocabulary_size");
+  // A run reads its data: three words and <eos> here, so 7 is not its vocabulary.
+  const auto data = dir_.file("words");
+  std::filesystem::create_directories(data);
+  for (const std::string split : {"train", "valid", "test"}) {
+    std::ofstream(data + "/wiki." + split + ".tokens") << "the cat sat\nthe cat\n";
+  }
+  expectRefused(runCommand(kLimit + kGcrun + " experiment wikitext-sgd --set task.data_dir=" + data +
+                           " --set task.vocabulary_size=7 --output-dir " + dir_.file("run")),
+                "task.vocabulary_size");
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("synthetic")));
 }
 
 }  // namespace
