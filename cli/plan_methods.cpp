@@ -233,9 +233,14 @@ planning::PlannedMethod plannedMethodOf(const std::string& name, const experimen
   }
   const SyncSchedule schedule = experiment.sync.schedule(config);
   const experiments::SyncPlan sync = experiment.sync.plan(config);
-  planning::PlannedMethod method{
-      name,           config.sync.strategy, config.reducer.name, schedule.every, schedule.fragments,
-      schedule.delay, schedule.periodic};
+  planning::PlannedMethod method;
+  method.configuration = name;
+  method.strategy = config.sync.strategy;
+  method.reducer = config.reducer.name;
+  method.sync_every = schedule.every;
+  method.fragments = schedule.fragments;
+  method.delay = schedule.delay;
+  method.periodic = schedule.periodic;
   if (throughReducer(sync)) wireOf(experiment, method);
   if (method.periodic) {
     fragmentMessages(experiment, sync, parameters, method);
