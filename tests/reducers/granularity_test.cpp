@@ -78,14 +78,19 @@ TEST(Granularity, BucketPartitionFollowsDdp) {
   EXPECT_EQ(reducers::bucketGroups(filled(0), 100), (reducers::TensorGroups{{3}, {2, 1, 0}}));
 }
 
-// The exact reducer's all-reduce buckets (and gcrun plan's every-step messages): DDP's 1 MiB
-// first bucket, then 25 MiB ones, filled from the last tensor.
+// The exact reducer's all-reduce buckets (and gcrun plan's every-step messages): DDP's first
+// bucket of at most 1 MiB, then reducer.bucket_mb ones, filled from the last tensor.
 TEST(Granularity, DdpBucketsStartWithASmallFirstOne) {
   constexpr int64_t kMiB = 1 << 20;
-  EXPECT_EQ(reducers::ddpBuckets({2 * kMiB, kMiB / 2, kMiB / 2, kMiB / 2}), (reducers::TensorGroups{{3, 2}, {1, 0}}));
-  EXPECT_EQ(reducers::ddpBuckets({30 * kMiB, 30 * kMiB, 30 * kMiB}), (reducers::TensorGroups{{2}, {1}, {0}}));
-  EXPECT_EQ(reducers::ddpBuckets({10 * kMiB, 10 * kMiB, 10 * kMiB, kMiB}), (reducers::TensorGroups{{3}, {2, 1, 0}}));
-  EXPECT_TRUE(reducers::ddpBuckets({}).empty());
+  const int64_t cap = 25 * kMiB;
+  EXPECT_EQ(reducers::ddpBuckets({2 * kMiB, kMiB / 2, kMiB / 2, kMiB / 2}, cap),
+            (reducers::TensorGroups{{3, 2}, {1, 0}}));
+  EXPECT_EQ(reducers::ddpBuckets({30 * kMiB, 30 * kMiB, 30 * kMiB}, cap), (reducers::TensorGroups{{2}, {1}, {0}}));
+  EXPECT_EQ(reducers::ddpBuckets({10 * kMiB, 10 * kMiB, 10 * kMiB, kMiB}, cap),
+            (reducers::TensorGroups{{3}, {2, 1, 0}}));
+  EXPECT_TRUE(reducers::ddpBuckets({}, cap).empty());
+  // A cap under 1 MiB (a small reducer.bucket_mb) is the first bucket's too.
+  EXPECT_EQ(reducers::ddpBuckets({400, 400, 400, 400}, 800), (reducers::TensorGroups{{3, 2}, {1, 0}}));
 }
 
 TEST(Granularity, UnknownGranularityIsAUserError) {
