@@ -12,7 +12,7 @@ install(TARGETS gcrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # test checks that each installed header's includes are installed too.
 set(GCRUN_PUBLIC_HEADERS
   reducers/reducer.h reducers/tensor_buffer.h reducers/comm/communicator.h
-  tasks/task.h tasks/model_size.h outputs/metric_sink.h
+  tasks/task.h tasks/model_size.h tasks/model_plan.h outputs/metric_sink.h
   hyperparams/config.h hyperparams/settings.h hyperparams/rules.h
   hyperparams/base/registry.h hyperparams/base/errors.h hyperparams/base/tensor_map.h
   hyperparams/base/collective.h hyperparams/base/baseline.h)
