@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tests/support/command.h"
+#include "tests/support/metric_values.h"
 #include "tests/support/refusal.h"
 #include "tests/support/temp_dir.h"
 
@@ -18,6 +19,7 @@ namespace {
 
 using gcrun::testing::contains;
 using gcrun::testing::expectRefused;
+using gcrun::testing::metricValues;
 using gcrun::testing::readFile;
 using gcrun::testing::runCommand;
 using gcrun::testing::TempDir;
@@ -35,16 +37,6 @@ double jsonNumber(const std::string& json, const std::string& key) {
   const std::regex pattern("\"" + key + "\": *([0-9.e+]+)");
   if (!std::regex_search(json, match, pattern)) return -1;
   return std::stod(match[1]);
-}
-
-// Every `bits_per_sync` value of a run's metrics.jsonl, in step order.
-std::vector<double> syncBits(const std::string& metrics) {
-  std::vector<double> bits;
-  const std::regex pattern("\"name\": \"bits_per_sync\", \"value\": ([0-9.e+]+)");
-  for (std::sregex_iterator it(metrics.begin(), metrics.end(), pattern), end; it != end; ++it) {
-    bits.push_back(std::stod((*it)[1]));
-  }
-  return bits;
 }
 
 // plan.csv's cell `column` of the row of `configuration` whose network is `network`.
@@ -176,7 +168,7 @@ TEST_F(PlanCommand, PlansTheBitsARunSends) {
     EXPECT_EQ(sent, 2 * std::stod(csvCell(csv, name, "bits_per_step"))) << name;
     // streaming-diloco's fragments differ; their bits are plan_methods_test's.
     if (name.rfind("streaming-", 0) == 0) continue;
-    for (double bits : syncBits(readFile(run_dir + "/metrics.jsonl"))) {
+    for (double bits : metricValues(readFile(run_dir + "/metrics.jsonl"), "bits_per_sync")) {
       EXPECT_EQ(bits, std::stod(csvCell(csv, name, "bits_per_sync"))) << name;
     }
   }

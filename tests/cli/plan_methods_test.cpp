@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -13,23 +12,15 @@
 #include "hyperparams/base/errors.h"
 #include "tasks/task.h"
 #include "tests/support/command.h"
+#include "tests/support/metric_values.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
+using gcrun::testing::metricValues;
 using gcrun::testing::readFile;
 using gcrun::testing::runCommand;
 using gcrun::testing::TempDir;
-
-// Every `bits_per_sync` value of a run's metrics.jsonl, in step order.
-std::vector<double> syncBits(const std::string& metrics) {
-  std::vector<double> bits;
-  const std::regex pattern("\"name\": \"bits_per_sync\", \"value\": ([0-9.e+]+)");
-  for (std::sregex_iterator it(metrics.begin(), metrics.end(), pattern), end; it != end; ++it) {
-    bits.push_back(std::stod((*it)[1]));
-  }
-  return bits;
-}
 
 // What planConfigurations() refuses of `assignments` over fashion-sgd, or "" when it plans them.
 std::string planRefusal(const std::vector<std::string>& assignments) {
@@ -92,7 +83,7 @@ TEST(PlanMethods, EachStreamingFragmentSendsWhatThePlanSays) {
   for (const auto& set : sets) command += " --set " + set;
   const auto run = runCommand(command + " --output-dir " + dir.file("run"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_EQ(syncBits(readFile(dir.file("run/metrics.jsonl"))), fragments);
+  EXPECT_EQ(metricValues(readFile(dir.file("run/metrics.jsonl")), "bits_per_sync"), fragments);
 }
 
 }  // namespace
