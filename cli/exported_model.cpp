@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "experiments/sync/synchronizer.h"
 #include "experiments/training/checkpoint.h"
 #include "hyperparams/base/errors.h"
 
@@ -35,19 +36,25 @@ std::vector<std::pair<std::string, at::Tensor>> entriesUnder(const TensorMap& st
   return entries;
 }
 
+// The entry `key` of `loaded`, refused as corrupt unless it has `like`'s shape and dtype.
+const at::Tensor& entryLike(const experiments::LoadedCheckpoint& loaded, const std::string& key, const at::Tensor& like,
+                            const std::string& reference) {
+  const auto found = loaded.state.find(key);
+  if (found == loaded.state.end() || !found->second.sizes().equals(like.sizes()) ||
+      found->second.scalar_type() != like.scalar_type()) {
+    throw UserError(loaded.file + ": corrupt checkpoint: entry '" + key +
+                    "' is missing or not of the shape and dtype of " + reference);
+  }
+  return found->second;
+}
+
 // Each parameter's θ_g entry, when the strategy keeps a global model; nothing when it keeps none.
 bool useGlobalModel(const experiments::LoadedCheckpoint& loaded, const std::string& strategy,
                     std::vector<std::pair<std::string, at::Tensor>>& parameters) {
   const std::string prefix = strategy + "/global/";
   if (entriesUnder(loaded.state, prefix).empty()) return false;
   for (auto& [name, tensor] : parameters) {
-    const auto found = loaded.state.find(prefix + name);
-    if (found == loaded.state.end() || !found->second.sizes().equals(tensor.sizes()) ||
-        found->second.scalar_type() != tensor.scalar_type()) {
-      throw UserError(loaded.file + ": corrupt checkpoint: entry '" + prefix + name +
-                      "' is missing or not of the shape and dtype of '" + kParamPrefix + name + "'");
-    }
-    tensor = found->second;
+    tensor = entryLike(loaded, prefix + name, tensor, std::string("'") + kParamPrefix + name + "'");
   }
   return true;
 }
@@ -58,15 +65,7 @@ void averageReplicas(const std::string& run_dir, int world_size,
   for (auto& entry : parameters) entry.second = entry.second.clone();
   for (int rank = 1; rank < world_size; ++rank) {
     const auto loaded = exportedRank(run_dir, rank);
-    for (auto& [name, sum] : parameters) {
-      const auto found = loaded.state.find(kParamPrefix + name);
-      if (found == loaded.state.end() || !found->second.sizes().equals(sum.sizes()) ||
-          found->second.scalar_type() != sum.scalar_type()) {
-        throw UserError(loaded.file + ": corrupt checkpoint: entry '" + kParamPrefix + name +
-                        "' is missing or not of rank 0's shape and dtype");
-      }
-      sum.add_(found->second);
-    }
+    for (auto& [name, sum] : parameters) sum.add_(entryLike(loaded, kParamPrefix + name, sum, "rank 0's"));
   }
   for (auto& entry : parameters) entry.second.div_(world_size);
 }
@@ -84,9 +83,10 @@ ExportedModel exportedModel(const std::string& run_dir, const ExperimentConfig& 
   const std::string& strategy = config.sync.strategy;
   if (useGlobalModel(rank0, strategy, parameters)) {
     exported.model = "global model (" + strategy + ")";
-  } else if (strategy == "local-sgd" && exported.world_size > 1) {
+  } else if (experiments::synchronizerRegistry().at(strategy).factory.local_replicas && exported.world_size > 1) {
+    // The workers' models differ between syncs and no global one is kept: evaluation sees their mean.
     averageReplicas(run_dir, exported.world_size, parameters);
-    exported.model = "mean of the " + std::to_string(exported.world_size) + " workers' models (local-sgd)";
+    exported.model = "mean of the " + std::to_string(exported.world_size) + " workers' models (" + strategy + ")";
   } else {
     exported.model = "rank 0's model (" + strategy + ")";
   }
