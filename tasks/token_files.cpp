@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <numeric>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
@@ -31,8 +33,8 @@ struct TokenFile {
   size_t size = 0;  // when opened
 };
 
-TokenFile openTokenFile(const std::string& dir, const char* name) {
-  TokenFile file{dir + "/" + name, {}, 0};
+TokenFile openTokenFile(const std::string& path) {
+  TokenFile file{path, {}, 0};
   const std::string reason = files::notRegularFileReason(file.path);
   if (!reason.empty()) throw UserError(file.path + ": " + reason + kWhatIsRead);
   file.fd = files::openBoundedFile(file.path, kMaxTokenFileBytes);
@@ -56,26 +58,49 @@ size_t readInto(const TokenFile& file, char* data, size_t size) {
   return filled;
 }
 
-TokenCorpus readChars(const std::string& dir) {
+// A split's files' sizes when first opened (one open at a time: a split may have thousands), and
+// their sum, refused past kMaxTokenFileBytes or the memory available beside `held`.
+std::vector<size_t> splitSizes(const std::vector<std::string>& files, uint64_t held) {
+  std::vector<size_t> sizes;
+  uint64_t total = 0;
+  for (const auto& path : files) {
+    sizes.push_back(openTokenFile(path).size);
+    total += sizes.back();
+    if (total > kMaxTokenFileBytes) {
+      throw UserError(path + ": with the files before it in its split, more than the " + mebibytes(kMaxTokenFileBytes) +
+                      " gcrun reads as one split's text");
+    }
+  }
+  if (!files.empty()) requireMemory(files.front(), held, total, availableMemoryBytes());
+  return sizes;
+}
+
+// The files' bytes in order into `data` (room for the sum of `sizes`); returns how many it read.
+size_t readSplitInto(const std::vector<std::string>& files, const std::vector<size_t>& sizes, char* data) {
+  size_t filled = 0;
+  for (size_t i = 0; i < files.size(); ++i) filled += readInto(openTokenFile(files[i]), data + filled, sizes[i]);
+  return filled;
+}
+
+size_t sum(const std::vector<size_t>& sizes) { return std::accumulate(sizes.begin(), sizes.end(), size_t{0}); }
+
+TokenCorpus readChars(const SplitFiles& files) {
   TokenCorpus corpus;
   uint64_t held = 0;
-  for (size_t i = 0; i < kTokenFiles.size(); ++i) {
-    const TokenFile file = openTokenFile(dir, kTokenFiles[i]);
-    requireMemory(file.path, held, file.size, availableMemoryBytes());
-    at::Tensor bytes = at::empty({static_cast<int64_t>(file.size)}, at::kByte);
-    const size_t read = readInto(file, reinterpret_cast<char*>(bytes.data_ptr<uint8_t>()), file.size);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::vector<size_t> sizes = splitSizes(files[i], held);
+    at::Tensor bytes = at::empty({static_cast<int64_t>(sum(sizes))}, at::kByte);
+    const size_t read = readSplitInto(files[i], sizes, reinterpret_cast<char*>(bytes.data_ptr<uint8_t>()));
     corpus.ids[i] = bytes.narrow(0, 0, static_cast<int64_t>(read));
-    held += file.size;
+    held += bytes.numel();
   }
   corpus.vocabulary = static_cast<int64_t>(encodeCharacters(corpus.ids).size());
   return corpus;
 }
 
-// The file's text lower-cased (ASCII), as torchtext's Field(lower=True).
-std::string readLowerCased(const TokenFile& file, uint64_t held) {
-  requireMemory(file.path, held, file.size, availableMemoryBytes());
-  std::string text(file.size, '\0');
-  text.resize(readInto(file, text.data(), text.size()));
+// The split's text lower-cased (ASCII), as torchtext's Field(lower=True).
+std::string readLowerCased(const std::vector<std::string>& files, uint64_t held) {
+  std::string text = readSplitText(files, held);
   for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
 }
@@ -146,19 +171,17 @@ at::Tensor WordVocabulary::encode(std::string_view text, const std::string& path
   return ids;
 }
 
-TokenCorpus readWords(const std::string& dir) {
+TokenCorpus readWords(const SplitFiles& files) {
   TokenCorpus corpus;
-  const TokenFile train_file = openTokenFile(dir, kTokenFiles[0]);
-  const std::string train = readLowerCased(train_file, 0);
-  const WordVocabulary vocabulary(train, train_file.path);
+  const std::string train = readLowerCased(files[0], 0);
+  const WordVocabulary vocabulary(train, files[0].front());
   corpus.vocabulary = vocabulary.size();
   corpus.words = vocabulary.words();
-  corpus.ids[0] = vocabulary.encode(train, train_file.path, 0);
-  for (size_t i = 1; i < kTokenFiles.size(); ++i) {
+  corpus.ids[0] = vocabulary.encode(train, files[0].front(), 0);
+  for (size_t i = 1; i < files.size(); ++i) {
     uint64_t held = 0;
     for (size_t j = 0; j < i; ++j) held += corpus.ids[j].nbytes();
-    const TokenFile file = openTokenFile(dir, kTokenFiles[i]);
-    corpus.ids[i] = vocabulary.encode(readLowerCased(file, held), file.path, held);
+    corpus.ids[i] = vocabulary.encode(readLowerCased(files[i], held), files[i].front(), held);
   }
   return corpus;
 }
@@ -200,8 +223,28 @@ std::vector<unsigned char> encodeCharacters(std::array<at::Tensor, 3>& bytes) {
   return vocabulary;
 }
 
+SplitFiles wikiTokenFiles(const std::string& dir) {
+  SplitFiles files;
+  for (size_t i = 0; i < kTokenFiles.size(); ++i) files[i] = {dir + "/" + kTokenFiles[i]};
+  return files;
+}
+
+std::string readSplitText(const std::vector<std::string>& files, uint64_t held) {
+  const std::vector<size_t> sizes = splitSizes(files, held);
+  std::string text(sum(sizes), '\0');
+  text.resize(readSplitInto(files, sizes, text.data()));
+  return text;
+}
+
+TokenCorpus readTokenCorpus(const SplitFiles& files, TokenLevel level) {
+  for (const auto& split : files) {
+    if (split.empty()) throw std::invalid_argument("readTokenCorpus: a split without files");
+  }
+  return level == TokenLevel::kChar ? readChars(files) : readWords(files);
+}
+
 TokenCorpus readTokenCorpus(const std::string& dir, TokenLevel level) {
-  return level == TokenLevel::kChar ? readChars(dir) : readWords(dir);
+  return readTokenCorpus(wikiTokenFiles(dir), level);
 }
 
 }  // namespace gcrun::tasks

@@ -33,11 +33,25 @@ struct TokenCorpus {
   std::vector<std::string> words;  // word level: the token of each id
 };
 
-// Reads dir/wiki.{train,valid,test}.tokens, each a regular file of at most kMaxTokenFileBytes read
-// without blocking (files::openBoundedFile), one at a time and encoded before the next is read.
-// A missing, non-regular or kernel (procfs, sysfs) file, too many distinct words, or ids that
-// would not fit the memory this machine has available are UserErrors naming the file.
+// The files of each split, in kTokenFiles' order (training, validation, test); a split's files are
+// read in order as one text.
+using SplitFiles = std::array<std::vector<std::string>, 3>;
+
+// dir/wiki.{train,valid,test}.tokens, one file per split.
+SplitFiles wikiTokenFiles(const std::string& dir);
+
+// Reads each split's files, regular files of at most kMaxTokenFileBytes together, read without
+// blocking (files::openBoundedFile), one split at a time and encoded before the next is read
+// (readSplitText). A missing, non-regular or kernel (procfs, sysfs) file, too many distinct words,
+// or ids that would not fit the memory this machine has available are UserErrors naming the file.
+TokenCorpus readTokenCorpus(const SplitFiles& files, TokenLevel level);
+// readTokenCorpus(wikiTokenFiles(dir), level).
 TokenCorpus readTokenCorpus(const std::string& dir, TokenLevel level);
+
+// One split's files as one text (their bytes in order), with `held` bytes of earlier splits
+// already in memory: what any text level encodes. A UserError naming the file that is missing,
+// not regular, past kMaxTokenFileBytes with the files before it, or past the memory available.
+std::string readSplitText(const std::vector<std::string>& files, uint64_t held);
 
 // uint8 up to 256 ids, int16 up to 32,768, int32 beyond.
 at::ScalarType idType(int64_t vocabulary);

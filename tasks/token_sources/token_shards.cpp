@@ -1,0 +1,119 @@
+#include "tasks/token_sources/token_shards.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+#include <ATen/ATen.h>
+
+#include "hyperparams/base/errors.h"
+#include "outputs/files/safe_files.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token files are little-endian; so is this host");
+
+namespace gcrun::tasks {
+namespace {
+
+struct Mapping {
+  const unsigned char* data = nullptr;
+  uint64_t size = 0;
+};
+
+Mapping mapWhole(const std::string& path) {
+  const files::UniqueFd fd = files::openBoundedFile(path, kMaxTokenShardBytes);
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) throw UserError("cannot read " + path + ": " + std::strerror(errno));
+  Mapping mapping{nullptr, static_cast<uint64_t>(info.st_size)};
+  if (mapping.size == 0) return mapping;
+  void* data = ::mmap(nullptr, mapping.size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (data == MAP_FAILED) throw UserError("cannot map " + path + ": " + std::strerror(errno));
+  ::madvise(data, mapping.size, MADV_SEQUENTIAL);
+  mapping.data = static_cast<const unsigned char*>(data);
+  return mapping;
+}
+
+int32_t headerField(const Mapping& mapping, int index) {
+  int32_t value = 0;
+  std::memcpy(&value, mapping.data + index * sizeof(int32_t), sizeof(value));
+  return value;
+}
+
+// The number of tokens after the header; throws (the caller unmaps) when the header is wrong.
+uint64_t shardTokenCount(const Mapping& mapping, const std::string& path) {
+  const std::string what = path + ": an llm.c token shard (magic " + std::to_string(kLlmcShardMagic) + ")";
+  if (mapping.size < kLlmcHeaderBytes) {
+    throw UserError(what + " of " + std::to_string(mapping.size) + " bytes, shorter than its " +
+                    std::to_string(kLlmcHeaderBytes) + "-byte header: the file is truncated");
+  }
+  const int32_t version = headerField(mapping, 1);
+  if (version != kLlmcShardVersion) {
+    throw UserError(what + " of version " + std::to_string(version) + "; gcrun reads version " +
+                    std::to_string(kLlmcShardVersion) + " (uint16 tokens, GPT-2's tokenizer)");
+  }
+  const int64_t declared = headerField(mapping, 2);
+  const uint64_t expected = kLlmcHeaderBytes + 2 * static_cast<uint64_t>(std::max<int64_t>(declared, 0));
+  if (declared < 0 || expected != mapping.size) {
+    throw UserError(what + " declares " + std::to_string(declared) + " tokens, which take " + std::to_string(expected) +
+                    " bytes with the header, but the file has " + std::to_string(mapping.size) +
+                    (expected > mapping.size ? " (truncated)" : ""));
+  }
+  return static_cast<uint64_t>(declared);
+}
+
+}  // namespace
+
+TokenShard mapTokenShard(const std::string& path) {
+  const Mapping mapping = mapWhole(path);
+  auto unmap = [mapping](void*) {
+    if (mapping.data != nullptr) ::munmap(const_cast<unsigned char*>(mapping.data), mapping.size);
+  };
+  TokenShard shard;
+  uint64_t offset = 0, tokens = 0;
+  try {
+    if (mapping.size >= sizeof(int32_t) && headerField(mapping, 0) == kLlmcShardMagic) {
+      shard.layout = "llm.c shard";
+      tokens = shardTokenCount(mapping, path);
+      offset = kLlmcHeaderBytes;
+    } else {
+      shard.layout = "nanoGPT .bin";
+      if (mapping.size % 2 != 0) {
+        throw UserError(path + ": " + std::to_string(mapping.size) +
+                        " bytes, an odd size; a nanoGPT .bin file is uint16 token ids (2 bytes each)");
+      }
+      tokens = mapping.size / 2;
+    }
+  } catch (...) {
+    unmap(nullptr);
+    throw;
+  }
+  if (tokens == 0) {
+    unmap(nullptr);
+    shard.ids = at::empty({0}, at::kShort);
+    return shard;
+  }
+  void* start = const_cast<unsigned char*>(mapping.data + offset);
+  shard.ids = at::from_blob(start, {static_cast<int64_t>(tokens)}, unmap, at::TensorOptions().dtype(at::kShort));
+  return shard;
+}
+
+void checkTokenIds(const TokenShard& shard, int64_t vocabulary, const std::string& path) {
+  const auto* ids = reinterpret_cast<const uint16_t*>(shard.ids.data_ptr<int16_t>());
+  const int64_t count = shard.ids.numel();
+  uint16_t largest = 0;
+  for (int64_t i = 0; i < count; ++i) largest = std::max(largest, ids[i]);
+  if (largest < vocabulary) return;
+  int64_t at = 0;
+  while (ids[at] < vocabulary) ++at;
+  const uint64_t header = std::string_view(shard.layout) == "llm.c shard" ? kLlmcHeaderBytes : 0;
+  throw UserError(path + ": token id " + std::to_string(ids[at]) + " at byte " + std::to_string(header + 2 * at) +
+                  " (token " + std::to_string(at) + ") is outside the vocabulary of " + std::to_string(vocabulary) +
+                  "; set task.vocabulary_size to the tokenizer's (nanoGPT: meta.pkl's vocab_size)");
+}
+
+at::Tensor unsignedTokenIds(const at::Tensor& bits) { return bits.to(at::kLong).bitwise_and(0xFFFF); }
+
+}  // namespace gcrun::tasks
