@@ -2,9 +2,11 @@
 
 #include <array>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -14,11 +16,14 @@
 #include "hyperparams/base/errors.h"
 #include "tasks/data_location.h"
 #include "tasks/device_transfer.h"
+#include "tasks/language_model_data.h"
 #include "tasks/model_plan.h"
 #include "tasks/models/gpt.h"
 #include "tasks/sampler.h"
 #include "tasks/token_files.h"
 #include "tasks/token_loss.h"
+#include "tasks/token_sources/token_id_splits.h"
+#include "tasks/token_sources/token_shards.h"
 #include "tasks/wikitext.h"
 
 namespace gcrun::tasks {
@@ -29,23 +34,8 @@ constexpr int64_t kSyntheticCharVocabulary = 65;
 constexpr int64_t kSyntheticWordVocabulary = 10000;
 constexpr int64_t kSyntheticTrain = 1000000;
 constexpr int64_t kSyntheticHeldOut = 100000;
-// Split i of the data: its file (kTokenFiles[i]), and its name in evaluate() (empty: training).
+// Split i of the data (TokenSplits): its name in evaluate() (empty: training).
 const std::array<const char*, 3> kSplitNames = {"", "validation", "test"};
-
-struct TokenSplits {
-  int64_t vocabulary = 0;
-  std::array<at::Tensor, 3> ids;      // [N] in kSplitNames' order, of idType(vocabulary) (int64 when synthetic)
-  std::array<std::string, 3> source;  // the file (or the synthetic split) each came from, for messages
-};
-
-std::shared_ptr<TokenSplits> readTokenSplits(const std::string& dir, const std::string& level) {
-  auto data = std::make_shared<TokenSplits>();
-  TokenCorpus corpus = readTokenCorpus(dir, level == "char" ? TokenLevel::kChar : TokenLevel::kWord);
-  data->vocabulary = corpus.vocabulary;
-  data->ids = std::move(corpus.ids);
-  for (size_t i = 0; i < kTokenFiles.size(); ++i) data->source[i] = dir + "/" + kTokenFiles[i];
-  return data;
-}
 
 std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const std::string& level, uint64_t seed) {
   const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticHeldOut}, 10, 2);
@@ -60,18 +50,24 @@ std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const
   return data;
 }
 
-// Ranks run as threads of one process share one read-only copy of the data.
-std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, const std::string& level,
+// Ranks run as threads of one process share one read-only copy of the data, and the process says
+// once what it read.
+std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, const LanguageModelOptions& settings,
                                                    uint64_t seed) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const TokenSplits>> cache;
+  static std::set<std::string> said;
+  const std::string& level = settings.level;
   const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
-  const std::string key = level + " " + dataCacheKey(options, seed, dir);
+  const std::string key = level + " " + dataCacheKey(options, seed, dir) + "\n" + settings.train_files + "\n" +
+                          settings.validation_files + "\n" + settings.test_files;
   std::lock_guard<std::mutex> lock(mutex);
   std::shared_ptr<const TokenSplits> data = cache[key].lock();
   if (!data) {
-    data = options.synthetic ? randomTokenSplits(options, level, seed) : readTokenSplits(dir, level);
+    data = options.synthetic ? randomTokenSplits(options, level, seed)
+                             : readLanguageModelData(dir, settings, options.vocabulary_size);
     cache[key] = data;
+    if (!options.synthetic && said.insert(key).second) std::cout << dataLine(*data) << std::endl;
   }
   checkVocabularySize(options, data->vocabulary, options.synthetic ? "the synthetic corpus" : dir);
   return data;
@@ -82,8 +78,8 @@ void checkOptions(const TaskOptions& task, const LanguageModelOptions& options, 
     throw UserError("task.architecture: '" + task.architecture +
                     "' is not a language-model model; it accepts: gpt (nanoGPT's GPT)");
   }
-  if (options.level != "char" && options.level != "word") {
-    throw UserError("task.level: '" + options.level + "' is not a level; it accepts: char, word");
+  if (options.level != "char" && options.level != "word" && options.level != "tokens") {
+    throw UserError("task.level: '" + options.level + "' is not a level; it accepts: char, word, tokens");
   }
   const std::pair<const char*, int64_t> positive[] = {{"task.context", options.context},
                                                       {"task.layers", options.layers},
@@ -162,7 +158,7 @@ class LanguageModelTask : public Task {
         seed_(context.seed),
         device_(context.device) {
     checkOptions(options_, settings_, batch_size_);
-    data_ = loadTokenSplits(options_, settings_.level, seed_);
+    data_ = loadTokenSplits(options_, settings_, seed_);
     checkSplits(*data_, settings_.context);
     models::GptShape shape{data_->vocabulary, settings_.context, settings_.layers, settings_.heads,
                            settings_.width,   settings_.bias,    settings_.dropout};
@@ -259,20 +255,32 @@ const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings()
   using O = LanguageModelOptions;
   static const auto schema =
       hyperparams::SettingsSchema<O>()
-          .add(&O::level, "level", hyperparams::oneOf({"char", "word"}),
-               "language-model: char (byte ids) or word (the wikitext2 task's tokens).")
+          .add(&O::level, "level", hyperparams::oneOf({"char", "word", "tokens"}),
+               "language-model: char (byte ids), word (the wikitext2 task's tokens) or tokens (pre-tokenized "
+               "uint16 files: nanoGPT's train.bin/val.bin, llm.c's shards).")
           .add(&O::context, "context", integerAtLeast(1), "language-model: window length T (tokens).")
           .add(&O::layers, "layers", integerAtLeast(1), "language-model: transformer blocks.")
           .add(&O::heads, "heads", integerAtLeast(1), "language-model: attention heads (divide task.width).")
           .add(&O::width, "width", integerAtLeast(1), "language-model: embedding width d.")
           .add(&O::dropout, "dropout", hyperparams::fraction(), "language-model: dropout probability.")
-          .add(&O::bias, "bias", hyperparams::boolean(), "language-model: biases in linear and LayerNorm layers.");
+          .add(&O::bias, "bias", hyperparams::boolean(), "language-model: biases in linear and LayerNorm layers.")
+          .add(&O::train_files, "train_files", hyperparams::text(),
+               "language-model: glob of the training files, relative to task.data_dir (empty: the level's default).")
+          .add(&O::validation_files, "validation_files", hyperparams::text(),
+               "language-model: glob of the validation files (empty: the level's default).")
+          .add(&O::test_files, "test_files", hyperparams::text(),
+               "language-model: glob of the test files (empty: the level's default; level tokens: the validation "
+               "files).");
   return schema;
 }
 
 Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t context) {
   const at::Tensor positions = windows.unsqueeze(1) * context + at::arange(context, windows.options()).unsqueeze(0);
-  return {ids.index({positions}).to(at::kLong), ids.index({positions + 1}).to(at::kLong)};
+  // int16 ids are uint16 bits (level tokens); the text levels' int16 ids are below 32,768, which this leaves as is.
+  const auto widen = [&](const at::Tensor& picked) {
+    return ids.scalar_type() == at::kShort ? unsignedTokenIds(picked) : picked.to(at::kLong);
+  };
+  return {widen(ids.index({positions})), widen(ids.index({positions + 1}))};
 }
 
 at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Shard& shard) {
@@ -289,7 +297,7 @@ std::unique_ptr<Task> makeLanguageModelTask(const TaskContext& context) {
 void checkLanguageModelInput(const TaskContext& context, int world_size) {
   const auto settings = languageModelSettings().read(context.options.settings);
   checkOptions(context.options, settings, context.batch_size);
-  const auto data = loadTokenSplits(context.options, settings.level, context.seed);
+  const auto data = loadTokenSplits(context.options, settings, context.seed);
   checkSplits(*data, settings.context);
   const Shard shard{0, world_size};
   checkedBatchCount(windowBatchCount(*data, settings.context, shard, context.batch_size), shard, context.batch_size);
@@ -303,7 +311,14 @@ int64_t settledVocabulary(const TaskOptions& options, const LanguageModelOptions
   if (!options.synthetic) return 0;
   return settings.level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
 }
-int64_t vocabularyBound(const LanguageModelOptions& settings) { return settings.level == "char" ? 256 : 0; }
+// Token files' uint16 ids bound theirs, for the memory check; a plan asks for it (task.vocabulary_size).
+int64_t vocabularyBound(const LanguageModelOptions& settings) {
+  if (settings.level == "tokens") return kMaxTokenVocabulary;
+  return settings.level == "char" ? 256 : 0;
+}
+int64_t plannedBound(const LanguageModelOptions& settings) {
+  return settings.level == "tokens" ? 0 : vocabularyBound(settings);
+}
 
 }  // namespace
 
@@ -330,8 +345,7 @@ ModelSize languageModelSize(const TaskOptions& options, int64_t batch_size) {
 ModelPlan languageModelPlan(const TaskOptions& options, int64_t batch_size) {
   const auto settings = languageModelSettings().read(options.settings);
   checkOptions(options, settings, batch_size);
-  const int64_t vocabulary =
-      plannedVocabulary(options, settledVocabulary(options, settings), vocabularyBound(settings));
+  const int64_t vocabulary = plannedVocabulary(options, settledVocabulary(options, settings), plannedBound(settings));
   const models::GptShape shape{
       vocabulary, settings.context, settings.layers, settings.heads, settings.width, settings.bias, 0};
   ModelPlan plan{namedShapesOf(models::GptModel(shape, ShapeOnly{})), std::nullopt};

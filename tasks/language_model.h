@@ -14,19 +14,24 @@ namespace gcrun::tasks {
 
 // The `language-model` task's own settings (keys task.<name>).
 struct LanguageModelOptions {
-  std::string level = "char";  // char: byte ids; word: the wikitext2 task's tokens
+  std::string level = "char";  // char: byte ids; word: the wikitext2 task's tokens; tokens: uint16 id files
   int64_t context = 64;        // T: the window length
   int64_t layers = 4;
   int64_t heads = 4;
   int64_t width = 128;
   double dropout = 0.0;
   bool bias = true;
+  // Globs of each split's files (language_model_data.h); empty: the level's default files.
+  std::string train_files;
+  std::string validation_files;
+  std::string test_files;
 };
 const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings();
 
 // Training windows of `ids` ([N], any integer type) at context T: K = (N - 1) / T of them; window k has inputs
 // ids[kT, kT + T) and targets ids[kT + 1, kT + T + 1). Returns inputs and targets int64 [windows.size, T]
-// for the window numbers `windows` (int64 [n]), in that order.
+// for the window numbers `windows` (int64 [n]), in that order. int16 ids are read as uint16 (level tokens'
+// files); the text levels' int16 ids are below 32,768, so the same either way.
 Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t context);
 
 // Rank r's window numbers in epoch e: randperm(K) from a CPU generator seeded streamSeed(seed, -1,
@@ -34,7 +39,9 @@ Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t cont
 at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Shard& shard);
 
 // The `language-model` task: nanoGPT's GPT (task.architecture `gpt`, tasks/models/gpt.h) on the
-// three wiki.*.tokens files of task.data_dir (default folder: WikiText-2's), char or word level.
+// three wiki.*.tokens files of task.data_dir (default folder: WikiText-2's), char or word level, or
+// on the files task.*_files name, or on pre-tokenized uint16 files (level tokens): see
+// language_model_data.h and docs/data-files.md. Loading says what was read, once per process.
 //  - Training: the shuffled windows of epochWindows(), training.batch_size per batch and worker;
 //    batchesPerEpoch = (K / W) / B. Dropout masks from a generator reseeded per (seed, rank, epoch).
 //  - Evaluation, splits "validation" then "test": the split's windows in order (the first
