@@ -31,6 +31,8 @@ struct TokenCorpus {
   int64_t vocabulary = 0;
   std::array<at::Tensor, 3> ids;   // [tokens of file i], in kTokenFiles' order
   std::vector<std::string> words;  // word level: the token of each id
+  // Char level: the byte of each id (encodeCharacters' vocabulary).
+  std::vector<unsigned char> characters;
 };
 
 // Reads dir/wiki.{train,valid,test}.tokens, each a regular file of at most kMaxTokenFileBytes read
