@@ -4,6 +4,7 @@
 // θ_g, read here by LibTorch's own reader); control bytes are escaped; bad input is one line, exit 2.
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -77,6 +78,16 @@ std::vector<int64_t> greedy(const std::map<std::string, at::Tensor>& state, cons
   return ids;
 }
 
+// The ids a sample of data without text prints (the line that is not gcrun's note on stderr).
+std::string idsLine(const std::string& output) {
+  std::string ids;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("gcrun", 0) != 0) ids = line;
+  }
+  return ids;
+}
+
 class Sample : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -140,19 +151,32 @@ TEST_F(Sample, ALocalUpdateRunSamplesItsGlobalModel) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   // Synthetic data has no text: the ids, space-separated, and one line on stderr saying so.
   EXPECT_TRUE(contains(result.output, "gcrun sample: the run trained on synthetic data")) << result.output;
-  std::string ids_line;
-  std::istringstream lines(result.output);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("gcrun", 0) != 0) ids_line = line;
-  }
   std::vector<int64_t> sampled;
-  std::istringstream ids(ids_line);
+  std::istringstream ids(idsLine(result.output));
   for (int64_t id = 0; ids >> id;) sampled.push_back(id);
 
   const auto state = checkpointOf(run("diloco"));
   const auto global = greedy(state, "diloco/global/", {3, 1, 4}, 24);
   ASSERT_NE(global, greedy(state, "param/", {3, 1, 4}, 24)) << "the replica would pass this test too";
   EXPECT_EQ(sampled, global) << result.output;
+}
+
+// PyTorch's twin GPT given the run's export draws, as nanoGPT's generate() does with
+// torch.multinomial and a generator seeded alike, the same tokens as gcrun sample.
+TEST_F(Sample, PyTorchsTwinDrawsTheSameTokensWithTheSameSeed) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "Debian's python3-torch is not installed";
+  }
+  const std::string file = dir_->file("twin.safetensors");
+  const auto exported =
+      runCommand(kGcrun + " export " + run("diloco") + " --format safetensors --force --output " + file);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto result = sample(run("diloco"), "--prompt '3 1 4' --tokens 40 --temperature 1.3 --top-k 20 --seed 5");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto twin = runCommand(std::string("/usr/bin/python3 ") + GCRUN_SAMPLE_TWIN + " " + file + " " +
+                               std::to_string(kHeads) + " '3 1 4' 40 1.3 20 5");
+  ASSERT_EQ(twin.exit_code, 0) << twin.output;
+  EXPECT_EQ(idsLine(result.output), idsLine(twin.output));
 }
 
 // Exit 2 and one line of gcrun's own naming each of `parts`.
