@@ -23,6 +23,7 @@ void addReportCommand(CLI::App& app);
 void addPredictCommand(CLI::App& app);
 void addPlanCommand(CLI::App& app);
 void addExportCommand(CLI::App& app);
+void addSampleCommand(CLI::App& app);
 // Reads the other commands' options from `app` when it runs: add it last.
 void addCompletionCommand(CLI::App& app);
 

@@ -10,9 +10,8 @@
 
 #include "cli/commands.h"
 #include "cli/exported_model.h"
-#include "experiments/setup/registered_keys.h"
+#include "cli/plugins.h"
 #include "hyperparams/base/errors.h"
-#include "hyperparams/config_io.h"
 #include "hyperparams/settings.h"
 #include "outputs/export/safetensors.h"
 #include "outputs/files/safe_files.h"
@@ -26,26 +25,8 @@ struct ExportFlags {
   std::string format;
   std::string output;
   bool force = false;
+  std::vector<std::string> plugins;  // a plugin task's run needs its plugin
 };
-
-// The run's resolved settings: its config.yaml, as written, and read back into a config.
-struct RunSettings {
-  std::string yaml;
-  ExperimentConfig config;
-};
-
-RunSettings runSettings(const std::string& run) {
-  if (!std::filesystem::is_directory(run)) {
-    throw UserError(run + ": no such directory; expected a run directory (gcrun experiment's --output-dir)");
-  }
-  const std::string path = outputs::RunDirectory(run).pathOf(outputs::run_files::kConfig);
-  if (const auto why = files::notRegularFileReason(path); !why.empty()) {
-    throw UserError(run + ": not a gcrun run directory (its config.yaml: " + why + ")");
-  }
-  RunSettings settings{files::readBoundedFile(path, files::kMaxConfigBytes), {}};
-  hyperparams::applyYaml(settings.config, settings.yaml, "file " + path, experiments::configKeys());
-  return settings;
-}
 
 std::string safetensorsDtype(const at::Tensor& tensor, const std::string& name) {
   static const std::map<at::ScalarType, std::string> dtypes = {
@@ -76,30 +57,31 @@ std::map<std::string, std::string> exportMetadata(const ExportFlags& flags, cons
       {"architecture", config.task.architecture},
       {"settings", settings.yaml}};
   if (const auto info = outputs::RunDirectory(flags.run).readInfo()) metadata["experiment"] = info->experiment;
-  if (config.task.name == "language-model") {
-    const auto level = config.task.settings.find("level");
+  if (const auto facts = languageModelFacts(config)) {
+    const auto level = config.task.settings.find(facts->level_setting);
     if (level != config.task.settings.end()) metadata["tokenizer"] = hyperparams::formatSetting(level->second);
     for (const auto& [name, tensor] : model.tensors) {
-      if (name == "transformer.wte.weight") metadata["vocabulary_size"] = std::to_string(tensor.size(0));
+      if (name == facts->token_embedding) metadata["vocabulary_size"] = std::to_string(tensor.size(0));
     }
     metadata["data"] = config.task.synthetic ? "synthetic" : config.task.data_dir;
   }
   return metadata;
 }
 
-std::string safetensorsOf(const ExportFlags& flags, const RunSettings& settings, const ExportedModel& model) {
+std::vector<outputs::SafetensorsTensor> safetensorsTensors(const ExportedModel& model) {
   std::vector<outputs::SafetensorsTensor> tensors;
   for (const auto& [name, tensor] : model.tensors) {
     const auto* data = static_cast<const char*>(tensor.data_ptr());
     tensors.push_back(
         {name, safetensorsDtype(tensor, name), tensor.sizes().vec(), std::string_view(data, tensor.nbytes())});
   }
-  return outputs::safetensorsFile(tensors, exportMetadata(flags, settings, model));
+  return tensors;
 }
 
 // Written through a temporary file and a rename in FILE's directory: a reader never sees half a
-// file, and a symlink at FILE is replaced (with --force), never written through.
-void writeExport(const ExportFlags& flags, const std::string& bytes) {
+// file, and a symlink at FILE is replaced (with --force), never written through. The header, then
+// each tensor's bytes straight from the model: no copy of the whole file in memory. Returns its size.
+uint64_t writeExport(const ExportFlags& flags, const RunSettings& settings, const ExportedModel& model) {
   const std::filesystem::path output(flags.output);
   const std::string name = output.filename().string();
   if (name.empty() || name == "." || name == "..") throw UserError("--output " + flags.output + ": not a file name");
@@ -108,19 +90,29 @@ void writeExport(const ExportFlags& flags, const std::string& bytes) {
   if (dir.has(name) && !flags.force) {
     throw UserError("--output " + flags.output + ": exists; pass --force to replace it");
   }
-  dir.writeAtomically(name, bytes);
+  const auto tensors = safetensorsTensors(model);
+  const std::string header = outputs::safetensorsHeader(tensors, exportMetadata(flags, settings, model));
+  uint64_t size = header.size();
+  dir.writeAtomicallyInPieces(name, [&](const files::Directory::PieceWriter& write) {
+    write(header);
+    for (const auto& tensor : tensors) {
+      write(tensor.bytes);
+      size += tensor.bytes.size();
+    }
+  });
+  return size;
 }
 
 void runExport(const ExportFlags& flags) {
   if (flags.format != "safetensors") {
     throw UserError("--format " + flags.format + ": unknown export format; supported: safetensors");
   }
+  loadPlugins(flags.plugins);
   const auto settings = runSettings(flags.run);
   const auto model = exportedModel(flags.run, settings.config);
-  const std::string bytes = safetensorsOf(flags, settings, model);
-  writeExport(flags, bytes);
+  const uint64_t bytes = writeExport(flags, settings, model);
   std::printf("exported %zu tensors (%.1f MiB) to %s: %s at step %lld\n", model.tensors.size(),
-              static_cast<double>(bytes.size()) / (1 << 20), flags.output.c_str(), model.model.c_str(),
+              static_cast<double>(bytes) / (1 << 20), flags.output.c_str(), model.model.c_str(),
               static_cast<long long>(model.step));
 }
 
@@ -133,6 +125,7 @@ void addExportCommand(CLI::App& app) {
   command->add_option("--format", flags->format, "safetensors")->required();
   command->add_option("--output", flags->output, "The file to write")->required();
   command->add_flag("--force", flags->force, "Replace --output if it exists");
+  addPluginOption(*command, flags->plugins);
   command->callback([flags] { runExport(*flags); });
 }
 

@@ -1,12 +1,18 @@
 #include "cli/exported_model.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <torch/torch.h>
 
+#include "experiments/setup/registered_keys.h"
 #include "experiments/sync/synchronizer.h"
 #include "experiments/training/checkpoint.h"
 #include "hyperparams/base/errors.h"
+#include "hyperparams/config_io.h"
+#include "outputs/files/safe_files.h"
+#include "outputs/run_directory.h"
+#include "tasks/task.h"
 
 namespace gcrun::cli {
 namespace {
@@ -72,6 +78,25 @@ void averageReplicas(const std::string& run_dir, int world_size,
 
 }  // namespace
 
+RunSettings runSettings(const std::string& run) {
+  if (!std::filesystem::is_directory(run)) {
+    throw UserError(run + ": no such directory; expected a run directory (gcrun experiment's --output-dir)");
+  }
+  const std::string path = outputs::RunDirectory(run).pathOf(outputs::run_files::kConfig);
+  if (const auto why = files::notRegularFileReason(path); !why.empty()) {
+    throw UserError(run + ": not a gcrun run directory (its config.yaml: " + why + ")");
+  }
+  RunSettings settings{files::readBoundedFile(path, files::kMaxConfigBytes), {}};
+  hyperparams::applyYaml(settings.config, settings.yaml, "file " + path, experiments::configKeys());
+  return settings;
+}
+
+std::optional<tasks::LanguageModelFacts> languageModelFacts(const ExperimentConfig& config) {
+  const auto& tasks = tasks::taskRegistry();
+  if (!tasks.contains(config.task.name)) return std::nullopt;
+  return tasks.at(config.task.name).factory.language_model;
+}
+
 ExportedModel exportedModel(const std::string& run_dir, const ExperimentConfig& config) {
   const auto saved_world_size = experiments::CheckpointStore::savedWorldSize(run_dir);
   const auto rank0 = exportedRank(run_dir, 0);
@@ -92,12 +117,12 @@ ExportedModel exportedModel(const std::string& run_dir, const ExperimentConfig& 
   }
   exported.tensors = std::move(parameters);
   for (auto& buffer : entriesUnder(rank0.state, kBufferPrefix)) exported.tensors.push_back(std::move(buffer));
-  if (config.task.name == "language-model" && config.task.architecture == "gpt") {
-    const auto wte = std::find_if(exported.tensors.begin(), exported.tensors.end(),
-                                  [](const auto& entry) { return entry.first == "transformer.wte.weight"; });
-    if (wte != exported.tensors.end()) {
-      const at::Tensor tied = wte->second;  // emplace_back may move the vector's elements
-      exported.tensors.emplace_back("lm_head.weight", tied);
+  if (const auto facts = languageModelFacts(config); facts && !facts->tied_output.empty()) {
+    const auto embedding = std::find_if(exported.tensors.begin(), exported.tensors.end(),
+                                        [&](const auto& entry) { return entry.first == facts->token_embedding; });
+    if (embedding != exported.tensors.end()) {
+      const at::Tensor tied = embedding->second;  // emplace_back may move the vector's elements
+      exported.tensors.emplace_back(facts->tied_output, tied);
     }
   }
   for (auto& entry : exported.tensors) entry.second = entry.second.contiguous();

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   gcrun::cli::addPredictCommand(app);
   gcrun::cli::addPlanCommand(app);
   gcrun::cli::addExportCommand(app);
+  gcrun::cli::addSampleCommand(app);
   gcrun::cli::addCompletionCommand(app);
 
   try {

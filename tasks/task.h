@@ -134,6 +134,19 @@ struct TaskContext {
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const TaskContext&)>;
 
+// What a task whose model is a language model over text declares, so that what takes its model out
+// of a run (gcrun export's metadata and nanoGPT's tensor names, gcrun sample) knows it without
+// knowing the task's name; a plugin task declares it the same way.
+struct LanguageModelFacts {
+  // The task setting (task.<level_setting>) whose value names the tokenizer in tokenizerRegistry().
+  std::string level_setting = "level";
+  // The token embedding's parameter: its rows are the vocabulary.
+  std::string token_embedding = "transformer.wte.weight";
+  // The output projection when it is token_embedding itself (tied, no parameter of its own): export
+  // writes the embedding again under this name, as nanoGPT's state_dict has it. Empty: untied.
+  std::string tied_output = "lm_head.weight";
+};
+
 // How a task is registered, as a reducer is (reducers::ReducerSpec): its factory and the settings
 // of its own it reads, keys task.<name> once registered; the factory reads them with its
 // SettingsSchema from context.options.settings.
@@ -153,6 +166,8 @@ struct TaskSpec {
   // bounded the model. Where the data would decide the vocabulary it takes task.vocabulary_size,
   // refusing its absence with a UserError naming the key. Empty: the task cannot be planned.
   std::function<ModelPlan(const TaskOptions&, int64_t batch_size)> plan = {};
+  // Set when its model is a language model over text (LanguageModelFacts); empty: it is not.
+  std::optional<LanguageModelFacts> language_model = std::nullopt;
 };
 
 // The tasks gcrun knows, by `task.name`; built-ins are registered on first use. User code adds its

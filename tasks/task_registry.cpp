@@ -25,7 +25,7 @@ Registry<TaskSpec>& taskRegistry() {
                  "char- or word-level language modelling with nanoGPT's GPT on a folder of wiki.*.tokens "
                  "files (task.data_dir, default WikiText-2's); architecture gpt",
                  {makeLanguageModelTask, languageModelSettings().specs(), languageModelSize, checkLanguageModelInput,
-                  languageModelPlan});
+                  languageModelPlan, LanguageModelFacts{}});
     return builtins;
   }();
   return registry;

@@ -94,7 +94,8 @@ TokenCorpus readChars(const SplitFiles& files) {
     corpus.ids[i] = bytes.narrow(0, 0, static_cast<int64_t>(read));
     held += bytes.numel();
   }
-  corpus.vocabulary = static_cast<int64_t>(encodeCharacters(corpus.ids).size());
+  corpus.characters = encodeCharacters(corpus.ids);
+  corpus.vocabulary = static_cast<int64_t>(corpus.characters.size());
   return corpus;
 }
 

@@ -31,6 +31,8 @@ struct TokenCorpus {
   int64_t vocabulary = 0;
   std::array<at::Tensor, 3> ids;   // [tokens of file i], in kTokenFiles' order
   std::vector<std::string> words;  // word level: the token of each id
+  // Char level: the byte of each id (encodeCharacters' vocabulary).
+  std::vector<unsigned char> characters;
 };
 
 // The files of each split, in kTokenFiles' order (training, validation, test); a split's files are

@@ -54,8 +54,8 @@ size_t safetensorsElementBytes(const std::string& dtype) {
   return found == sizes.end() ? 0 : found->second;
 }
 
-std::string safetensorsFile(const std::vector<SafetensorsTensor>& tensors,
-                            const std::map<std::string, std::string>& metadata) {
+std::string safetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   if (!hostIsLittleEndian()) throw std::invalid_argument("safetensors is written on little-endian hosts only");
   Json header = Json::object();
   std::set<std::string> names;
@@ -71,10 +71,12 @@ std::string safetensorsFile(const std::vector<SafetensorsTensor>& tensors,
   std::string text = header.dump(-1, ' ', false, Json::error_handler_t::replace);
   // The data section starts 8-aligned, so that a reader may map its tensors in place.
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::string file;
-  file.reserve(8 + text.size() + offset);
-  file += littleEndian64(text.size());
-  file += text;
+  return littleEndian64(text.size()) + text;
+}
+
+std::string safetensorsFile(const std::vector<SafetensorsTensor>& tensors,
+                            const std::map<std::string, std::string>& metadata) {
+  std::string file = safetensorsHeader(tensors, metadata);
   for (const auto& tensor : tensors) file.append(tensor.bytes);
   return file;
 }

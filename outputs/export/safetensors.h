@@ -29,5 +29,9 @@ size_t safetensorsElementBytes(const std::string& dtype);
 // shape's size.
 std::string safetensorsFile(const std::vector<SafetensorsTensor>& tensors,
                             const std::map<std::string, std::string>& metadata);
+// The file's beginning up to its data section (the header length and the padded JSON), with the
+// same checks: a writer that streams writes it, then each tensor's bytes in the order given.
+std::string safetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata);
 
 }  // namespace gcrun::outputs

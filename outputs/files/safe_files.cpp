@@ -154,13 +154,18 @@ void Directory::checkAppendable(const std::string& name) const {
 UniqueFd Directory::openLockFile(const std::string& name) const { return openFile(name, O_RDWR | O_CREAT, "lock"); }
 
 void Directory::writeAtomically(const std::string& name, std::string_view contents) const {
+  writeAtomicallyInPieces(name, [&](const PieceWriter& write) { write(contents); });
+}
+
+void Directory::writeAtomicallyInPieces(const std::string& name,
+                                        const std::function<void(const PieceWriter&)>& produce) const {
   checkName(name, path_);
   std::random_device random;
   const std::string temp = "." + name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(random());
   UniqueFd file(::openat(fd(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!file) refuse(pathOf(temp), errno, "write");
   try {
-    writeAll(file.get(), contents, pathOf(name));
+    produce([&](std::string_view piece) { writeAll(file.get(), piece, pathOf(name)); });
     if (::fsync(file.get()) != 0)
       throw std::runtime_error("cannot write " + pathOf(name) + ": fsync: " + errorText(errno));
     if (::close(file.release()) != 0)

@@ -60,6 +60,10 @@ class Directory {
   // Replaces `name` with `contents` through a temporary file, fsync and rename: readers never see
   // a half-written file, and a symlink at `name` is replaced, not followed.
   void writeAtomically(const std::string& name, std::string_view contents) const;
+  // The same for contents made piece by piece: `produce` is handed a writer that writes each piece
+  // to the temporary file at once, so that only one piece is in memory (a model's tensors).
+  using PieceWriter = std::function<void(std::string_view piece)>;
+  void writeAtomicallyInPieces(const std::string& name, const std::function<void(const PieceWriter&)>& produce) const;
   // Opens `name` for writing at its end (created 0644), or emptied first with `truncate`; a symlink
   // or non-regular file there is a UserError naming it.
   UniqueFd openForAppend(const std::string& name, bool truncate = false) const;

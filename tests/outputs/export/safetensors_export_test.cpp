@@ -43,6 +43,9 @@ const std::string kTiny =
     " --set task.context=16 --set training.batch_size=4 --set evaluation.max_samples=256"
     " --set output.sinks=[console,jsonl] --set distributed.timeout_s=20 --set training.max_steps=2";
 
+// Registers the language-model task again as plugin-language-model (tests/support/language_model_plugin.cpp).
+const std::string kPlugin = std::string(" --plugin ") + GCRUN_LANGUAGE_MODEL_PLUGIN_PATH;
+
 std::string readBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -113,7 +116,8 @@ class SafetensorsExport : public ::testing::Test {
     for (const auto& [name, sets] : std::map<std::string, std::string>{
              {"every-step", ""},
              {"diloco", " --set sync.strategy=diloco --set distributed.simulated_workers=2"},
-             {"local-sgd", " --set sync.strategy=local-sgd --set distributed.simulated_workers=2"}}) {
+             {"local-sgd", " --set sync.strategy=local-sgd --set distributed.simulated_workers=2"},
+             {"plugin", kPlugin + " --set task.name=plugin-language-model"}}) {
       const auto made = runCommand(kGcrun + " experiment brown-gpt-adamw --output-dir " + run(name) + kTiny + sets);
       ASSERT_EQ(made.exit_code, 0) << made.output;
       outputs_[name] = made.output;
@@ -162,6 +166,21 @@ TEST_F(SafetensorsExport, EveryTensorIsTheCheckpointsUnderNanoGptNamesWithTheRun
   EXPECT_EQ(metadata.at("vocabulary_size"), std::to_string(content.tensors.at("transformer.wte.weight").size(0)));
   EXPECT_EQ(metadata.at("gcrun_version"), GCRUN_VERSION);
   EXPECT_TRUE(contains(metadata.at("model").get<std::string>(), "rank 0")) << metadata.dump();
+}
+
+// What makes a task's model a language model is what its registration declares
+// (TaskSpec::language_model), not its name: a plugin's task gets the tokenizer metadata and
+// nanoGPT's lm_head.weight as the built-in one does.
+TEST_F(SafetensorsExport, APluginsLanguageModelTaskGetsTheTokenizerAndTheTiedOutput) {
+  const std::string file = dir_->file("plugin.safetensors");
+  const auto result = exportRun(run("plugin"), file, kPlugin);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto content = readSafetensors(readBytes(file));
+  EXPECT_EQ(content.metadata.at("task"), "plugin-language-model");
+  EXPECT_EQ(content.metadata.value("tokenizer", ""), "char") << content.metadata.dump();
+  EXPECT_EQ(content.metadata.value("vocabulary_size", ""), "65") << content.metadata.dump();
+  ASSERT_TRUE(content.tensors.count("lm_head.weight"));
+  EXPECT_TRUE(torch::equal(content.tensors.at("lm_head.weight"), content.tensors.at("transformer.wte.weight")));
 }
 
 // gcrun's GPT built from the file's tensors and PyTorch's twin given the same file compute the
