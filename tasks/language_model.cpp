@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <spdlog/spdlog.h>
 #include <torch/utils.h>
 
 #include "hyperparams/base/errors.h"
@@ -19,6 +21,7 @@
 #include "tasks/sampler.h"
 #include "tasks/token_files.h"
 #include "tasks/token_loss.h"
+#include "tasks/tokenizers/sentencepiece_tokenizer.h"
 #include "tasks/wikitext.h"
 
 namespace gcrun::tasks {
@@ -38,7 +41,29 @@ struct TokenSplits {
   std::array<std::string, 3> source;  // the file (or the synthetic split) each came from, for messages
 };
 
-std::shared_ptr<TokenSplits> readTokenSplits(const std::string& dir, const std::string& level) {
+// Level sentencepiece: each split's text file encoded by the model, one file at a time.
+std::shared_ptr<TokenSplits> readSentencePieceSplits(const std::string& dir, const std::string& model) {
+  const SentencePieceTokenizer tokenizer(model);
+  auto data = std::make_shared<TokenSplits>();
+  data->vocabulary = tokenizer.vocabularySize();
+  uint64_t held = 0;
+  std::string counts;
+  for (size_t i = 0; i < kTokenFiles.size(); ++i) {
+    data->source[i] = dir + "/" + kTokenFiles[i];
+    data->ids[i] = encodeTextFile(tokenizer, data->source[i], idType(data->vocabulary), kMaxTokenFileBytes, held);
+    held += data->ids[i].nbytes();
+    std::error_code error;
+    const auto bytes = std::filesystem::file_size(data->source[i], error);
+    counts += std::string(i == 0 ? "" : ", ") + (i == 0 ? "training" : kSplitNames[i]) + " " +
+              std::to_string(data->ids[i].size(0)) + " tokens (" + std::to_string(error ? 0 : bytes) + " bytes)";
+  }
+  spdlog::info("read {} of {}: {}; vocabulary {} from {}", "sentencepiece", dir, counts, data->vocabulary, model);
+  return data;
+}
+
+std::shared_ptr<TokenSplits> readTokenSplits(const std::string& dir, const LanguageModelOptions& settings) {
+  const std::string& level = settings.level;
+  if (level == "sentencepiece") return readSentencePieceSplits(dir, requireTokenizerFile(settings));
   auto data = std::make_shared<TokenSplits>();
   TokenCorpus corpus = readTokenCorpus(dir, level == "char" ? TokenLevel::kChar : TokenLevel::kWord);
   data->vocabulary = corpus.vocabulary;
@@ -47,10 +72,21 @@ std::shared_ptr<TokenSplits> readTokenSplits(const std::string& dir, const std::
   return data;
 }
 
-std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const std::string& level, uint64_t seed) {
+// Level sentencepiece's vocabulary is its model's, with or without data.
+int64_t sentencePieceVocabulary(const LanguageModelOptions& settings) {
+  return SentencePieceTokenizer(requireTokenizerFile(settings)).vocabularySize();
+}
+
+int64_t syntheticVocabulary(const LanguageModelOptions& settings) {
+  if (settings.level == "sentencepiece") return sentencePieceVocabulary(settings);
+  return settings.level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
+}
+
+std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const LanguageModelOptions& settings,
+                                               uint64_t seed) {
   const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticHeldOut}, 10, 2);
   auto data = std::make_shared<TokenSplits>();
-  data->vocabulary = level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
+  data->vocabulary = syntheticVocabulary(settings);
   for (size_t i = 0; i < kSplitNames.size(); ++i) {
     at::Generator generator = at::detail::createCPUGenerator(streamSeed(seed, -2, static_cast<int64_t>(i)));
     data->ids[i] = at::randint(data->vocabulary, {i == 0 ? sizes.train : sizes.held_out}, generator,
@@ -61,16 +97,16 @@ std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const
 }
 
 // Ranks run as threads of one process share one read-only copy of the data.
-std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, const std::string& level,
+std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, const LanguageModelOptions& settings,
                                                    uint64_t seed) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const TokenSplits>> cache;
   const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
-  const std::string key = level + " " + dataCacheKey(options, seed, dir);
+  const std::string key = settings.level + " " + settings.tokenizer + " " + dataCacheKey(options, seed, dir);
   std::lock_guard<std::mutex> lock(mutex);
   std::shared_ptr<const TokenSplits> data = cache[key].lock();
   if (!data) {
-    data = options.synthetic ? randomTokenSplits(options, level, seed) : readTokenSplits(dir, level);
+    data = options.synthetic ? randomTokenSplits(options, settings, seed) : readTokenSplits(dir, settings);
     cache[key] = data;
   }
   checkVocabularySize(options, data->vocabulary, options.synthetic ? "the synthetic corpus" : dir);
@@ -82,9 +118,11 @@ void checkOptions(const TaskOptions& task, const LanguageModelOptions& options, 
     throw UserError("task.architecture: '" + task.architecture +
                     "' is not a language-model model; it accepts: gpt (nanoGPT's GPT)");
   }
-  if (options.level != "char" && options.level != "word") {
-    throw UserError("task.level: '" + options.level + "' is not a level; it accepts: char, word");
+  if (options.level != "char" && options.level != "word" && options.level != "sentencepiece") {
+    throw UserError("task.level: '" + options.level +
+                    "' is not a level; it accepts: char, word, sentencepiece (with task.tokenizer)");
   }
+  if (options.level == "sentencepiece") requireTokenizerFile(options);
   const std::pair<const char*, int64_t> positive[] = {{"task.context", options.context},
                                                       {"task.layers", options.layers},
                                                       {"task.heads", options.heads},
@@ -162,7 +200,7 @@ class LanguageModelTask : public Task {
         seed_(context.seed),
         device_(context.device) {
     checkOptions(options_, settings_, batch_size_);
-    data_ = loadTokenSplits(options_, settings_.level, seed_);
+    data_ = loadTokenSplits(options_, settings_, seed_);
     checkSplits(*data_, settings_.context);
     models::GptShape shape{data_->vocabulary, settings_.context, settings_.layers, settings_.heads,
                            settings_.width,   settings_.bias,    settings_.dropout};
@@ -259,15 +297,28 @@ const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings()
   using O = LanguageModelOptions;
   static const auto schema =
       hyperparams::SettingsSchema<O>()
-          .add(&O::level, "level", hyperparams::oneOf({"char", "word"}),
-               "language-model: char (byte ids) or word (the wikitext2 task's tokens).")
+          .add(&O::level, "level", hyperparams::oneOf({"char", "word", "sentencepiece"}),
+               "language-model: char (byte ids), word (the wikitext2 task's tokens) or sentencepiece (the "
+               "pieces of the model task.tokenizer names).")
           .add(&O::context, "context", integerAtLeast(1), "language-model: window length T (tokens).")
           .add(&O::layers, "layers", integerAtLeast(1), "language-model: transformer blocks.")
           .add(&O::heads, "heads", integerAtLeast(1), "language-model: attention heads (divide task.width).")
           .add(&O::width, "width", integerAtLeast(1), "language-model: embedding width d.")
           .add(&O::dropout, "dropout", hyperparams::fraction(), "language-model: dropout probability.")
-          .add(&O::bias, "bias", hyperparams::boolean(), "language-model: biases in linear and LayerNorm layers.");
+          .add(&O::bias, "bias", hyperparams::boolean(), "language-model: biases in linear and LayerNorm layers.")
+          .add(&O::tokenizer, "tokenizer", hyperparams::text(),
+               "language-model, task.level sentencepiece: the SentencePiece .model file (Llama's, Gemma's, T5's, or "
+               "one from `gcrun data tokenizer`); its pieces are the vocabulary.");
   return schema;
+}
+
+const std::string& requireTokenizerFile(const LanguageModelOptions& settings) {
+  if (settings.tokenizer.empty()) {
+    throw UserError(
+        "task.tokenizer: task.level sentencepiece needs a SentencePiece .model file (e.g. from `gcrun data "
+        "tokenizer --output FILE.model`)");
+  }
+  return settings.tokenizer;
 }
 
 Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t context) {
@@ -289,7 +340,7 @@ std::unique_ptr<Task> makeLanguageModelTask(const TaskContext& context) {
 void checkLanguageModelInput(const TaskContext& context, int world_size) {
   const auto settings = languageModelSettings().read(context.options.settings);
   checkOptions(context.options, settings, context.batch_size);
-  const auto data = loadTokenSplits(context.options, settings.level, context.seed);
+  const auto data = loadTokenSplits(context.options, settings, context.seed);
   checkSplits(*data, settings.context);
   const Shard shard{0, world_size};
   checkedBatchCount(windowBatchCount(*data, settings.context, shard, context.batch_size), shard, context.batch_size);
@@ -297,11 +348,12 @@ void checkLanguageModelInput(const TaskContext& context, int world_size) {
 
 namespace {
 
-// The vocabulary's bounds without the data: synthetic data's is settled; real char-level data has
-// at most 256 ids; a real word-level vocabulary is known once its files are read (or given).
+// The vocabulary's bounds without the data: synthetic data's is settled, and so is a SentencePiece
+// model's; real char-level data has at most 256 ids; a real word-level vocabulary is known once its
+// files are read (or given).
 int64_t settledVocabulary(const TaskOptions& options, const LanguageModelOptions& settings) {
-  if (!options.synthetic) return 0;
-  return settings.level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
+  if (settings.level == "sentencepiece") return sentencePieceVocabulary(settings);
+  return options.synthetic ? syntheticVocabulary(settings) : 0;
 }
 int64_t vocabularyBound(const LanguageModelOptions& settings) { return settings.level == "char" ? 256 : 0; }
 
