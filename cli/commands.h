@@ -18,6 +18,8 @@ std::vector<std::string> listingNames();
 void addShowCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app, int& exit_code);
 void addDataCommand(CLI::App& app);
+// `gcrun data tokenizer`, under the `data` command.
+void addDataTokenizerCommand(CLI::App& data);
 void addStudyCommand(CLI::App& app, int& exit_code);
 void addReportCommand(CLI::App& app);
 void addPredictCommand(CLI::App& app);

@@ -36,6 +36,7 @@ void addDataCommand(CLI::App& app) {
     }
     std::printf("from %s\n", source.c_str());
   });
+  addDataTokenizerCommand(*command);
 }
 
 }  // namespace gcrun::cli

@@ -60,6 +60,10 @@ std::map<std::string, std::string> exportMetadata(const ExportFlags& flags, cons
   if (const auto facts = languageModelFacts(config)) {
     const auto level = config.task.settings.find(facts->level_setting);
     if (level != config.task.settings.end()) metadata["tokenizer"] = hyperparams::formatSetting(level->second);
+    const auto file = config.task.settings.find(facts->tokenizer_file_setting);
+    if (file != config.task.settings.end() && !hyperparams::formatSetting(file->second).empty()) {
+      metadata["tokenizer_model"] = hyperparams::formatSetting(file->second);
+    }
     for (const auto& [name, tensor] : model.tensors) {
       if (name == facts->token_embedding) metadata["vocabulary_size"] = std::to_string(tensor.size(0));
     }

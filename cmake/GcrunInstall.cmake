@@ -7,6 +7,8 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY TRUE)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS gcrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# SentencePiece's module, where gcrun looks for it (tasks/tokenizers/sentencepiece_module.h).
+install(TARGETS gcrun_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/gcrun)
 
 # The extension points and every gcrun header they include: a plugin needs no other. The install
 # test checks that each installed header's includes are installed too.

@@ -49,6 +49,9 @@ files::Directory outputDirectory(const std::string& output_dir) {
   }
 }
 
+// File i of the corpus, in name order, goes to split i % 10: 8 validation, 9 test, the rest training.
+bool isTrainingFile(size_t i) { return i % 10 < 8; }
+
 }  // namespace
 
 std::vector<std::string> defaultBrownSources() {
@@ -113,6 +116,15 @@ BrownConversion convertBrownCorpus(const std::string& source_dir, const std::str
   // name is replaced, never written through or waited on (docs/security.md).
   for (const auto& [name, text] : outputs) output.writeAtomically(name, text->str());
   return result;
+}
+
+std::vector<std::string> brownTrainingFiles(const std::string& source_dir) {
+  const std::vector<std::string> names = corpusFiles(source_dir);
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (isTrainingFile(i)) paths.push_back(source_dir + "/" + names[i]);
+  }
+  return paths;
 }
 
 }  // namespace gcrun::tasks

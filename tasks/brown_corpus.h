@@ -45,4 +45,8 @@ inline constexpr size_t kMaxBrownLineBytes = size_t{64} << 10;
 // the 9th and 10th file of every ten go to valid and test, the other eight to train (80/10/10, spread over all genres).
 BrownConversion convertBrownCorpus(const std::string& source_dir, const std::string& output_dir);
 
+// The corpus files of the training split convertBrownCorpus() makes (8 of every 10, in name
+// order), as paths below `source_dir`: what `gcrun data tokenizer` trains on by default.
+std::vector<std::string> brownTrainingFiles(const std::string& source_dir);
+
 }  // namespace gcrun::tasks

@@ -29,18 +29,23 @@
 namespace gcrun::tasks {
 namespace {
 
-// nanoGPT's shakespeare_char has 65 characters; 10,000 is a small word vocabulary (Penn Treebank's).
-constexpr int64_t kSyntheticCharVocabulary = 65;
-constexpr int64_t kSyntheticWordVocabulary = 10000;
 constexpr int64_t kSyntheticTrain = 1000000;
 constexpr int64_t kSyntheticHeldOut = 100000;
 // Split i of the data (TokenSplits): its name in evaluate() (empty: training).
 const std::array<const char*, 3> kSplitNames = {"", "validation", "test"};
 
-std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const std::string& level, uint64_t seed) {
+// Synthetic ids number the level's settled vocabulary (a SentencePiece model's) or its default.
+int64_t syntheticVocabulary(const LanguageModelOptions& settings) {
+  const LanguageModelLevel& level = languageModelLevel(settings.level);
+  const int64_t settled = level.settled(settings);
+  return settled > 0 ? settled : level.synthetic_vocabulary;
+}
+
+std::shared_ptr<TokenSplits> randomTokenSplits(const TaskOptions& options, const LanguageModelOptions& settings,
+                                               uint64_t seed) {
   const auto sizes = syntheticSizes(options, {kSyntheticTrain, kSyntheticHeldOut}, 10, 2);
   auto data = std::make_shared<TokenSplits>();
-  data->vocabulary = level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
+  data->vocabulary = syntheticVocabulary(settings);
   for (size_t i = 0; i < kSplitNames.size(); ++i) {
     at::Generator generator = at::detail::createCPUGenerator(streamSeed(seed, -2, static_cast<int64_t>(i)));
     data->ids[i] = at::randint(data->vocabulary, {i == 0 ? sizes.train : sizes.held_out}, generator,
@@ -59,12 +64,12 @@ std::shared_ptr<const TokenSplits> loadTokenSplits(const TaskOptions& options, c
   static std::set<std::string> said;
   const std::string& level = settings.level;
   const std::string dir = resolveDataDir(options.data_dir, kWikiText2Folder);
-  const std::string key = level + " " + dataCacheKey(options, seed, dir) + "\n" + settings.train_files + "\n" +
-                          settings.validation_files + "\n" + settings.test_files;
+  const std::string key = level + " " + settings.tokenizer + " " + dataCacheKey(options, seed, dir) + "\n" +
+                          settings.train_files + "\n" + settings.validation_files + "\n" + settings.test_files;
   std::lock_guard<std::mutex> lock(mutex);
   std::shared_ptr<const TokenSplits> data = cache[key].lock();
   if (!data) {
-    data = options.synthetic ? randomTokenSplits(options, level, seed)
+    data = options.synthetic ? randomTokenSplits(options, settings, seed)
                              : readLanguageModelData(dir, settings, options.vocabulary_size);
     cache[key] = data;
     if (!options.synthetic && said.insert(key).second) std::cout << dataLine(*data) << std::endl;
@@ -78,8 +83,8 @@ void checkOptions(const TaskOptions& task, const LanguageModelOptions& options, 
     throw UserError("task.architecture: '" + task.architecture +
                     "' is not a language-model model; it accepts: gpt (nanoGPT's GPT)");
   }
-  if (options.level != "char" && options.level != "word" && options.level != "tokens") {
-    throw UserError("task.level: '" + options.level + "' is not a level; it accepts: char, word, tokens");
+  // The level's own settings (task.tokenizer's model) are refused here too, before any data.
+  languageModelLevel(options.level).settled(options);
   }
   const std::pair<const char*, int64_t> positive[] = {{"task.context", options.context},
                                                       {"task.layers", options.layers},
@@ -250,14 +255,24 @@ MetricSums LanguageModelTask::evaluate(const Shard& shard, const std::string& sp
 
 }  // namespace
 
+namespace {
+
+std::string levelHelp() {
+  std::string help = "language-model:";
+  for (const auto& level : languageModelLevels()) {
+    help += std::string(help.back() == ':' ? " " : ", ") + level.name + " (" + level.help + ")";
+  }
+  return help + ".";
+}
+
+}  // namespace
+
 const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings() {
   using hyperparams::integerAtLeast;
   using O = LanguageModelOptions;
   static const auto schema =
       hyperparams::SettingsSchema<O>()
-          .add(&O::level, "level", hyperparams::oneOf({"char", "word", "tokens"}),
-               "language-model: char (byte ids), word (the wikitext2 task's tokens) or tokens (pre-tokenized "
-               "uint16 files: nanoGPT's train.bin/val.bin, llm.c's shards).")
+          .add(&O::level, "level", hyperparams::oneOf(languageModelLevelNames()), levelHelp())
           .add(&O::context, "context", integerAtLeast(1), "language-model: window length T (tokens).")
           .add(&O::layers, "layers", integerAtLeast(1), "language-model: transformer blocks.")
           .add(&O::heads, "heads", integerAtLeast(1), "language-model: attention heads (divide task.width).")
@@ -270,8 +285,20 @@ const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings()
                "language-model: glob of the validation files (empty: the level's default).")
           .add(&O::test_files, "test_files", hyperparams::text(),
                "language-model: glob of the test files (empty: the level's default; level tokens: the validation "
-               "files).");
+               "files).")
+          .add(&O::tokenizer, "tokenizer", hyperparams::text(),
+               "language-model, task.level sentencepiece: the SentencePiece .model file (Llama's, Gemma's, T5's, or "
+               "one from `gcrun data tokenizer`); its pieces are the vocabulary.");
   return schema;
+}
+
+const std::string& requireTokenizerFile(const LanguageModelOptions& settings) {
+  if (settings.tokenizer.empty()) {
+    throw UserError(
+        "task.tokenizer: task.level sentencepiece needs a SentencePiece .model file (e.g. from `gcrun data "
+        "tokenizer --output FILE.model`)");
+  }
+  return settings.tokenizer;
 }
 
 Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t context) {
@@ -305,19 +332,18 @@ void checkLanguageModelInput(const TaskContext& context, int world_size) {
 
 namespace {
 
-// The vocabulary's bounds without the data: synthetic data's is settled; real char-level data has
-// at most 256 ids; a real word-level vocabulary is known once its files are read (or given).
+// The vocabulary's bounds without the data (the level's entry): synthetic data's is settled, and
+// so is a SentencePiece model's; real char-level data has at most 256 ids, token files 65,536; a
+// real word-level vocabulary is known once its files are read (or given).
 int64_t settledVocabulary(const TaskOptions& options, const LanguageModelOptions& settings) {
-  if (!options.synthetic) return 0;
-  return settings.level == "char" ? kSyntheticCharVocabulary : kSyntheticWordVocabulary;
+  const int64_t settled = languageModelLevel(settings.level).settled(settings);
+  return settled == 0 && options.synthetic ? syntheticVocabulary(settings) : settled;
 }
-// Token files' uint16 ids bound theirs, for the memory check; a plan asks for it (task.vocabulary_size).
-int64_t vocabularyBound(const LanguageModelOptions& settings) {
-  if (settings.level == "tokens") return kMaxTokenVocabulary;
-  return settings.level == "char" ? 256 : 0;
-}
+int64_t vocabularyBound(const LanguageModelOptions& settings) { return languageModelLevel(settings.level).bound; }
+// A plan asks token files' vocabulary of task.vocabulary_size rather than take uint16's bound.
 int64_t plannedBound(const LanguageModelOptions& settings) {
-  return settings.level == "tokens" ? 0 : vocabularyBound(settings);
+  const LanguageModelLevel& level = languageModelLevel(settings.level);
+  return level.plan_takes_bound ? level.bound : 0;
 }
 
 }  // namespace

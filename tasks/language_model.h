@@ -14,7 +14,7 @@ namespace gcrun::tasks {
 
 // The `language-model` task's own settings (keys task.<name>).
 struct LanguageModelOptions {
-  std::string level = "char";  // char: byte ids; word: the wikitext2 task's tokens; tokens: uint16 id files
+  std::string level = "char";  // a name of languageModelLevels() (language_model_data.h)
   int64_t context = 64;        // T: the window length
   int64_t layers = 4;
   int64_t heads = 4;
@@ -25,8 +25,11 @@ struct LanguageModelOptions {
   std::string train_files;
   std::string validation_files;
   std::string test_files;
+  std::string tokenizer;  // level sentencepiece: the SentencePiece .model file
 };
 const hyperparams::SettingsSchema<LanguageModelOptions>& languageModelSettings();
+// task.tokenizer, which level sentencepiece needs: a UserError naming the key when it is empty.
+const std::string& requireTokenizerFile(const LanguageModelOptions& settings);
 
 // Training windows of `ids` ([N], any integer type) at context T: K = (N - 1) / T of them; window k has inputs
 // ids[kT, kT + T) and targets ids[kT + 1, kT + T + 1). Returns inputs and targets int64 [windows.size, T]
@@ -39,9 +42,11 @@ Batch windowBatch(const at::Tensor& ids, const at::Tensor& windows, int64_t cont
 at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Shard& shard);
 
 // The `language-model` task: nanoGPT's GPT (task.architecture `gpt`, tasks/models/gpt.h) on the
-// three wiki.*.tokens files of task.data_dir (default folder: WikiText-2's), char or word level, or
-// on the files task.*_files name, or on pre-tokenized uint16 files (level tokens): see
-// language_model_data.h and docs/data-files.md. Loading says what was read, once per process.
+// three wiki.*.tokens files of task.data_dir (default folder: WikiText-2's) or the files
+// task.*_files name, at char or word level or as the pieces of the SentencePiece model
+// task.tokenizer (level sentencepiece, docs/tokenizers.md); or on pre-tokenized uint16 files (level
+// tokens): see language_model_data.h and docs/data-files.md. Loading says what was read, once per
+// process.
 //  - Training: the shuffled windows of epochWindows(), training.batch_size per batch and worker;
 //    batchesPerEpoch = (K / W) / B. Dropout masks from a generator reseeded per (seed, rank, epoch).
 //  - Evaluation, splits "validation" then "test": the split's windows in order (the first
@@ -50,7 +55,8 @@ at::Tensor epochWindows(int64_t windows, uint64_t seed, int64_t epoch, const Sha
 //    summed in double, the chunks' sums added in order; weighted by tokens.
 //  - Metrics (token_loss.h): cross_entropy (per token), perplexity = exp(cross_entropy), and at char level
 //    bits_per_character = cross_entropy / ln 2.
-//  - Synthetic data: vocabulary 65 (char) or 10,000 (word), ids randint(V, {N}) (int64) from a CPU
+//  - Synthetic data: vocabulary 65 (char), 10,000 (word) or the model's (sentencepiece), ids randint(V, {N}) (int64)
+//  from a CPU
 //    generator seeded streamSeed(seed, -2, split) for split 0 train, 1 validation, 2 test; N is
 //    1,000,000 for train and 100,000 per held-out split, or with task.synthetic_samples = S > 0, S
 //    and max(2, S / 10) (syntheticSizes, as the wikitext2 task).

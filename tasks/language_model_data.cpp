@@ -1,7 +1,13 @@
 #include "tasks/language_model_data.h"
 
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "hyperparams/base/errors.h"
 #include "tasks/token_sources/file_globs.h"
 #include "tasks/token_sources/token_id_splits.h"
+#include "tasks/tokenizers/sentencepiece_tokenizer.h"
 
 namespace gcrun::tasks {
 namespace {
@@ -14,7 +20,7 @@ std::array<const std::string*, 3> patternsOf(const LanguageModelOptions& setting
 }
 
 bool testIsValidation(const LanguageModelOptions& settings) {
-  return settings.level == "tokens" && settings.test_files.empty();
+  return languageModelLevel(settings.level).token_files && settings.test_files.empty();
 }
 
 std::string folderOf(const std::string& path) {
@@ -47,10 +53,85 @@ std::string originOf(const SplitFiles& files, const std::string& dir, const Lang
   return origin;
 }
 
+template <TokenLevel kLevel>
+void readText(const SplitFiles& files, const LanguageModelOptions& /*settings*/, int64_t /*given_vocabulary*/,
+              const std::string& origin, TokenSplits& data) {
+  TokenCorpus corpus = readTokenCorpus(files, kLevel);
+  data.vocabulary = corpus.vocabulary;
+  data.ids = std::move(corpus.ids);
+  data.origin = origin;
+}
+
+// Each split's files encoded one at a time and joined, each line's pieces ended by the model's
+// end-of-sentence id.
+void readSentencePieces(const SplitFiles& files, const LanguageModelOptions& settings, int64_t /*given_vocabulary*/,
+                        const std::string& origin, TokenSplits& data) {
+  const SentencePieceTokenizer tokenizer(requireTokenizerFile(settings));
+  data.vocabulary = tokenizer.vocabularySize();
+  uint64_t held = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::vector<at::Tensor> parts;
+    for (const auto& file : files[i]) {
+      parts.push_back(encodeTextFile(tokenizer, file, idType(data.vocabulary), kMaxTokenFileBytes, held));
+      held += parts.back().nbytes();
+    }
+    data.ids[i] = parts.size() == 1 ? parts.front() : at::cat(parts);
+  }
+  data.origin = origin + "; the pieces of " + tokenizer.path();
+}
+
+void readTokenIds(const SplitFiles& files, const LanguageModelOptions& /*settings*/, int64_t given_vocabulary,
+                  const std::string& origin, TokenSplits& data) {
+  const auto [vocabulary, from] = tokenVocabulary(given_vocabulary, folderOf(files[0].front()));
+  TokenIdSplits splits = readTokenIdSplits(files, vocabulary);
+  data.vocabulary = splits.vocabulary;
+  data.ids = std::move(splits.ids);
+  data.origin = std::string(splits.layouts[0]) + ", " + origin + "; vocabulary from " + from;
+}
+
+int64_t unsettled(const LanguageModelOptions& /*settings*/) { return 0; }
+
+// A SentencePiece model's pieces are the vocabulary, with or without data.
+int64_t modelPieces(const LanguageModelOptions& settings) {
+  return SentencePieceTokenizer(requireTokenizerFile(settings)).vocabularySize();
+}
+
+// nanoGPT's shakespeare_char has 65 characters; 10,000 is a small word vocabulary (Penn Treebank's).
+constexpr int64_t kSyntheticCharVocabulary = 65;
+constexpr int64_t kSyntheticWordVocabulary = 10000;
+
 }  // namespace
 
+const std::vector<LanguageModelLevel>& languageModelLevels() {
+  static const std::vector<LanguageModelLevel> levels = {
+      {"char", "byte ids", readText<TokenLevel::kChar>, unsettled, kSyntheticCharVocabulary, 256, true, false},
+      {"word", "the wikitext2 task's tokens", readText<TokenLevel::kWord>, unsettled, kSyntheticWordVocabulary, 0,
+       true, false},
+      {"sentencepiece", "the pieces of the SentencePiece model task.tokenizer names", readSentencePieces,
+       modelPieces, 0, 0, true, false},
+      {"tokens", "pre-tokenized uint16 files: nanoGPT's train.bin/val.bin, llm.c's shards", readTokenIds, unsettled,
+       kSyntheticWordVocabulary, kMaxTokenVocabulary, false, true},
+  };
+  return levels;
+}
+
+std::vector<std::string> languageModelLevelNames() {
+  std::vector<std::string> names;
+  for (const auto& level : languageModelLevels()) names.emplace_back(level.name);
+  return names;
+}
+
+const LanguageModelLevel& languageModelLevel(const std::string& name) {
+  for (const auto& level : languageModelLevels()) {
+    if (name == level.name) return level;
+  }
+  std::string known;
+  for (const auto& level : languageModelLevels()) known += (known.empty() ? "" : ", ") + std::string(level.name);
+  throw UserError("task.level: '" + name + "' is not a level; it accepts: " + known);
+}
+
 SplitFiles languageModelFiles(const std::string& dir, const LanguageModelOptions& settings) {
-  const bool tokens = settings.level == "tokens";
+  const bool tokens = languageModelLevel(settings.level).token_files;
   SplitFiles files = wikiTokenFiles(dir);
   const auto patterns = patternsOf(settings);
   for (size_t i = 0; i < files.size(); ++i) {
@@ -66,20 +147,10 @@ SplitFiles languageModelFiles(const std::string& dir, const LanguageModelOptions
 
 std::shared_ptr<TokenSplits> readLanguageModelData(const std::string& dir, const LanguageModelOptions& settings,
                                                    int64_t given_vocabulary) {
+  const LanguageModelLevel& level = languageModelLevel(settings.level);
   const SplitFiles files = languageModelFiles(dir, settings);
   auto data = std::make_shared<TokenSplits>();
-  if (settings.level == "tokens") {
-    const auto [vocabulary, from] = tokenVocabulary(given_vocabulary, folderOf(files[0].front()));
-    TokenIdSplits splits = readTokenIdSplits(files, vocabulary);
-    data->vocabulary = splits.vocabulary;
-    data->ids = std::move(splits.ids);
-    data->origin = std::string(splits.layouts[0]) + ", " + originOf(files, dir, settings) + "; vocabulary from " + from;
-  } else {
-    TokenCorpus corpus = readTokenCorpus(files, settings.level == "char" ? TokenLevel::kChar : TokenLevel::kWord);
-    data->vocabulary = corpus.vocabulary;
-    data->ids = std::move(corpus.ids);
-    data->origin = originOf(files, dir, settings);
-  }
+  level.read(files, settings, given_vocabulary, originOf(files, dir, settings), *data);
   for (size_t i = 0; i < files.size(); ++i) data->source[i] = sourceOf(files[i], i, settings);
   return data;
 }

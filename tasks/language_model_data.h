@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -32,6 +33,29 @@ SplitFiles languageModelFiles(const std::string& dir, const LanguageModelOptions
 // readTokenIdSplits with tokenVocabulary(`given_vocabulary`, the training files' folder).
 std::shared_ptr<TokenSplits> readLanguageModelData(const std::string& dir, const LanguageModelOptions& settings,
                                                    int64_t given_vocabulary);
+
+// One task.level of the language-model task. The table languageModelLevels() is what the level
+// key accepts, how the loader reads each level's files, and what synthetic data and a plan take
+// for its vocabulary, so that a new level is one entry.
+struct LanguageModelLevel {
+  const char* name;
+  const char* help;  // for the key's help text
+  // Fills data.ids and data.vocabulary from each split's files, and data.origin from `origin`
+  // (the level, the files); `given_vocabulary` is task.vocabulary_size (0: not given).
+  void (*read)(const SplitFiles& files, const LanguageModelOptions& settings, int64_t given_vocabulary,
+               const std::string& origin, TokenSplits& data);
+  // The vocabulary the settings settle without data (0: the data decides).
+  int64_t (*settled)(const LanguageModelOptions& settings);
+  int64_t synthetic_vocabulary;  // synthetic ids' vocabulary where settled() gives 0
+  int64_t bound;                 // the most ids the level's real data can have (0: only the files bound it)
+  bool plan_takes_bound;         // whether a plan may take `bound` as the vocabulary (false: it asks for the key)
+  bool token_files;              // nanoGPT's train.bin and val.bin by default, the test split the validation files
+};
+
+const std::vector<LanguageModelLevel>& languageModelLevels();
+std::vector<std::string> languageModelLevelNames();
+// The entry named `name`; a UserError naming task.level and the levels otherwise.
+const LanguageModelLevel& languageModelLevel(const std::string& name);
 
 // "data: 1,003,854 train / 111,540 validation / 111,540 test tokens, vocabulary 65 (ORIGIN)".
 std::string dataLine(const TokenSplits& data);

@@ -140,6 +140,8 @@ using TaskFactory = std::function<std::unique_ptr<Task>(const TaskContext&)>;
 struct LanguageModelFacts {
   // The task setting (task.<level_setting>) whose value names the tokenizer in tokenizerRegistry().
   std::string level_setting = "level";
+  // The task setting naming the tokenizer's model file, where the level reads one (sentencepiece).
+  std::string tokenizer_file_setting = "tokenizer";
   // The token embedding's parameter: its rows are the vocabulary.
   std::string token_embedding = "transformer.wte.weight";
   // The output projection when it is token_embedding itself (tied, no parameter of its own): export

@@ -1,3 +1,7 @@
+#include <memory>
+
+#include "tasks/language_model.h"
+#include "tasks/tokenizers/sentencepiece_tokenizer.h"
 #include "tasks/tokenizers/text_tokenizers.h"
 #include "tasks/tokenizers/tokenizer.h"
 
@@ -10,6 +14,10 @@ Registry<TokenizerFactory>& tokenizerRegistry() {
                  makeCharacterTokenizer);
     builtins.add("word", "WikiText's whitespace-separated words of the training file, lower-cased; <eos> per line",
                  makeWordTokenizer);
+    builtins.add("sentencepiece", "the SentencePiece model file task.tokenizer names", [](const TaskOptions& options) {
+      return std::unique_ptr<Tokenizer>(std::make_unique<SentencePieceTokenizer>(
+          requireTokenizerFile(languageModelSettings().read(options.settings))));
+    });
     return builtins;
   }();
   return registry;
