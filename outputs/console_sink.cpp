@@ -1,4 +1,3 @@
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include "hyperparams/base/units.h"
 #include "outputs/builtin_sinks.h"
+#include "outputs/progress/terminal.h"
 
 namespace gcrun::outputs {
 namespace {
@@ -38,13 +38,6 @@ std::string formatMetrics(const std::map<std::string, double>& metrics) {
   return out;
 }
 
-// A line wider than the terminal wraps, and "\r" then redraws only its last row.
-int terminalColumns() {
-  winsize size{};
-  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
-  return 80;
-}
-
 std::string formatBar(double fraction, int width) {
   int filled = static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * width));
   return "[" + std::string(filled, '#') + std::string(width - filled, '-') + "] ";
@@ -57,7 +50,7 @@ class ConsoleSink : public MetricSink {
         total_epochs_(context.config.training.epochs),
         synthetic_(context.config.task.synthetic),
         world_size_(context.world_size),
-        terminal_(::isatty(STDOUT_FILENO) == 1) {}
+        terminal_(isTerminal(STDOUT_FILENO)) {}
 
   // Train and test metrics reach the console in the epoch line, and timers only in the files.
   void metric(const MetricEvent& event) override {
@@ -90,16 +83,15 @@ class ConsoleSink : public MetricSink {
     if (!line_open_) {
       // Sized once per line so the bar does not jitter as the text grows ("ETA 9s" -> "ETA 10s").
       const int text_width = static_cast<int>(formatProgressLine(progress, 0).size());
-      bar_width_ = std::clamp(terminalColumns() - text_width - kBarSlack, 0, kMaxBarWidth);
+      bar_width_ = std::clamp(terminalColumns(STDOUT_FILENO) - text_width - kBarSlack, 0, kMaxBarWidth);
     }
-    // "\033[K" clears what a longer previous line left to the right.
-    std::cout << '\r' << formatProgressLine(progress, bar_width_) << "\033[K" << std::flush;
+    redrawLine(std::cout, formatProgressLine(progress, bar_width_));
     line_open_ = true;
   }
 
   void endProgressLine() {
     if (!line_open_) return;
-    std::cout << "\r\033[K" << std::flush;
+    clearLine(std::cout);
     line_open_ = false;
   }
 

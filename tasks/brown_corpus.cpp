@@ -8,6 +8,7 @@
 
 #include "hyperparams/base/errors.h"
 #include "outputs/files/safe_files.h"
+#include "outputs/progress/progress_line.h"
 
 namespace gcrun::tasks {
 namespace {
@@ -100,6 +101,7 @@ BrownConversion convertBrownCorpus(const std::string& source_dir, const std::str
   const files::Directory output = outputDirectory(output_dir);
   BrownConversion result;
   std::ostringstream train, valid, test;
+  outputs::ProgressLine progress("converting the Brown corpus", static_cast<int64_t>(names.size()), "files");
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string path = source_dir + "/" + names[i];
     if (i % 10 == 8) {
@@ -109,7 +111,9 @@ BrownConversion convertBrownCorpus(const std::string& source_dir, const std::str
     } else {
       convertFile(path, train, result.train);
     }
+    progress.advance();
   }
+  progress.finish();
   const std::pair<const char*, const std::ostringstream*> outputs[] = {
       {"wiki.train.tokens", &train}, {"wiki.valid.tokens", &valid}, {"wiki.test.tokens", &test}};
   // Each replaced whole through a temporary file and a rename: a symlink, FIFO or file planted at the

@@ -205,6 +205,7 @@ MetricSums Cifar10Task::evaluate(const Shard& shard, const std::string& split, c
     const at::Tensor logits = model_->forward(images);
     const at::Tensor loss_sum = F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
     addCifarMetrics(logits, targets, loss_sum.item<double>(), metrics);
+    limits.batchDone(start / chunk + 1, (indices.size(0) + chunk - 1) / chunk);
   }
   model_->train();
   return metrics;

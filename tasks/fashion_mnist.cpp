@@ -185,6 +185,7 @@ MetricSums FashionMnistTask::evaluate(const Shard& shard, const std::string& spl
     at::Tensor logits = model_->forward(batch.inputs);
     at::Tensor loss_sum = F::cross_entropy(logits, batch.targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
     addFashionMetrics(logits, batch.targets, loss_sum.item<double>(), metrics);
+    limits.batchDone(start / chunk + 1, (indices.size(0) + chunk - 1) / chunk);
   }
   model_->train();
   return metrics;

@@ -52,6 +52,13 @@ struct EvaluationLimits {
   // Polled between batches; once it returns true, evaluate() returns the sums so far, which the
   // trainer discards as it stops.
   std::function<bool()> stop;
+  // Told after each batch how many of the split's batches are done, of how many (a progress line).
+  // Its "= {}" keeps `{max_samples, stop}` a complete initializer (-Wmissing-field-initializers).
+  std::function<void(int64_t done, int64_t total)> progress = {};
+
+  void batchDone(int64_t done, int64_t total) const {
+    if (progress) progress(done, total);
+  }
 };
 
 // Yields one epoch of training batches for one worker.

@@ -203,6 +203,7 @@ MetricSums WikiText2Task::evaluate(const Shard& shard, const std::string& split,
     auto [logits, next] = model_->forward(batch.inputs.to(device_, at::kLong), hidden);
     hidden = next;
     addTokenLoss(metrics, logits, batch.targets.to(device_, at::kLong), TokenSum::in_float);
+    limits.batchDone(index + 1, batches);
   }
   model_->train();
   return metrics;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -102,7 +103,16 @@ int measure(const NetworkBenchRequest& request, const launch::WorldSpec& world) 
     }
   }
   agreeOnInput(*comm, problem, "rank 0 cannot write --output " + request.output);
-  const auto timings = timeCollectives(*comm, request.plan);
+  std::function<void(const SizeTiming&)> print_as_timed;
+  if (world.rank == 0) {
+    std::printf("%s\n", calibrationPlanText(request.plan).c_str());
+    std::fflush(stdout);
+    print_as_timed = [](const SizeTiming& timing) {
+      std::printf("%s\n", sizeTimingLine(timing).c_str());
+      std::fflush(stdout);
+    };
+  }
+  const auto timings = timeCollectives(*comm, request.plan, print_as_timed);
   if (world.rank != 0) return 0;
   const auto fits = fitTimings(timings, world.world_size);
   std::fputs(formatCalibration(timings, fits).c_str(), stdout);

@@ -17,7 +17,11 @@ NetworkBenchOptions::NetworkBenchOptions(CLI::App& bench)
   // A flag of another benchmark is a mistake that request() names, not something to ignore.
   command->allow_extras();
   command->add_option("--min-bytes", min_bytes_, "Smallest message, e.g. 4 or 64KiB (default 4)");
-  command->add_option("--max-bytes", max_bytes_, "Largest message (default 256MiB); sizes grow by 4x");
+  command->add_option("--max-bytes", max_bytes_,
+                      "Largest message (default 256MiB); sizes grow by 4x, in each series until a message takes "
+                      "over 3 s unless --full-sweep");
+  command->add_flag("--full-sweep", request.plan.full_sweep,
+                    "Time every size up to --max-bytes, however long the link takes");
   command->add_option("--collectives", collectives_, "all-reduce, all-gather, broadcast, comma-separated (default all)")
       ->delimiter(',');
   command
@@ -85,6 +89,7 @@ std::vector<std::string> networkBenchArguments(const NetworkBenchRequest& reques
                                         "--output=" + request.output};
   if (!request.name.empty()) arguments.push_back("--name=" + request.name);
   if (request.merge) arguments.push_back("--merge");
+  if (plan.full_sweep) arguments.push_back("--full-sweep");
   for (auto& argument : launchArguments(request.launch)) arguments.push_back(std::move(argument));
   return arguments;
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include <spdlog/fmt/fmt.h>
 #include <torch/torch.h>
 #ifdef GCRUN_WITH_CUDA
 #include <torch/cuda.h>
@@ -124,18 +125,59 @@ std::vector<int64_t> messageSizes(int64_t min_bytes, int64_t max_bytes) {
   return sizes;
 }
 
-std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const CalibrationPlan& plan) {
+int seriesCount(const CalibrationPlan& plan) {
+  int count = 0;
+  for (const auto collective : plan.collectives) {
+    count += collective == CollectiveKind::all_reduce ? static_cast<int>(plan.dtypes.size()) : 1;
+  }
+  return count;
+}
+
+std::optional<double> calibrationBoundS(const CalibrationPlan& plan) {
+  if (plan.full_sweep) return std::nullopt;
+  // The last size takes at most 4 x slow_message_s, those before it at most slow_message_s x (1 +
+  // 1/4 + 1/16 + ...) = 4/3 of it.
+  const double series_s = (plan.warmup + plan.repeats) * plan.slow_message_s * (4.0 + 4.0 / 3.0);
+  return series_s * seriesCount(plan);
+}
+
+std::string calibrationPlanText(const CalibrationPlan& plan) {
+  const auto sizes = messageSizes(plan.min_bytes, plan.max_bytes);
+  std::string text = "timing " + std::to_string(seriesCount(plan)) + " series (collective and dtype) at up to " +
+                     std::to_string(sizes.size()) + " sizes from " + units::byteCountText(plan.min_bytes) + " to " +
+                     units::byteCountText(plan.max_bytes) + ", " + std::to_string(plan.warmup + plan.repeats) +
+                     " runs each";
+  if (const auto bound = calibrationBoundS(plan)) {
+    return text + "; a series ends after its first size slower than " + fmt::format("{:g} s", plan.slow_message_s) +
+           " a run, so this takes at most about " + units::elapsedText(*bound) + " (--full-sweep times every size)";
+  }
+  return text + "; every size is timed (--full-sweep), so the link's speed decides how long this takes";
+}
+
+std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const CalibrationPlan& plan,
+                                        const std::function<void(const SizeTiming&)>& timed) {
   std::vector<SizeTiming> timings;
   for (const auto collective : plan.collectives) {
     const auto dtypes = collective == CollectiveKind::all_reduce ? plan.dtypes : std::vector{DataType::float32};
     for (const auto dtype : dtypes) {
       if (collective == CollectiveKind::all_reduce && !backendSums(comm, dtype)) continue;
+      int timed_sizes = 0;
       for (const auto bytes : messageSizes(plan.min_bytes, plan.max_bytes)) {
         timings.push_back(timeOne(comm, collective, dtype, bytes, plan));
+        if (timed) timed(timings.back());
+        // Every rank has the same slowest-rank median, so all stop at the same size; a fit needs two.
+        if (++timed_sizes >= 2 && !plan.full_sweep && timings.back().median_s > plan.slow_message_s) break;
       }
     }
   }
   return timings;
+}
+
+std::string sizeTimingLine(const SizeTiming& timing) {
+  char line[120];
+  std::snprintf(line, sizeof(line), "%-11s %-8s %9s %11.4f ms", collectiveName(timing.collective).c_str(),
+                dataTypeName(timing.dtype).c_str(), units::byteCountText(timing.bytes).c_str(), timing.median_s * 1e3);
+  return line;
 }
 
 std::vector<network::Fit> fitTimings(const std::vector<SizeTiming>& timings, int world_size) {

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,7 +12,10 @@
 namespace gcrun::experiments {
 
 // What `gcrun bench network` measures: each collective at message sizes from min_bytes to
-// max_bytes (factors of 4), `warmup` untimed then `repeats` timed runs of each. The all-reduce is
+// max_bytes (factors of 4), `warmup` untimed then `repeats` timed runs of each. Unless full_sweep,
+// a series (a collective in a dtype) stops growing after the first size whose median run takes more
+// than slow_message_s: a fit needs sizes whose time the bytes dominate, not minutes of them on a
+// slow link (256 MiB take 21 s a run at 100 Mbit/s). The all-reduce is
 // timed in each of `dtypes`: its cost per byte is the sum's arithmetic as much as the wire (Gloo
 // sums float16 in software, several times slower than float32). All-gather and broadcast move bytes
 // without arithmetic, so they are timed in float32 alone and cost every dtype alike.
@@ -22,7 +27,19 @@ struct CalibrationPlan {
   int64_t max_bytes = int64_t{256} << 20;
   int warmup = 1;
   int repeats = 5;
+  bool full_sweep = false;
+  double slow_message_s = 3;
 };
+
+// The series the plan times, as many as its table has at most: the all-reduce in each dtype, the
+// other collectives in float32.
+int seriesCount(const CalibrationPlan& plan);
+// The longest the plan may take in seconds, or nothing for a full sweep, whose time only the link
+// decides: each series at most up to the first size over slow_message_s, which takes at most 4
+// times that (the sizes grow by 4), after sizes taking at most a third of it together.
+std::optional<double> calibrationBoundS(const CalibrationPlan& plan);
+// What rank 0 prints before it measures: the series, the sizes and how long it may take.
+std::string calibrationPlanText(const CalibrationPlan& plan);
 
 // "4", "64KiB", "256MiB", "1GB" -> bytes. A UserError naming `what` unless it is a whole number of
 // float32 elements (a multiple of 4, at least 4) of at most 4 GiB.
@@ -51,7 +68,11 @@ struct SizeTiming {
 // group's device; broadcasts from rank 0), by collective, then dtype, then size. A dtype the backend
 // cannot sum (LibTorch 1.13's Gloo and bfloat16, which the bf16 reducer all-gathers instead) has
 // no all-reduce timings.
-std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const CalibrationPlan& plan);
+// `timed`, when given, is told each size's timing as soon as it is known (rank 0 prints it).
+std::vector<SizeTiming> timeCollectives(comm::Communicator& comm, const CalibrationPlan& plan,
+                                        const std::function<void(const SizeTiming&)>& timed = {});
+// One line for one size's timing, as timeCollectives' caller prints it as it goes.
+std::string sizeTimingLine(const SizeTiming& timing);
 
 // One fit per (collective, dtype), of its medians (network::fitLatencyAndPerByte), in the
 // timings' order.

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "experiments/sync/replicas.h"
+#include "outputs/progress/progress_line.h"
 
 namespace gcrun::experiments {
 namespace {
@@ -22,6 +23,16 @@ void emitEvaluated(const std::vector<std::unique_ptr<outputs::MetricSink>>& sink
       for (auto& sink : sinks) sink->metric({name, value, split, position, step, bits});
     }
   }
+}
+
+// One split's evaluation; the rank-0 worker (one per run) shows its progress on a terminal.
+tasks::MetricSums evaluateWithProgress(tasks::Task& task, const tasks::Shard& shard, const std::string& split,
+                                       const tasks::EvaluationLimits& evaluation, bool shows_progress) {
+  if (!shows_progress) return task.evaluate(shard, split, evaluation);
+  outputs::ProgressLine line("evaluating " + split, 0, "batches");
+  tasks::EvaluationLimits limits = evaluation;
+  limits.progress = [&line](int64_t done, int64_t total) { line.update(done, total); };
+  return task.evaluate(shard, split, limits);
 }
 
 }  // namespace
@@ -72,7 +83,7 @@ std::optional<outputs::EvaluatedSplits> evaluateSplits(tasks::Task& task, comm::
     auto turn = role.turn();
     for (const auto& split : task.evaluationSplits()) {
       if (evaluation.stop && evaluation.stop()) break;
-      local.push_back(task.evaluate(shard, split, evaluation));
+      local.push_back(evaluateWithProgress(task, shard, split, evaluation, comm.rank() == 0));
     }
   }
   if (evaluation.stop && anyRank(evaluation.stop(), comm)) return std::nullopt;

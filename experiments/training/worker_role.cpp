@@ -1,9 +1,33 @@
 #include "experiments/training/worker_role.h"
 
+#include <algorithm>
+
 #include "hyperparams/base/errors.h"
 #include "reducers/comm/agreement.h"
 
 namespace gcrun::experiments {
+
+void TurnLock::lock() {
+  device_.lock();
+  std::lock_guard<std::mutex> guard(times_);
+  started_ = std::chrono::steady_clock::now();
+}
+
+void TurnLock::unlock() {
+  {
+    std::lock_guard<std::mutex> guard(times_);
+    longest_ = std::max(longest_, std::chrono::steady_clock::now() - *started_);
+    started_.reset();
+  }
+  device_.unlock();
+}
+
+double TurnLock::longestTurnS() const {
+  std::lock_guard<std::mutex> guard(times_);
+  auto longest = longest_;
+  if (started_) longest = std::max(longest, std::chrono::steady_clock::now() - *started_);
+  return std::chrono::duration<double>(longest).count();
+}
 
 void agreeOnInput(comm::Communicator& comm, const std::string& problem, const std::string& others) {
   const auto first = comm::firstProblem(comm, problem);

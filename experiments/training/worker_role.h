@@ -1,8 +1,10 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "outputs/timer.h"
@@ -16,6 +18,26 @@ namespace gcrun::experiments {
 // lowest failing rank's error (comm::firstProblem), so that every rank's line says why.
 void agreeOnInput(comm::Communicator& comm, const std::string& problem, const std::string& others);
 
+// The device that a process's simulated workers take turns on (a BasicLockable): one holds it at
+// a time, and it keeps how long the turns take, which is how long a collective may wait for the
+// last of them to reach it.
+class TurnLock {
+ public:
+  void lock();
+  void unlock();
+  // The longest turn so far in seconds, the one under way included; 0 before the first.
+  double longestTurnS() const;
+
+ private:
+  std::mutex device_;
+  mutable std::mutex times_;  // guards the two below, read by a failing worker during a turn
+  std::optional<std::chrono::steady_clock::time_point> started_;
+  std::chrono::steady_clock::duration longest_{};
+};
+
+// A worker's hold on the device for one piece of compute; empty when it has the device to itself.
+using Turn = std::unique_lock<TurnLock>;
+
 // How one worker shares its process: alone (PlainWorker) or as one of the process's simulated
 // workers over one copy of the parameters (SimulatedWorker, experiments/worker/simulated_workers.h). The worker's
 // run and its trainer ask the role wherever the two differ.
@@ -25,7 +47,7 @@ class WorkerRole {
 
   // Held around this worker's compute (building its model, forward and backward, evaluation,
   // restoring a checkpoint); an empty lock when the worker has the device to itself.
-  virtual std::unique_lock<std::mutex> turn() = 0;
+  virtual Turn turn() = 0;
   // Once the task and the reducer are built (`task`) or failed (`problem`, `task` null): every rank
   // stops together on a failure, else the model gets the parameters it computes with.
   virtual void settleInput(comm::Communicator& comm, const std::string& problem, tasks::Task* task) = 0;
@@ -40,7 +62,7 @@ class WorkerRole {
 // A worker with its process to itself.
 class PlainWorker : public WorkerRole {
  public:
-  std::unique_lock<std::mutex> turn() override { return {}; }
+  Turn turn() override { return {}; }
   void settleInput(comm::Communicator& comm, const std::string& problem, tasks::Task* task) override;
   void update(int64_t step, const std::function<void()>& apply) override;
   bool logs() const override { return true; }

@@ -17,12 +17,14 @@
 #include "experiments/launch/launch_environment.h"
 #include "experiments/training/worker_role.h"
 #include "experiments/worker/simulated_workers.h"
+#include "experiments/worker/timeout_advice.h"
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/signal_flag.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/thread_team.h"
 #include "outputs/metric_sink.h"
 #include "outputs/trace/recorder.h"
+#include "reducers/comm/collective_failure.h"
 #include "reducers/comm/process_group.h"
 
 namespace gcrun::experiments {
@@ -70,9 +72,39 @@ RunResult writingTrace(const trace::Recorder& recorder, Run&& run) {
   }
 }
 
+// How much a simulated worker's failure says about the run, least first: it stopped because another
+// failed, its collective lost a peer that had failed, its collective timed out, or its own error
+// (which ended the others').
+int causeRank(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const AnotherWorkerFailed&) {
+    return 0;
+  } catch (const comm::CollectiveFailed& e) {
+    return e.timedOut() ? 2 : 1;
+  } catch (...) {
+    return 3;
+  }
+}
+
+// Rethrows the failure that says most; a collective's timeout names the setting to raise and the
+// turns the workers were waiting for.
+[[noreturn]] void rethrowCause(const std::vector<std::exception_ptr>& failures, const SimulatedTurns& turns,
+                               double timeout_s) {
+  std::exception_ptr cause;
+  for (const auto& failure : failures) {
+    if (failure && (!cause || causeRank(failure) > causeRank(cause))) cause = failure;
+  }
+  try {
+    std::rethrow_exception(cause);
+  } catch (const comm::CollectiveFailed& e) {
+    throw std::runtime_error(collectiveFailureText(e, timeout_s, turns));
+  }
+}
+
 // The process's logical workers as threads over their own ranks; returns logical worker 0's
-// result. A failure ends the others (their waits throw, their collectives lose a peer) and the
-// failing worker's own error is what is rethrown.
+// result. A failure ends the others (their waits and turns throw, their collectives lose a peer)
+// and the failure that says most is what is rethrown.
 RunResult runSimulated(const ResolvedExperiment& experiment, const RunOptions& options, const comm::WorldSpec& world,
                        std::vector<std::unique_ptr<comm::Communicator>>& comms, const SignalFlag& stop_signals,
                        trace::Recorder& recorder) {
@@ -95,18 +127,9 @@ RunResult runSimulated(const ResolvedExperiment& experiment, const RunOptions& o
         }
       },
       "distributed.simulated_workers=" + std::to_string(workers));
-  std::exception_ptr first;
-  for (const auto& failure : failures) {
-    if (!failure) continue;
-    try {
-      std::rethrow_exception(failure);
-    } catch (const AnotherWorkerFailed&) {
-      if (!first) first = failure;
-    } catch (...) {
-      std::rethrow_exception(failure);
-    }
+  if (std::any_of(failures.begin(), failures.end(), [](const auto& f) { return f != nullptr; })) {
+    rethrowCause(failures, {workers, shared.compute().longestTurnS()}, experiment.config.distributed.timeout_s);
   }
-  if (first) std::rethrow_exception(first);
   return results.front();
 }
 
@@ -158,6 +181,11 @@ RunResult runWorker(const ResolvedExperiment& experiment, const RunOptions& opti
     throw;
   } catch (const TrainingDiverged&) {
     throw;
+  } catch (const comm::CollectiveFailed& e) {
+    const std::string failure = collectiveFailureText(e, config.distributed.timeout_s, std::nullopt);
+    const std::string failed_peers = monitor ? monitor->diagnose() : "";
+    if (failed_peers.empty()) throw std::runtime_error(failure);
+    throw std::runtime_error(failed_peers + "; this worker stops (" + failure + ")");
   } catch (const std::exception& e) {
     // Most likely a collective that failed because a peer died: name the peer.
     if (!monitor) throw;

@@ -44,9 +44,20 @@ void SharedParameters::fail() {
   changed_.notify_all();
 }
 
+bool SharedParameters::failed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_;
+}
+
 void SharedParameters::waitUntil(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready) {
   changed_.wait(lock, [&] { return failed_ || ready(); });
   if (!ready()) throw AnotherWorkerFailed("another simulated worker of this process failed");
+}
+
+Turn SimulatedWorker::turn() {
+  Turn turn(shared_.compute());
+  if (shared_.failed()) throw AnotherWorkerFailed("another simulated worker of this process failed");
+  return turn;
 }
 
 // The logical workers of a process see the same input, so none waits for the others' verdict.

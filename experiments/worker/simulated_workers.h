@@ -35,7 +35,9 @@ class AnotherWorkerFailed : public std::runtime_error {
 class SharedParameters {
  public:
   // Held around forward/backward and evaluation: one logical worker computes at a time.
-  std::mutex& compute() { return compute_; }
+  TurnLock& compute() { return compute_; }
+  // Whether a worker failed (its peers' turns then end their runs rather than compute).
+  bool failed();
 
   // Worker 0, once its model is built: the parameters everyone uses.
   void publish(torch::nn::Module& model);
@@ -54,7 +56,7 @@ class SharedParameters {
  private:
   void waitUntil(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready);
 
-  std::mutex compute_;
+  TurnLock compute_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<at::Tensor> parameters_;
@@ -71,7 +73,9 @@ class SimulatedWorker : public WorkerRole {
   SimulatedWorker(SharedParameters& shared, int index, bool own_parameters)
       : shared_(shared), index_(index), own_parameters_(own_parameters) {}
 
-  std::unique_lock<std::mutex> turn() override { return std::unique_lock<std::mutex>(shared_.compute()); }
+  // Throws AnotherWorkerFailed once a worker of the process failed: the run ends without the
+  // minutes of compute that the workers still waiting for their turn would spend.
+  Turn turn() override;
   // A failure stops the process's other logical workers too (their waits throw).
   void settleInput(comm::Communicator& comm, const std::string& problem, tasks::Task* task) override;
   void update(int64_t step, const std::function<void()>& apply) override;

@@ -7,6 +7,7 @@
 #include "outputs/files/safe_files.h"
 #include "outputs/network/network_profile.h"
 #include "outputs/performance/run_schedule.h"
+#include "outputs/progress/progress_line.h"
 #include "outputs/trace/trace_file.h"
 
 namespace gcrun::performance {
@@ -124,6 +125,8 @@ RunTimeline loadRunTimeline(const outputs::RunData& run) {
 
 TracedRuns traceRuns(std::vector<outputs::RunData> runs) {
   TracedRuns traced;
+  // Many runs' traces (each up to its size bound) take a while: `gcrun predict` shows the reading.
+  outputs::ProgressLine progress("reading the runs' traces", static_cast<int64_t>(runs.size()), "runs");
   for (auto& run : runs) {
     try {
       traced.timelines.push_back(loadRunTimeline(run));
@@ -131,6 +134,7 @@ TracedRuns traceRuns(std::vector<outputs::RunData> runs) {
     } catch (const UserError& e) {
       traced.untraced.push_back({std::move(run), e.what()});
     }
+    progress.advance();
   }
   return traced;
 }

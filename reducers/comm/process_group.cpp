@@ -17,18 +17,43 @@
 #include "hyperparams/base/errors.h"
 #include "hyperparams/base/text.h"
 #include "hyperparams/base/thread_team.h"
+#include "reducers/comm/collective_failure.h"
 #include "reducers/comm/torch_compat.h"
 
 namespace gcrun::comm {
 namespace {
 
+// Where a group's collectives are waited for, and so where their failures surface.
+struct WaitContext {
+  int rank;
+  std::chrono::milliseconds timeout;
+};
+
+// Waits for `work`, begun at `started`; the backend's failure becomes a CollectiveFailed that
+// names the rank and whether the group's timeout ran out. A c10::Error stays as it is: the backend
+// refused the call itself (a type it cannot sum) on every rank alike, which probes rely on.
+void waitFor(c10d::Work& work, const WaitContext& context, std::chrono::steady_clock::time_point started) {
+  try {
+    work.wait();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string line = firstLine(e.what());
+    const bool timed_out = ranOutOf(std::chrono::steady_clock::now() - started, context.timeout, line);
+    throw CollectiveFailed(context.rank, context.timeout, timed_out, line);
+  }
+}
+
 class C10dPending : public PendingCollective {
  public:
-  explicit C10dPending(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
-  void wait() override { work_->wait(); }
+  C10dPending(c10::intrusive_ptr<c10d::Work> work, WaitContext context)
+      : work_(std::move(work)), context_(context), started_(std::chrono::steady_clock::now()) {}
+  void wait() override { waitFor(*work_, context_, started_); }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
+  WaitContext context_;
+  std::chrono::steady_clock::time_point started_;
 };
 
 class C10dCommunicator : public Communicator {
@@ -41,12 +66,13 @@ class C10dCommunicator : public Communicator {
   using GroupMaker = std::function<std::unique_ptr<Communicator>(const c10::intrusive_ptr<c10d::Store>&)>;
 
   C10dCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::CollectiveGroup> group,
-                   std::string backend, int rank, int size, GroupMaker make)
+                   std::string backend, int rank, int size, std::chrono::milliseconds timeout, GroupMaker make)
       : store_(std::move(store)),
         group_(std::move(group)),
         backend_(std::move(backend)),
         rank_(rank),
         size_(size),
+        waits_{rank, timeout},
         make_(std::move(make)) {}
 
   int rank() const override { return rank_; }
@@ -60,7 +86,7 @@ class C10dCommunicator : public Communicator {
     // all-reduces (the compute-only baseline).
     if (size_ == 1) return std::make_unique<Completed>();
     std::vector<at::Tensor> tensors{tensor};
-    return std::make_unique<C10dPending>(group_->allreduce(tensors));
+    return std::make_unique<C10dPending>(group_->allreduce(tensors), waits_);
   }
 
   std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
@@ -68,7 +94,7 @@ class C10dCommunicator : public Communicator {
     std::vector<at::Tensor> inputs{tensor.contiguous()};
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size_; ++r) outputs[0].push_back(at::empty_like(inputs[0]));
-    group_->allgather(outputs, inputs)->wait();
+    C10dPending(group_->allgather(outputs, inputs), waits_).wait();
     return outputs[0];
   }
 
@@ -76,7 +102,7 @@ class C10dCommunicator : public Communicator {
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    group_->broadcast(tensors, options)->wait();
+    C10dPending(group_->broadcast(tensors, options), waits_).wait();
   }
 
   // An all-reduce of one element rather than c10d's barrier, which NCCL ties to device ids.
@@ -108,9 +134,9 @@ class C10dCommunicator : public Communicator {
   std::vector<at::Tensor> swap(const at::Tensor& tensor) {
     constexpr int kTag = 0;
     std::vector<at::Tensor> outgoing{tensor}, incoming{at::empty_like(tensor)};
-    auto receive = group_->recv(incoming, 1 - rank_, kTag);
-    group_->send(outgoing, 1 - rank_, kTag)->wait();
-    receive->wait();
+    C10dPending receive(group_->recv(incoming, 1 - rank_, kTag), waits_);
+    C10dPending(group_->send(outgoing, 1 - rank_, kTag), waits_).wait();
+    receive.wait();
     return rank_ == 0 ? std::vector<at::Tensor>{tensor, incoming[0]} : std::vector<at::Tensor>{incoming[0], tensor};
   }
 
@@ -119,6 +145,7 @@ class C10dCommunicator : public Communicator {
   std::string backend_;
   int rank_;
   int size_;
+  WaitContext waits_;
   GroupMaker make_;
   int siblings_ = 0;  // made so far
 };
@@ -142,7 +169,7 @@ std::unique_ptr<Communicator> makeGloo(const c10::intrusive_ptr<c10d::Store>& st
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(glooDevice(master_addr));
   auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
-  return std::make_unique<C10dCommunicator>(store, group, "gloo", rank, size,
+  return std::make_unique<C10dCommunicator>(store, group, "gloo", rank, size, timeout,
                                             [=](const c10::intrusive_ptr<c10d::Store>& sibling_store) {
                                               return makeGloo(sibling_store, rank, size, timeout, master_addr);
                                             });
@@ -154,7 +181,7 @@ std::unique_ptr<Communicator> makeNccl(const c10::intrusive_ptr<c10d::Store>& st
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
-  return std::make_unique<C10dCommunicator>(store, group, "nccl", rank, size,
+  return std::make_unique<C10dCommunicator>(store, group, "nccl", rank, size, timeout,
                                             [=](const c10::intrusive_ptr<c10d::Store>& sibling_store) {
                                               return makeNccl(sibling_store, rank, size, timeout);
                                             });

@@ -132,6 +132,7 @@ void expectSameBench(const NetworkBenchRequest& a, const NetworkBenchRequest& b)
   EXPECT_EQ(a.plan.repeats, b.plan.repeats);
   EXPECT_EQ(a.plan.collectives, b.plan.collectives);
   EXPECT_EQ(a.plan.dtypes, b.plan.dtypes);
+  EXPECT_EQ(a.plan.full_sweep, b.plan.full_sweep);
   EXPECT_EQ(a.backend, b.backend);
   EXPECT_EQ(a.timeout_s, b.timeout_s);
   EXPECT_EQ(a.output, b.output);
@@ -157,6 +158,7 @@ TEST(NetworkBenchCommandLine, EveryOptionComesBackWhateverItsValueHolds) {
   request.plan.repeats = 7;
   request.plan.collectives = {CollectiveKind::broadcast, CollectiveKind::all_reduce};
   request.plan.dtypes = {DataType::bfloat16, DataType::float32};
+  request.plan.full_sweep = true;
   request.backend = "nccl";
   request.timeout_s = 60;
   request.output = "-dir with spaces/net=work.yaml";

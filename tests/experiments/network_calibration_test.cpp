@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include <torch/torch.h>
+
 #include "experiments/bench/network_bench.h"
 #include "hyperparams/base/units.h"
 #include "tests/support/multi_rank.h"
@@ -29,6 +34,73 @@ TEST(NetworkCalibration, MessageSizes) {
   EXPECT_EQ(messageSizes(4, 256), (std::vector<int64_t>{4, 16, 64, 256}));
   EXPECT_EQ(messageSizes(4, 100), (std::vector<int64_t>{4, 16, 64, 100}));
   EXPECT_EQ(messageSizes(4, int64_t{256} << 20).size(), 14u);
+}
+
+// Rank 0 of two over a link that takes 10 ns per byte (a 256 KiB message 2.6 ms, 1 MiB 10.5 ms):
+// the collectives sleep that long and leave the tensors as they are.
+class SlowLink : public comm::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "gloo"; }
+  void allreduceSum(at::Tensor& tensor) override { send(tensor); }
+  std::unique_ptr<comm::PendingCollective> allreduceSumAsync(at::Tensor&) override { return nullptr; }
+  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
+    send(tensor);
+    return {tensor, tensor};
+  }
+  void broadcast(at::Tensor& tensor, int /*root*/) override { send(tensor); }
+  void barrier() override {}
+
+ private:
+  static void send(const at::Tensor& tensor) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(10 * tensor.numel() * tensor.element_size()));
+  }
+};
+
+CalibrationPlan slowLinkPlan() {
+  CalibrationPlan plan;
+  plan.collectives = {CollectiveKind::all_reduce, CollectiveKind::broadcast};
+  plan.dtypes = {DataType::float32};
+  plan.min_bytes = 4096;
+  plan.max_bytes = int64_t{16} << 20;  // 16 MiB: 168 ms a run
+  plan.warmup = 0;
+  plan.repeats = 1;
+  plan.slow_message_s = 0.005;  // 5 ms: 1 MiB is the first size slower
+  return plan;
+}
+
+TEST(NetworkCalibration, ASeriesStopsGrowingAfterItsFirstSizeSlowerThanTheBudget) {
+  SlowLink link;
+  std::vector<std::string> printed;
+  const auto timings =
+      timeCollectives(link, slowLinkPlan(), [&](const SizeTiming& t) { printed.push_back(sizeTimingLine(t)); });
+  const std::vector<int64_t> sizes = {4096, 16384, 65536, 262144, 1048576};
+  ASSERT_EQ(timings.size(), 2 * sizes.size());
+  for (size_t i = 0; i < timings.size(); ++i) EXPECT_EQ(timings[i].bytes, sizes[i % sizes.size()]) << i;
+  EXPECT_EQ(timings[4].collective, CollectiveKind::all_reduce);
+  EXPECT_EQ(timings[5].collective, CollectiveKind::broadcast);
+  ASSERT_EQ(printed.size(), timings.size());  // each size as it was timed
+  EXPECT_EQ(printed[4].rfind("all-reduce  float32       1MiB", 0), 0u) << printed[4];
+
+  auto full = slowLinkPlan();
+  full.full_sweep = true;
+  full.collectives = {CollectiveKind::broadcast};
+  EXPECT_EQ(timeCollectives(link, full).size(), messageSizes(full.min_bytes, full.max_bytes).size());
+}
+
+TEST(NetworkCalibration, SaysUpFrontHowLongItMayTake) {
+  CalibrationPlan plan;  // the defaults: 5 series of 6 runs, a series up to its first size over 3 s
+  EXPECT_EQ(seriesCount(plan), 5);
+  ASSERT_TRUE(calibrationBoundS(plan));
+  EXPECT_DOUBLE_EQ(*calibrationBoundS(plan), 5 * 6 * 3 * (4 + 4.0 / 3));
+  EXPECT_EQ(calibrationPlanText(plan),
+            "timing 5 series (collective and dtype) at up to 14 sizes from 4 to 256MiB, 6 runs each; a series ends "
+            "after its first size slower than 3 s a run, so this takes at most about 8m00s (--full-sweep times "
+            "every size)");
+  plan.full_sweep = true;
+  EXPECT_FALSE(calibrationBoundS(plan));
+  EXPECT_NE(calibrationPlanText(plan).find("every size is timed (--full-sweep)"), std::string::npos);
 }
 
 TEST(NetworkCalibration, TimesEveryCollectiveAndSizeAlikeOnEveryRank) {

@@ -265,6 +265,21 @@ TEST(WikiText, EvaluationTakesTheBpttBatchesThatReachMaxSamples) {
   EXPECT_EQ(task->evaluate({0, 1}, "test", {}).weight, 999 * 2);
 }
 
+// Each evaluated batch is reported, of the split's batches: what the progress line of a long
+// evaluation shows.
+TEST(WikiText, EvaluationReportsEachBatchDoneOfTheSplitsBatches) {
+  TaskOptions options;
+  options.name = "wikitext2";
+  options.architecture = "lstm";
+  options.synthetic = true;
+  options.synthetic_samples = 20000;
+  auto task = makeWikiText2Task({options, 2, 1, c10::Device(c10::kCPU)});
+  std::vector<std::pair<int64_t, int64_t>> reported;
+  EvaluationLimits limits{100, {}, [&](int64_t done, int64_t total) { reported.emplace_back(done, total); }};
+  task->evaluate({0, 1}, "test", limits);
+  EXPECT_EQ(reported, (std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 2}}));
+}
+
 TEST(WikiText, TaskTrainsOnTokenFilesWithValidationAndTestSplits) {
   TempDir dir;
   {
