@@ -85,7 +85,6 @@ void checkOptions(const TaskOptions& task, const LanguageModelOptions& options, 
   }
   // The level's own settings (task.tokenizer's model) are refused here too, before any data.
   languageModelLevel(options.level).settled(options);
-  }
   const std::pair<const char*, int64_t> positive[] = {{"task.context", options.context},
                                                       {"task.layers", options.layers},
                                                       {"task.heads", options.heads},
@@ -248,6 +247,7 @@ MetricSums LanguageModelTask::evaluate(const Shard& shard, const std::string& sp
         windowBatch(ids, mine.narrow(0, start, std::min(chunk, mine.size(0) - start)), settings_.context);
     addTokenLoss(metrics, model_->forward(toDevice(batch.inputs, device_)), toDevice(batch.targets, device_),
                  TokenSum::in_double);
+    limits.batchDone(start / chunk + 1, (mine.size(0) + chunk - 1) / chunk);
   }
   model_->train();
   return metrics;

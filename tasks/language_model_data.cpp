@@ -105,10 +105,10 @@ constexpr int64_t kSyntheticWordVocabulary = 10000;
 const std::vector<LanguageModelLevel>& languageModelLevels() {
   static const std::vector<LanguageModelLevel> levels = {
       {"char", "byte ids", readText<TokenLevel::kChar>, unsettled, kSyntheticCharVocabulary, 256, true, false},
-      {"word", "the wikitext2 task's tokens", readText<TokenLevel::kWord>, unsettled, kSyntheticWordVocabulary, 0,
-       true, false},
-      {"sentencepiece", "the pieces of the SentencePiece model task.tokenizer names", readSentencePieces,
-       modelPieces, 0, 0, true, false},
+      {"word", "the wikitext2 task's tokens", readText<TokenLevel::kWord>, unsettled, kSyntheticWordVocabulary, 0, true,
+       false},
+      {"sentencepiece", "the pieces of the SentencePiece model task.tokenizer names", readSentencePieces, modelPieces,
+       0, 0, true, false},
       {"tokens", "pre-tokenized uint16 files: nanoGPT's train.bin/val.bin, llm.c's shards", readTokenIds, unsettled,
        kSyntheticWordVocabulary, kMaxTokenVocabulary, false, true},
   };
