@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 using testing::CommandResult;
 using testing::contains;
 using testing::gcrunLines;
+using testing::readFile;
 using testing::runCommand;
 using testing::TempDir;
 
@@ -45,13 +46,8 @@ std::string tinyText(int lines) {
   return text;
 }
 
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 std::map<std::string, at::Tensor> checkpointOf(const std::string& run) {
-  const std::string bytes = readBytes(run + "/checkpoints/rank-0-step-2.pt");
+  const std::string bytes = readFile(run + "/checkpoints/rank-0-step-2.pt");
   std::map<std::string, at::Tensor> state;
   for (const auto& item : torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
     state[item.key().toStringRef()] = item.value().toTensor();
@@ -201,7 +197,7 @@ TEST_F(Sample, BadInputIsOneLineAndExitTwo) {
   fs::copy(run("char"), copy, fs::copy_options::recursive);
   fs::remove_all(copy + "/checkpoints");
   expectRefused(sample(copy, ""), {"no checkpoint"});
-  std::string config = readBytes(copy + "/config.yaml");
+  std::string config = readFile(copy + "/config.yaml");
   const auto at = config.find("architecture: gpt");
   ASSERT_NE(at, std::string::npos) << config;
   config.replace(at, 17, "architecture: lstm");

@@ -32,11 +32,6 @@ const std::string kRun =
     " --set task.synthetic=true --set task.synthetic_samples=640 --set training.batch_size=32"
     " --set output.sinks=[jsonl]";
 
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 std::map<std::string, at::Tensor> loadInCpp(const std::string& bytes) {
   std::map<std::string, at::Tensor> state;
   for (const auto& item : torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
@@ -68,7 +63,7 @@ TEST(CheckpointFormat, PyTorchLoadsItWithWeightsOnlyAsADictOfTensors) {
   }
   TempDir dir;
   const std::string file = oneWorkerRun(dir, 2) + "/checkpoints/rank-0-step-2.pt";
-  const auto expected = loadInCpp(readBytes(file));
+  const auto expected = loadInCpp(readFile(file));
   ASSERT_TRUE(expected.count("param/fc1.weight") && expected.count("memory/fc1.weight") &&
               expected.count("reducer/queries") && expected.count("counter/step"));
   // Per entry: name, dtype, shape, the float64 sum and the first value (repr: exact round trip).
@@ -108,7 +103,7 @@ TEST(CheckpointFormat, CheckpointsOfTheEarlierFormatStillResume) {
   const std::string run = oneWorkerRun(dir, 2);
   const std::string file = run + "/checkpoints/rank-0-step-2.pt";
   c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, tensor] : loadInCpp(readBytes(file))) dict.insert(name, tensor);
+  for (const auto& [name, tensor] : loadInCpp(readFile(file))) dict.insert(name, tensor);
   const std::vector<char> old = torch::pickle_save(c10::IValue(dict));
   ASSERT_NE(std::string(old.begin(), old.end()).find("restore_type_tag"), std::string::npos);
   std::ofstream(file, std::ios::binary | std::ios::trunc).write(old.data(), static_cast<std::streamsize>(old.size()));

@@ -58,11 +58,6 @@ void expectRefused(const CommandResult& result, const std::vector<std::string>& 
   for (const auto& part : parts) EXPECT_TRUE(contains(lines.front(), part)) << "no '" << part << "' in " << lines[0];
 }
 
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 void writeBytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
@@ -169,7 +164,7 @@ class HostileCheckpoint : public ::testing::Test {
   nlohmann::json manifest() const { return readJson(manifestPath()); }
   void setManifest(const nlohmann::json& manifest) const { std::ofstream(manifestPath()) << manifest.dump(); }
   void plant(const std::string& bytes) const { plantRankFile(run_, bytes); }
-  State state() const { return loadState(readBytes(rankFile())); }
+  State state() const { return loadState(readFile(rankFile())); }
 
   static TempDir* suite_dir_;
   TempDir dir_;
@@ -190,7 +185,7 @@ TEST_F(HostileCheckpoint, AWellFormedCheckpointStillResumes) {
 // 421,642 parameters: cut to 8 bytes, the old code copied whatever lay past them into every
 // memory and completed the run (exit 0).
 TEST_F(HostileCheckpoint, AStorageRecordShorterThanItsTensorsIsRefused) {
-  plant(withRecordCut(readBytes(rankFile()), 421642 * 4, 8));
+  plant(withRecordCut(readFile(rankFile()), 421642 * 4, 8));
   expectRefused(resume(), {kRankFile, "tensor 'memory/", "which holds 8"});
 }
 
@@ -261,7 +256,7 @@ TEST(HostileGptCheckpoint, TheCausalMaskIsAConstantNotRestoredFromAFile) {
       runCommand(kGcrun + " experiment brown-gpt-adamw --output-dir " + run + tiny + " --set training.max_steps=2");
   ASSERT_EQ(made.exit_code, 0) << made.output;
   const auto rank_file = run + "/checkpoints/" + kRankFile;
-  State saved = loadState(readBytes(rank_file));
+  State saved = loadState(readFile(rank_file));
   EXPECT_EQ(saved.count("buffer/causal_mask"), 0u);
   const auto resume = [&] {
     return bounded(kGcrun + " experiment brown-gpt-adamw --resume " + run + " --set training.max_steps=3");
@@ -293,7 +288,7 @@ TEST_F(HostileCheckpoint, AHugeRankFileIsRefusedBeforeItIsRead) {
 
 // The old code overflowed the stack in LibTorch's unpickler (SIGSEGV, exit 139, nothing printed).
 TEST_F(HostileCheckpoint, AMillionNestedListsAreRefused) {
-  plant(withPickle(readBytes(rankFile()), nestedLists(1000000)));
+  plant(withPickle(readFile(rankFile()), nestedLists(1000000)));
   expectRefused(resume(), {kRankFile, "nests deeper than 32 levels"});
 }
 
@@ -312,7 +307,7 @@ TEST(HostileCheckpointInAStudy, ARefusedResumeIsRecordedRefused) {
   auto info = readJson(run + "/run.json");
   info["status"] = "interrupted";
   std::ofstream(run + "/run.json") << info.dump();
-  plantRankFile(run, withPickle(readBytes(run + "/checkpoints/" + kRankFile), nestedLists(1000000)));
+  plantRankFile(run, withPickle(readFile(run + "/checkpoints/" + kRankFile), nestedLists(1000000)));
 
   const auto again = bounded(study);
   EXPECT_EQ(again.exit_code, 1) << again.output;
@@ -344,7 +339,7 @@ TEST_F(HostileCheckpoint, ARefusedResumeTakesNoLockAndWritesNoLog) {
   fs::create_directory(run_ + "/layers.csv");
   expectRefused(resume(" --set output.layer_stats_every_steps=1"), {run_ + "/layers.csv is a directory"});
   fs::remove(run_ + "/layers.csv");
-  plant(withPickle(readBytes(rankFile()), nestedLists(100)));
+  plant(withPickle(readFile(rankFile()), nestedLists(100)));
   expectRefused(resume(), {kRankFile, "nests deeper than 32 levels"});
   EXPECT_FALSE(fs::exists(fs::symlink_status(run_ + "/.gcrun.lock")));
   EXPECT_EQ(readFile(log), text);
@@ -394,7 +389,7 @@ class HostilePowerSgdDdpCheckpoint : public ::testing::Test {
   CommandResult resume() const {
     return bounded(kGcrun + " experiment fashion-sgd --resume " + run_ + " --set training.max_steps=4");
   }
-  State state() const { return loadState(readBytes(run_ + "/checkpoints/" + kDdpRankFile)); }
+  State state() const { return loadState(readFile(run_ + "/checkpoints/" + kDdpRankFile)); }
   void plant(const State& tampered) const { plantRankFile(run_, archiveOf(tampered), kDdpRankFile); }
 
   static inline const std::string kDdp =
@@ -470,7 +465,7 @@ TEST(HostileCheckpointOfOneRank, EntriesEveryRankHoldsAlikeMustAgree) {
                                  settings + " --set training.max_steps=2");
     ASSERT_EQ(made.exit_code, 0) << made.output;
     const std::string rank_file = "rank-1-step-2.pt";
-    State tampered = loadState(readBytes(run + "/checkpoints/" + rank_file));
+    State tampered = loadState(readFile(run + "/checkpoints/" + rank_file));
     ASSERT_TRUE(tampered.count(entry)) << entry;
     tampered[entry] = tampered[entry] + 1;
     plantRankFile(run, archiveOf(tampered), rank_file);

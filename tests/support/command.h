@@ -27,8 +27,9 @@ inline CommandResult runCommand(const std::string& command_line) {
   return result;
 }
 
+// The file's bytes, as they are (binary files too).
 inline std::string readFile(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();

@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 using testing::CommandResult;
 using testing::contains;
 using testing::gcrunLines;
+using testing::readFile;
 using testing::runCommand;
 using testing::TempDir;
 using Tensors = std::map<std::string, at::Tensor>;
@@ -45,11 +46,6 @@ const std::string kTiny =
 
 // Registers the language-model task again as plugin-language-model (tests/support/language_model_plugin.cpp).
 const std::string kPlugin = std::string(" --plugin ") + GCRUN_LANGUAGE_MODEL_PLUGIN_PATH;
-
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // The file's tensors and metadata, read as the specification says: an 8-byte little-endian
 // header length N, N bytes of JSON ({name: {dtype, shape, data_offsets: [begin, end)}, optional
@@ -100,7 +96,7 @@ SafetensorsContent readSafetensors(const std::string& bytes) {
 
 // One rank's checkpoint, as torch.load would read it (LibTorch's pickle reader, not gcrun's).
 Tensors checkpointOf(const std::string& run, int rank) {
-  const std::string bytes = readBytes(run + "/checkpoints/rank-" + std::to_string(rank) + "-step-2.pt");
+  const std::string bytes = readFile(run + "/checkpoints/rank-" + std::to_string(rank) + "-step-2.pt");
   Tensors state;
   for (const auto& item : torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict()) {
     state[item.key().toStringRef()] = item.value().toTensor();
@@ -133,7 +129,7 @@ class SafetensorsExport : public ::testing::Test {
     const std::string file = dir_->file(name + ".safetensors");
     const auto result = exportRun(run(name), file, " --force");
     EXPECT_EQ(result.exit_code, 0) << result.output;
-    return readSafetensors(readBytes(file));
+    return readSafetensors(readFile(file));
   }
 
   static TempDir* dir_;
@@ -159,7 +155,7 @@ TEST_F(SafetensorsExport, EveryTensorIsTheCheckpointsUnderNanoGptNamesWithTheRun
   EXPECT_EQ(content.tensors.at("transformer.h.1.attn.c_attn.weight").sizes(), (std::vector<int64_t>{96, 32}));
 
   const auto& metadata = content.metadata;
-  EXPECT_EQ(metadata.at("settings").get<std::string>(), readBytes(run("every-step") + "/config.yaml"));
+  EXPECT_EQ(metadata.at("settings").get<std::string>(), readFile(run("every-step") + "/config.yaml"));
   EXPECT_EQ(metadata.at("experiment"), "brown-gpt-adamw");
   EXPECT_EQ(metadata.at("step"), "2");
   EXPECT_EQ(metadata.at("tokenizer"), "char");
@@ -175,7 +171,7 @@ TEST_F(SafetensorsExport, APluginsLanguageModelTaskGetsTheTokenizerAndTheTiedOut
   const std::string file = dir_->file("plugin.safetensors");
   const auto result = exportRun(run("plugin"), file, kPlugin);
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  const auto content = readSafetensors(readBytes(file));
+  const auto content = readSafetensors(readFile(file));
   EXPECT_EQ(content.metadata.at("task"), "plugin-language-model");
   EXPECT_EQ(content.metadata.value("tokenizer", ""), "char") << content.metadata.dump();
   EXPECT_EQ(content.metadata.value("vocabulary_size", ""), "65") << content.metadata.dump();
@@ -191,7 +187,7 @@ TEST_F(SafetensorsExport, PyTorchsTwinGivenTheFileComputesGcrunsLogits) {
   }
   const std::string file = dir_->file("twin.safetensors");
   ASSERT_EQ(exportRun(run("every-step"), file).exit_code, 0);
-  const auto tensors = readSafetensors(readBytes(file)).tensors;
+  const auto tensors = readSafetensors(readFile(file)).tensors;
   const auto& wte = tensors.at("transformer.wte.weight");
   tasks::models::GptShape shape{wte.size(0), tensors.at("transformer.wpe.weight").size(0), 2, kHeads, wte.size(1)};
   tasks::models::GptModel model(shape, 0);
@@ -267,7 +263,7 @@ TEST_F(SafetensorsExport, BadInputIsOneLineAndExitTwo) {
   const std::string copy = scratch.file("copy");
   fs::copy(run("every-step"), copy, fs::copy_options::recursive);
   const std::string rank_file = copy + "/checkpoints/rank-0-step-2.pt";
-  const std::string whole = readBytes(rank_file);
+  const std::string whole = readFile(rank_file);
   std::ofstream(rank_file, std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() / 2);
   expectRefused(exportRun(copy, out), {"rank-0-step-2.pt", "shorter than manifest.json says"});
   fs::remove_all(copy + "/checkpoints");
@@ -285,9 +281,9 @@ TEST_F(SafetensorsExport, AnExistingOutputNeedsForceAndASymlinkIsNotFollowed) {
   fs::create_symlink(target, out);
   expectRefused(exportRun(run("every-step"), out), {out, "exists", "--force"});
   ASSERT_EQ(exportRun(run("every-step"), out, " --force").exit_code, 0);
-  EXPECT_EQ(readBytes(target), "keep");
+  EXPECT_EQ(readFile(target), "keep");
   EXPECT_FALSE(fs::is_symlink(out));
-  EXPECT_NO_THROW(readSafetensors(readBytes(out)));
+  EXPECT_NO_THROW(readSafetensors(readFile(out)));
 }
 
 }  // namespace

@@ -9,17 +9,14 @@
 #include <gtest/gtest.h>
 
 #include "outputs/files/safe_files.h"
+#include "tests/support/command.h"
 #include "tests/support/temp_dir.h"
 
 namespace gcrun::files {
 namespace {
 
+using testing::readFile;
 using testing::TempDir;
-
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 TEST(WriteAtomicallyInPieces, WritesThePiecesInOrder) {
   TempDir dir;
@@ -28,7 +25,7 @@ TEST(WriteAtomicallyInPieces, WritesThePiecesInOrder) {
     write(std::string(3, '\0'));
     write("|end");
   });
-  EXPECT_EQ(readBytes(dir.file("file")), std::string("header|") + std::string(3, '\0') + "|end");
+  EXPECT_EQ(readFile(dir.file("file")), std::string("header|") + std::string(3, '\0') + "|end");
 }
 
 TEST(WriteAtomicallyInPieces, AFailingProducerLeavesTheOldFileAndNoTemporary) {
@@ -41,7 +38,7 @@ TEST(WriteAtomicallyInPieces, AFailingProducerLeavesTheOldFileAndNoTemporary) {
                                                    throw std::runtime_error("the producer's failure");
                                                  }),
                std::runtime_error);
-  EXPECT_EQ(readBytes(dir.file("file")), "old");
+  EXPECT_EQ(readFile(dir.file("file")), "old");
   EXPECT_EQ(directory.entries(), std::vector<std::string>{"file"});
 }
 
@@ -52,9 +49,9 @@ TEST(WriteAtomicallyInPieces, ASymlinkAtTheNameIsReplacedNotFollowed) {
   Directory::open(dir.path().string(), false).writeAtomicallyInPieces("link", [](const Directory::PieceWriter& write) {
     write("new");
   });
-  EXPECT_EQ(readBytes(dir.file("target")), "keep");
+  EXPECT_EQ(readFile(dir.file("target")), "keep");
   EXPECT_FALSE(std::filesystem::is_symlink(dir.file("link")));
-  EXPECT_EQ(readBytes(dir.file("link")), "new");
+  EXPECT_EQ(readFile(dir.file("link")), "new");
 }
 
 }  // namespace
