@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "hyperparams/base/errors.h"
 #include "outputs/files/safe_files.h"
+#include "outputs/progress/progress_line.h"
 #include "tasks/brown_corpus.h"
 #include "tasks/token_files.h"
 #include "tasks/tokenizers/sentencepiece_training.h"
@@ -75,8 +76,20 @@ void trainTokenizer(const TokenizerFlags& flags) {
   auto [folder, name] = outputFile(flags);
   Corpus corpus = corpusOf(flags);
   const auto start = std::chrono::steady_clock::now();
-  const tasks::SentenceSource next = [&corpus](std::string& sentence) {
-    if (!corpus.lines->next(sentence)) return false;
+  // SentencePiece reads every sentence, then trains without a word: the reading gets a progress
+  // line, the training one line saying it has begun.
+  outputs::ProgressLine reading("reading sentences for the tokenizer", 0, "lines");
+  bool read_all = false;
+  const tasks::SentenceSource next = [&corpus, &reading, &read_all, &flags](std::string& sentence) {
+    if (read_all) return false;
+    if (!corpus.lines->next(sentence)) {
+      read_all = true;
+      reading.finish();
+      std::fprintf(stderr, "training the %s tokenizer (%lld pieces)\n", flags.model_type.c_str(),
+                   static_cast<long long>(flags.vocabulary));
+      return false;
+    }
+    reading.advance();
     if (corpus.brown) sentence = tasks::stripPosTags(sentence);
     return true;
   };
