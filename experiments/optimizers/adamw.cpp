@@ -36,8 +36,6 @@ class AdamW final : public Optimizer {
       const bool embedding = std::find(embeddings.begin(), embeddings.end(), names_[i]) != embeddings.end();
       const bool decays = params_[i].dim() >= 2 && (options_.decay_embeddings || !embedding);
       weight_decay_.push_back(decays ? options_.weight_decay : 0.0);
-      exp_avg_.push_back(at::zeros_like(params_[i], at::MemoryFormat::Preserve));
-      exp_avg_sq_.push_back(at::zeros_like(params_[i], at::MemoryFormat::Preserve));
     }
   }
 
@@ -54,6 +52,7 @@ class AdamW final : public Optimizer {
       const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step_));
       const double step_size = lr / bias_correction1;
       const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+      allocateMoments();
       for (size_t i = 0; i < params_.size(); ++i) {
         at::Tensor param = params_[i].detach();
         const at::Tensor& grad = grads_[i];
@@ -70,8 +69,8 @@ class AdamW final : public Optimizer {
 
   void saveState(TensorMap& state) const override {
     for (size_t i = 0; i < names_.size(); ++i) {
-      state[kExpAvgPrefix + names_[i]] = exp_avg_[i];
-      state[kExpAvgSqPrefix + names_[i]] = exp_avg_sq_[i];
+      state[kExpAvgPrefix + names_[i]] = exp_avg_.empty() ? zeroMoment(i) : exp_avg_[i];
+      state[kExpAvgSqPrefix + names_[i]] = exp_avg_sq_.empty() ? zeroMoment(i) : exp_avg_sq_[i];
     }
     state[kStepEntry] = at::scalar_tensor(step_, at::kLong);
   }
@@ -81,6 +80,7 @@ class AdamW final : public Optimizer {
   bool mayLack(const std::string&) const override { return false; }
 
   void loadState(const TensorMap& state) override {
+    allocateMoments();
     for (size_t i = 0; i < names_.size(); ++i) {
       exp_avg_[i].copy_(state.at(kExpAvgPrefix + names_[i]));
       exp_avg_sq_[i].copy_(state.at(kExpAvgSqPrefix + names_[i]));
@@ -89,6 +89,19 @@ class AdamW final : public Optimizer {
   }
 
  private:
+  // The moments are made at the first step (or restore), not with the optimizer: a simulated
+  // worker that shares worker 0's parameters never steps, and 15 of them holding two zeroed
+  // copies of the model each was a third of 16 GPT workers' memory. Until then they are zeros,
+  // and a checkpoint says so.
+  void allocateMoments() {
+    if (!exp_avg_.empty()) return;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      exp_avg_.push_back(zeroMoment(i));
+      exp_avg_sq_.push_back(zeroMoment(i));
+    }
+  }
+  at::Tensor zeroMoment(size_t i) const { return at::zeros_like(params_[i], at::MemoryFormat::Preserve); }
+
   OptimizerOptions options_;
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;

@@ -149,28 +149,33 @@ uint64_t checkpointChecksum(std::string_view bytes) {
 CheckpointStore::CheckpointStore(std::string run_dir, comm::Communicator& comm, c10::Device device)
     : run_dir_(std::move(run_dir)), comm_(comm), device_(device) {}
 
-void CheckpointStore::save(int64_t step, const TensorMap& state) {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& kv : state) dict.insert(kv.first, kv.second.detach().cpu());
-  const std::vector<char> pickled = pickleTensorDict(dict);
-  const std::string_view bytes(pickled.data(), pickled.size());  // a copy would double the peak memory
+void CheckpointStore::save(int64_t step, const std::function<TensorMap()>& state, const std::function<Turn()>& turn) {
   const std::string name = rankFile(comm_.rank(), step);
   // A resume has checked the directory before training; one that changes under a running job is
   // a runtime failure (exit 1) like any other write error, not bad input.
   std::optional<files::Directory> opened;
-  try {
-    opened = checkpointDirectory(run_dir_, /*create=*/true);
-    opened->writeAtomically(name, bytes);
-  } catch (const UserError& e) {
-    throw std::runtime_error(e.what());
+  int64_t size = 0;
+  uint64_t checksum = 0;
+  {
+    const Turn held = turn();
+    c10::Dict<std::string, at::Tensor> dict;
+    for (const auto& kv : state()) dict.insert(kv.first, kv.second.detach().cpu());
+    const std::vector<char> pickled = pickleTensorDict(dict);
+    const std::string_view bytes(pickled.data(), pickled.size());  // a copy would double the peak memory
+    try {
+      opened = checkpointDirectory(run_dir_, /*create=*/true);
+      opened->writeAtomically(name, bytes);
+    } catch (const UserError& e) {
+      throw std::runtime_error(e.what());
+    }
+    size = static_cast<int64_t>(bytes.size());
+    checksum = checkpointChecksum(bytes);
   }
   const auto& dir = *opened;
 
   // Gathering sizes and checksums is also the barrier: every rank's file is in place before the
   // manifest names it.
-  const uint64_t checksum = checkpointChecksum(bytes);
-  auto mine =
-      torch::tensor({static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)}, torch::kInt64).to(device_);
+  auto mine = torch::tensor({size, static_cast<int64_t>(checksum)}, torch::kInt64).to(device_);
   const auto all = comm_.allgather(mine);
   if (comm_.rank() == 0) {
     outputs::Json files = outputs::Json::array();

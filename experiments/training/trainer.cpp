@@ -192,7 +192,8 @@ struct Trainer::State : TrainerDeps {
 
   void save() {
     at.elapsed_s = secondsSince(start);
-    checkpoints.save(at.step, snapshotTraining(parts(), at));
+    checkpoints.save(
+        at.step, [this] { return snapshotTraining(parts(), at); }, [this] { return role.turn(); });
   }
 };
 
