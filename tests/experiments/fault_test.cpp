@@ -362,7 +362,7 @@ TEST(Faults, CorruptOrMismatchedCheckpointsExitTwo) {
 
 // torchrun (Debian's python3-torch) starts the workers and hosts the store in its agent.
 TEST(Faults, RunsUnderTorchrun) {
-  if (std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") != 0) {
+  if (!gcrun::testing::peerPythonHas("torch.distributed.run")) {
     GTEST_SKIP() << "torchrun is not available: apt-get install python3-torch";
   }
   TempDir dir;

@@ -4,7 +4,6 @@
 // gcrun's LibTorch 1.13.1 share ATen, so the same operations in the same order give the same bits.
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -54,10 +53,6 @@ std::string writeData(const testing::TempDir& dir) {
   writeSplit(data + "/wiki.valid.tokens", 300, 2);
   writeSplit(data + "/wiki.test.tokens", 300, 3);
   return data;
-}
-
-bool pythonTorchMissing() {
-  return std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") != 0;
 }
 
 // The settings both sides run with, as gcrun keys and as the twin's flags.
@@ -130,7 +125,8 @@ TwinRun runBoth(const std::string& preset, const std::vector<Setting>& extra, co
 }
 
 TEST(GptTwin, ExactAllReduceWithAdamWIsBitIdenticalToDdp) {
-  if (pythonTorchMissing()) GTEST_SKIP() << "Debian's python3-torch is missing: apt-get install python3-torch";
+  if (!testing::peerPythonHas("torch.distributed.run"))
+    GTEST_SKIP() << "Debian's python3-torch is missing: apt-get install python3-torch";
   const auto run = runBoth("brown-gpt-adamw", {}, "");
   EXPECT_DOUBLE_EQ(run.sent_fraction, 1.0);
   ASSERT_EQ(run.gcrun.size(), static_cast<size_t>(kSteps));
@@ -145,7 +141,8 @@ TEST(GptTwin, ExactAllReduceWithAdamWIsBitIdenticalToDdp) {
 // brown-gpt-nanogpt as the preset sets it against the twin with nanoGPT's two defaults: no biases,
 // and the decay on every tensor of 2 or more dims (the embeddings included).
 TEST(GptTwin, NanoGptPresetIsBitIdenticalToDdpWithoutBiasesAndWithDecayedEmbeddings) {
-  if (pythonTorchMissing()) GTEST_SKIP() << "Debian's python3-torch is missing: apt-get install python3-torch";
+  if (!testing::peerPythonHas("torch.distributed.run"))
+    GTEST_SKIP() << "Debian's python3-torch is missing: apt-get install python3-torch";
   const auto run = runBoth("brown-gpt-nanogpt", {}, " --bias false --decay-embeddings true");
   ASSERT_EQ(run.gcrun.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(run.twin.size(), static_cast<size_t>(kSteps));
@@ -158,7 +155,8 @@ TEST(GptTwin, NanoGptPresetIsBitIdenticalToDdpWithoutBiasesAndWithDecayedEmbeddi
 // DDP's powerSGD_hook against gcrun's powersgd-ddp set up alike (docs/reducers.md: which settings make them
 // alike): the hook's state on both sides, one DDP bucket, the hook's own error feedback.
 TEST(GptTwin, PowerSgdHookIsBitIdenticalToPowersgdDdp) {
-  if (pythonTorchMissing()) GTEST_SKIP() << "Debian's python3-torch is missing: apt-get install python3-torch";
+  if (!testing::peerPythonHas("torch.distributed.run"))
+    GTEST_SKIP() << "Debian's python3-torch is missing: apt-get install python3-torch";
   const std::vector<Setting> hook = {
       {"reducer.name", "", "powersgd-ddp"},
       {"optimizer.memory", "", "false"},

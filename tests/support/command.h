@@ -55,6 +55,12 @@ inline bool alive(pid_t pid) {
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// Whether Debian's python3 (the PyTorch peer's interpreter) can import `module`: tests against the
+// peer skip without it.
+inline bool peerPythonHas(const std::string& module) {
+  return runCommand("/usr/bin/python3 -c 'import " + module + "'").exit_code == 0;
+}
+
 // The lines gcrun itself printed ("gcrun: error: ...", "gcrun: failed: ..."), in order.
 inline std::vector<std::string> gcrunLines(const std::string& output) {
   std::vector<std::string> lines;
