@@ -6,34 +6,47 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string_view>
 
 #include <ATen/ATen.h>
 
 #include "hyperparams/base/errors.h"
 #include "outputs/files/safe_files.h"
+#include "tasks/token_sources/mapping_faults.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token files are little-endian; so is this host");
 
 namespace gcrun::tasks {
 namespace {
 
+// A read-only mapping of a whole file, unmapped when the last owner lets go; a SIGBUS inside it
+// (the file shrank meanwhile) is reported naming the file.
 struct Mapping {
   const unsigned char* data = nullptr;
   uint64_t size = 0;
+  std::unique_ptr<MappedRegionWatch> watch;
+
+  Mapping(const unsigned char* mapped, uint64_t bytes, const std::string& path)
+      : data(mapped), size(bytes), watch(std::make_unique<MappedRegionWatch>(mapped, bytes, path)) {}
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    watch.reset();  // before the range can be handed to another mapping
+    if (data != nullptr) ::munmap(const_cast<unsigned char*>(data), size);
+  }
 };
 
-Mapping mapWhole(const std::string& path) {
+std::shared_ptr<Mapping> mapWhole(const std::string& path) {
   const files::UniqueFd fd = files::openBoundedFile(path, kMaxTokenShardBytes);
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) throw UserError("cannot read " + path + ": " + std::strerror(errno));
-  Mapping mapping{nullptr, static_cast<uint64_t>(info.st_size)};
-  if (mapping.size == 0) return mapping;
-  void* data = ::mmap(nullptr, mapping.size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  const auto size = static_cast<uint64_t>(info.st_size);
+  if (size == 0) return std::make_shared<Mapping>(nullptr, 0, path);
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (data == MAP_FAILED) throw UserError("cannot map " + path + ": " + std::strerror(errno));
-  ::madvise(data, mapping.size, MADV_SEQUENTIAL);
-  mapping.data = static_cast<const unsigned char*>(data);
-  return mapping;
+  ::madvise(data, size, MADV_SEQUENTIAL);
+  return std::make_shared<Mapping>(static_cast<const unsigned char*>(data), size, path);
 }
 
 int32_t headerField(const Mapping& mapping, int index) {
@@ -42,7 +55,7 @@ int32_t headerField(const Mapping& mapping, int index) {
   return value;
 }
 
-// The number of tokens after the header; throws (the caller unmaps) when the header is wrong.
+// The number of tokens after the header; throws when the header is wrong.
 uint64_t shardTokenCount(const Mapping& mapping, const std::string& path) {
   const std::string what = path + ": an llm.c token shard (magic " + std::to_string(kLlmcShardMagic) + ")";
   if (mapping.size < kLlmcHeaderBytes) {
@@ -67,36 +80,29 @@ uint64_t shardTokenCount(const Mapping& mapping, const std::string& path) {
 }  // namespace
 
 TokenShard mapTokenShard(const std::string& path) {
-  const Mapping mapping = mapWhole(path);
-  auto unmap = [mapping](void*) {
-    if (mapping.data != nullptr) ::munmap(const_cast<unsigned char*>(mapping.data), mapping.size);
-  };
+  const std::shared_ptr<Mapping> mapping = mapWhole(path);
   TokenShard shard;
   uint64_t offset = 0, tokens = 0;
-  try {
-    if (mapping.size >= sizeof(int32_t) && headerField(mapping, 0) == kLlmcShardMagic) {
-      shard.layout = "llm.c shard";
-      tokens = shardTokenCount(mapping, path);
-      offset = kLlmcHeaderBytes;
-    } else {
-      shard.layout = "nanoGPT .bin";
-      if (mapping.size % 2 != 0) {
-        throw UserError(path + ": " + std::to_string(mapping.size) +
-                        " bytes, an odd size; a nanoGPT .bin file is uint16 token ids (2 bytes each)");
-      }
-      tokens = mapping.size / 2;
+  if (mapping->size >= sizeof(int32_t) && headerField(*mapping, 0) == kLlmcShardMagic) {
+    shard.layout = "llm.c shard";
+    tokens = shardTokenCount(*mapping, path);
+    offset = kLlmcHeaderBytes;
+  } else {
+    shard.layout = "nanoGPT .bin";
+    if (mapping->size % 2 != 0) {
+      throw UserError(path + ": " + std::to_string(mapping->size) +
+                      " bytes, an odd size; a nanoGPT .bin file is uint16 token ids (2 bytes each)");
     }
-  } catch (...) {
-    unmap(nullptr);
-    throw;
+    tokens = mapping->size / 2;
   }
   if (tokens == 0) {
-    unmap(nullptr);
     shard.ids = at::empty({0}, at::kShort);
     return shard;
   }
-  void* start = const_cast<unsigned char*>(mapping.data + offset);
-  shard.ids = at::from_blob(start, {static_cast<int64_t>(tokens)}, unmap, at::TensorOptions().dtype(at::kShort));
+  void* start = const_cast<unsigned char*>(mapping->data + offset);
+  // The tensor owns the mapping: it is unmapped when the last view of the ids goes.
+  shard.ids = at::from_blob(
+      start, {static_cast<int64_t>(tokens)}, [mapping](void*) {}, at::TensorOptions().dtype(at::kShort));
   return shard;
 }
 

@@ -3,7 +3,9 @@
 // written (above 32,767 too); nanoGPT's meta.pkl as Python's pickle writes it; globs of text
 // files per split; each malformed file refused naming the file.
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -125,6 +127,29 @@ TEST(TokenShards, AnIdOutsideTheVocabularyIsRefusedWithItsOffset) {
   writeBytes(dir.file("s.bin"), shardBytes(kIds));
   expectMessageHas(userErrorOf([&] { checkTokenIds(mapTokenShard(dir.file("s.bin")), 50257, dir.file("s.bin")); }),
                    {"token id 65535 at byte 1036 (token 6)"});
+}
+
+// Another process truncating a token file while a run has it mapped: reading a page past the new
+// end raises SIGBUS, which must end the run with a line naming the file, not kill it unexplained.
+TEST(TokenShards, AFileTruncatedWhileMappedEndsTheRunNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // LibTorch may have started threads
+  TempDir dir;
+  const std::string path = dir.file("train.bin");
+  writeBytes(path, uint16Bytes(std::vector<uint16_t>(16384, 7)));  // 32 KiB: several pages
+  const TokenShard shard = mapTokenShard(path);
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  const auto* ids = reinterpret_cast<const volatile uint16_t*>(shard.ids.data_ptr<int16_t>());
+  EXPECT_EXIT(std::printf("%d\n", static_cast<int>(ids[16383])), ::testing::ExitedWithCode(1),
+              "gcrun: .*/train.bin shrank while this run read it");  // the re-run child has its own dir
+}
+
+// A SIGBUS outside every mapped token file keeps its default: the process dies of the signal.
+TEST(TokenShards, ABusErrorElsewhereKeepsItsDefault) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  TempDir dir;
+  writeBytes(dir.file("train.bin"), uint16Bytes(kIds));
+  const TokenShard shard = mapTokenShard(dir.file("train.bin"));
+  EXPECT_EXIT(::raise(SIGBUS), ::testing::KilledBySignal(SIGBUS), "");
 }
 
 TEST(TokenIdSplits, SeveralFilesJoinInOrderAndTheTestSplitMayShareTheValidation) {
