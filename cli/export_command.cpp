@@ -15,6 +15,7 @@
 #include "hyperparams/settings.h"
 #include "outputs/export/safetensors.h"
 #include "outputs/files/safe_files.h"
+#include "outputs/progress/progress_line.h"
 #include "outputs/run_directory.h"
 
 namespace gcrun::cli {
@@ -96,12 +97,15 @@ uint64_t writeExport(const ExportFlags& flags, const RunSettings& settings, cons
   }
   const auto tensors = safetensorsTensors(model);
   const std::string header = outputs::safetensorsHeader(tensors, exportMetadata(flags, settings, model));
-  uint64_t size = header.size();
+  uint64_t size = header.size(), total = header.size();
+  for (const auto& tensor : tensors) total += tensor.bytes.size();
+  outputs::ProgressLine progress("writing " + flags.output, static_cast<int64_t>(total >> 20), "MiB");
   dir.writeAtomicallyInPieces(name, [&](const files::Directory::PieceWriter& write) {
     write(header);
     for (const auto& tensor : tensors) {
       write(tensor.bytes);
       size += tensor.bytes.size();
+      progress.update(static_cast<int64_t>(size >> 20), static_cast<int64_t>(total >> 20));
     }
   });
   return size;
