@@ -51,8 +51,9 @@ void onBusError(int signal, siginfo_t* info, void*) {
   if (const char* path = from_a_fault ? watchedPathAt(reinterpret_cast<uintptr_t>(info->si_addr)) : nullptr) {
     writeAll("gcrun: ");
     writeAll(path);
-    writeAll(" shrank while this run read it through a memory mapping (truncated or rewritten in place); "
-             "the run cannot go on: leave token files unchanged while a run uses them\n");
+    writeAll(
+        " shrank while this run read it through a memory mapping (truncated or rewritten in place); "
+        "the run cannot go on: leave token files unchanged while a run uses them\n");
     ::_exit(1);
   }
   // Not in a watched region: the handler there was before takes it. A fault repeats by itself
