@@ -66,7 +66,8 @@ void readText(const SplitFiles& files, const LanguageModelOptions& /*settings*/,
 // end-of-sentence id.
 void readSentencePieces(const SplitFiles& files, const LanguageModelOptions& settings, int64_t /*given_vocabulary*/,
                         const std::string& origin, TokenSplits& data) {
-  const SentencePieceTokenizer tokenizer(requireTokenizerFile(settings));
+  const auto shared = sharedSentencePieceTokenizer(requireTokenizerFile(settings));
+  const SentencePieceTokenizer& tokenizer = *shared;
   data.vocabulary = tokenizer.vocabularySize();
   uint64_t held = 0;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -93,7 +94,7 @@ int64_t unsettled(const LanguageModelOptions& /*settings*/) { return 0; }
 
 // A SentencePiece model's pieces are the vocabulary, with or without data.
 int64_t modelPieces(const LanguageModelOptions& settings) {
-  return SentencePieceTokenizer(requireTokenizerFile(settings)).vocabularySize();
+  return sharedSentencePieceTokenizer(requireTokenizerFile(settings))->vocabularySize();
 }
 
 // nanoGPT's shakespeare_char has 65 characters; 10,000 is a small word vocabulary (Penn Treebank's).

@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
 
 #include <ATen/ATen.h>
 
@@ -32,6 +35,24 @@ at::Tensor idsOf(std::vector<int>& ids, at::ScalarType type) {
   return block;
 }
 
+// What tells one version of a file from the next without reading it.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  int64_t modified_ns = 0;
+  bool operator==(const FileIdentity& other) const {
+    return device == other.device && inode == other.inode && size == other.size && modified_ns == other.modified_ns;
+  }
+};
+
+std::optional<FileIdentity> fileIdentity(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::nullopt;
+  return FileIdentity{info.st_dev, info.st_ino, info.st_size,
+                      int64_t{info.st_mtim.tv_sec} * 1000000000 + info.st_mtim.tv_nsec};
+}
+
 }  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path)
@@ -47,6 +68,25 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path)
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+std::shared_ptr<const SentencePieceTokenizer> sharedSentencePieceTokenizer(const std::string& path) {
+  struct Loaded {
+    FileIdentity identity;
+    std::shared_ptr<const SentencePieceTokenizer> tokenizer;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Loaded> loaded;
+  const std::optional<FileIdentity> identity = fileIdentity(path);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (identity) {
+    const auto found = loaded.find(path);
+    if (found != loaded.end() && found->second.identity == *identity) return found->second.tokenizer;
+  }
+  // A file that cannot be stat'ed is left to the constructor, whose error names it.
+  auto tokenizer = std::make_shared<const SentencePieceTokenizer>(path);
+  if (identity) loaded[path] = Loaded{*identity, tokenizer};
+  return tokenizer;
+}
 
 int64_t SentencePieceTokenizer::vocabularySize() const { return vocabulary_; }
 

@@ -44,6 +44,12 @@ class SentencePieceTokenizer : public Tokenizer {
   int64_t vocabulary_ = 0;
 };
 
+// The tokenizer of the model file `path`, loaded once per process for as long as the file stays the
+// same (device, inode, size and modification time): a run asks for its vocabulary several times
+// before it reads the data, and Gemma's 256,000 pieces take a noticeable time to load. Errors as
+// the constructor's. Thread-safe; the tokenizer is shared, and const.
+std::shared_ptr<const SentencePieceTokenizer> sharedSentencePieceTokenizer(const std::string& path);
+
 // The ids of the text file `path` (a regular file of at most `max_bytes`, read in chunks of a
 // line or 1 MiB, whichever is shorter, so that memory holds the ids and one chunk), as encode()
 // gives them, in a tensor of `type` (idType(vocabulary), tasks/token_files.h). `held` bytes are

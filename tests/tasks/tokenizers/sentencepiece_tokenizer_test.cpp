@@ -3,6 +3,7 @@
 // for; and model files that are missing, huge or not a model refused by name.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -101,6 +102,22 @@ void expectRefusedModel(const std::string& path, const std::string& part) {
     EXPECT_EQ(message.rfind("task.tokenizer: ", 0), 0u) << message;
     EXPECT_NE(message.find(part), std::string::npos) << message;
   }
+}
+
+// A run asks for the model's vocabulary several times before it reads the data: one load serves
+// them all, and a model file replaced meanwhile is loaded again.
+TEST(SentencePieceTokenizer, TheSharedTokenizerIsLoadedOncePerVersionOfTheFile) {
+  TempDir dir;
+  const std::string path = writeModel(dir, train("bpe", 0).model);
+  const auto first = sharedSentencePieceTokenizer(path);
+  EXPECT_EQ(sharedSentencePieceTokenizer(path), first);
+  const std::string other = dir.file("other.model");
+  std::ofstream(other, std::ios::binary) << train("unigram", 3).model;
+  std::filesystem::rename(other, path);  // another inode, as a tool that rewrites a file gives
+  const auto second = sharedSentencePieceTokenizer(path);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(second->encode("the dog"), SentencePieceTokenizer(path).encode("the dog"));
+  EXPECT_THROW(sharedSentencePieceTokenizer(dir.file("missing.model")), UserError);
 }
 
 TEST(SentencePieceTokenizer, AMissingHugeOrMalformedModelIsRefusedNamingTheKeyAndFile) {
