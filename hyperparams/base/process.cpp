@@ -26,13 +26,23 @@ std::vector<char*> pointersTo(const std::vector<std::string>& strings) {
 [[noreturn]] void failInChild(const std::string& prefix, int error) {
   const char* reason = ::strerrordesc_np(error);
   if (reason == nullptr) reason = "unknown error";
-  [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, prefix.data(), prefix.size());
-  ignored = ::write(STDERR_FILENO, reason, std::strlen(reason));
-  ignored = ::write(STDERR_FILENO, "\n", 1);
+  writeToStderrRaw(prefix.c_str());
+  writeToStderrRaw(reason);
+  writeToStderrRaw("\n");
   ::_exit(1);
 }
 
 }  // namespace
+
+void writeToStderrRaw(const char* text) {
+  size_t left = std::strlen(text);
+  while (left > 0) {
+    const ssize_t written = ::write(STDERR_FILENO, text, left);
+    if (written <= 0) return;
+    text += written;
+    left -= static_cast<size_t>(written);
+  }
+}
 
 Environment Environment::inherited() {
   Environment environment;

@@ -47,6 +47,10 @@ struct ChildSpec {
 // (output_fd when given) and exits 1. Throws std::runtime_error naming argv[0] when fork fails.
 pid_t spawn(const ChildSpec& child);
 
+// Writes `text` whole to stderr with write(2) alone: async-signal-safe, for a child between fork
+// and exec and for signal handlers, where stdio's locks may be held. A failed write gives up.
+void writeToStderrRaw(const char* text);
+
 // The exit code a shell would report for a waitpid() status: the code, or 128 + the signal.
 int exitCodeOf(int wait_status);
 

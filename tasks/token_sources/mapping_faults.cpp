@@ -9,6 +9,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "hyperparams/base/process.h"
+
 namespace gcrun::tasks {
 namespace {
 
@@ -26,16 +28,6 @@ std::array<Slot, kMaxWatchedRegions> slots;
 std::mutex registration;  // claims and frees slots; never taken by the handler
 struct sigaction previous_action {};
 
-void writeAll(const char* text) {
-  size_t left = std::strlen(text);
-  while (left > 0) {
-    const ssize_t written = ::write(STDERR_FILENO, text, left);
-    if (written <= 0) return;
-    text += written;
-    left -= static_cast<size_t>(written);
-  }
-}
-
 // The watched region's path that holds `address`; nullptr when none does.
 const char* watchedPathAt(uintptr_t address) {
   for (const Slot& slot : slots) {
@@ -49,9 +41,9 @@ const char* watchedPathAt(uintptr_t address) {
 void onBusError(int signal, siginfo_t* info, void*) {
   const bool from_a_fault = info->si_code > 0;  // not kill(2) or raise(3), whose si_addr means nothing
   if (const char* path = from_a_fault ? watchedPathAt(reinterpret_cast<uintptr_t>(info->si_addr)) : nullptr) {
-    writeAll("gcrun: ");
-    writeAll(path);
-    writeAll(
+    process::writeToStderrRaw("gcrun: ");
+    process::writeToStderrRaw(path);
+    process::writeToStderrRaw(
         " shrank while this run read it through a memory mapping (truncated or rewritten in place); "
         "the run cannot go on: leave token files unchanged while a run uses them\n");
     ::_exit(1);
